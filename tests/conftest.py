@@ -1,0 +1,65 @@
+"""Shared fixtures: the real control plane (tests/cluster/cluster) for the whole session."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+CLUSTER = Path(__file__).parent / "cluster" / "cluster"
+
+
+def _cluster(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(CLUSTER), *args], capture_output=True, text=True, env=env, check=False)
+
+
+@pytest.fixture(scope="session")
+def cluster() -> Iterator[dict[str, str]]:
+    """Bring the control plane up once; stop it at the end only if this session started it.
+
+    The shell lines that `cluster up` prints are applied to this process's environment,
+    so kubectl, the operator processes and the Python clients all find the cluster.
+    """
+    was_running = _cluster("status").returncode == 0
+    result = _cluster("up")
+    if result.returncode != 0:
+        pytest.fail(f"cluster up failed:\n{result.stderr}", pytrace=False)
+    for line in result.stdout.splitlines():
+        name, _, value = line.removeprefix("export ").partition("=")
+        value = value.strip('"').replace("$PATH", os.environ.get("PATH", ""))
+        os.environ[name] = value
+    yield {"KUBECONFIG": os.environ["KUBECONFIG"]}
+    if not was_running and not os.environ.get("KOPF_CLUSTER_KEEP"):
+        _cluster("down")
+
+
+def kubectl(*args: str, input: str | None = None, check: bool = True) -> str:
+    """Run kubectl against the test cluster; fail the test with its stderr if it fails."""
+    result = subprocess.run(["kubectl", *args], input=input, capture_output=True, text=True, check=False)
+    if check and result.returncode != 0:
+        raise AssertionError(f"kubectl {' '.join(args)} failed: {result.stderr.strip()}")
+    return result.stdout if check else result.stdout + result.stderr
+
+
+def kubectl_json(*args: str) -> Any:
+    return json.loads(kubectl(*args, "-o", "json"))
+
+
+def apply(manifest: dict[str, Any] | list[dict[str, Any]]) -> None:
+    items = manifest if isinstance(manifest, list) else [manifest]
+    kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": items}))
+
+
+@pytest.fixture()
+def namespace(cluster: dict[str, str]) -> Iterator[str]:
+    """A fresh namespace per test, deleted (without waiting) afterwards."""
+    name = f"test-{uuid.uuid4().hex[:8]}"
+    kubectl("create", "namespace", name)
+    yield name
+    kubectl("delete", "namespace", name, "--wait=false", check=False)
