@@ -1,3 +1,29 @@
 //! The engine behind `kopf`: a Rust core that watches, queues and processes
 //! Kubernetes objects, and a thin PyO3 layer (feature `python`) that connects
-//! it to the handlers written in Python.
+//! it to the handlers written in Python. The core holds no Python types.
+
+pub mod applying;
+pub mod connection;
+pub mod conventions;
+pub mod dicts;
+pub mod diffbase;
+pub mod diffs;
+pub mod discovery;
+pub mod encoding;
+pub mod errors;
+pub mod handlers;
+pub mod invoking;
+pub mod namespaces;
+pub mod patches;
+pub mod posting;
+pub mod processing;
+pub mod progress;
+pub mod progression;
+pub mod queueing;
+pub mod resources;
+pub mod running;
+pub mod settings;
+pub mod watching;
+
+#[cfg(feature = "python")]
+mod binding;

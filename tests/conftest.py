@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 CLUSTER = Path(__file__).parent / "cluster" / "cluster"
+EXAMPLES = Path(__file__).parent.parent / "examples"
 
 
 def _cluster(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -63,3 +64,10 @@ def namespace(cluster: dict[str, str]) -> Iterator[str]:
     kubectl("create", "namespace", name)
     yield name
     kubectl("delete", "namespace", name, "--wait=false", check=False)
+
+
+@pytest.fixture(scope="session")
+def crd(cluster: dict[str, str]) -> None:
+    """The examples' custom resource (`greetings.demo.kopf.dev`), established and discoverable."""
+    kubectl("apply", "-f", str(EXAMPLES / "crd.yaml"))
+    kubectl("wait", "--for=condition=Established", "crd/greetings.demo.kopf.dev", "--timeout=30s")

@@ -1,0 +1,82 @@
+"""Kopf's public API, served by an engine written in Rust.
+
+Operators written for Kopf 1.45 import ``kopf`` and run unchanged.
+"""
+
+import logging as _stdlogging
+
+from kopf import on
+from kopf._credentials import (
+    ConnectionInfo,
+    login_via_client,
+    login_via_pykube,
+    login_with_kubeconfig,
+    login_with_service_account,
+)
+from kopf._errors import (
+    AdmissionError,
+    ErrorsMode,
+    HandlerRetriesError,
+    HandlerTimeoutError,
+    LoginError,
+    PermanentError,
+    TemporaryError,
+)
+from kopf._filters import ABSENT, PRESENT, all_, any_, none_, not_
+from kopf._handlers import OperatorRegistry, get_default_registry, set_default_registry
+from kopf._kits import (
+    adjust_namespace,
+    adopt,
+    append_owner_reference,
+    harmonize_naming,
+    label,
+    remove_owner_reference,
+)
+from kopf._logging import LogFormat, configure
+from kopf._posting import event, exception, info, warn
+from kopf._references import EVERYTHING, Resource
+from kopf._running import operator, run
+from kopf._settings import OperatorSettings
+from kopf._structs import (
+    Annotations,
+    Body,
+    BodyEssence,
+    Diff,
+    DiffItem,
+    DiffOperation,
+    Labels,
+    Memo,
+    Meta,
+    ObjectReference,
+    OwnerReference,
+    Patch,
+    RawBody,
+    RawEvent,
+    Spec,
+    Status,
+    build_object_reference,
+    build_owner_reference,
+)
+
+Logger = _stdlogging.Logger | _stdlogging.LoggerAdapter  # type: ignore[type-arg]
+"""The type of the ``logger`` kwarg of handlers."""
+
+__all__ = [
+    'on', 'configure', 'LogFormat',
+    'login_via_pykube', 'login_via_client', 'login_with_kubeconfig', 'login_with_service_account',
+    'LoginError', 'ConnectionInfo',
+    'event', 'info', 'warn', 'exception',
+    'operator', 'run',
+    'adopt', 'label', 'harmonize_naming', 'adjust_namespace',
+    'append_owner_reference', 'remove_owner_reference',
+    'build_object_reference', 'build_owner_reference',
+    'not_', 'all_', 'any_', 'none_',
+    'ErrorsMode', 'AdmissionError', 'PermanentError', 'TemporaryError',
+    'HandlerTimeoutError', 'HandlerRetriesError',
+    'OperatorRegistry', 'get_default_registry', 'set_default_registry',
+    'PRESENT', 'ABSENT', 'EVERYTHING',
+    'OperatorSettings',
+    'RawEvent', 'RawBody', 'Status', 'Spec', 'Meta', 'Body', 'BodyEssence', 'Labels', 'Annotations',
+    'ObjectReference', 'OwnerReference', 'Memo', 'Patch', 'Diff', 'DiffItem', 'DiffOperation',
+    'Resource', 'Logger',
+]

@@ -1,0 +1,176 @@
+"""The Python side of the core's hooks: the core decides what to call and when;
+this module builds the handlers' keyword arguments, calls them, and answers."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import datetime
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from kopf._errors import ErrorsMode
+from kopf._execution import execute_once
+from kopf._filters import ABSENT, PRESENT
+from kopf._handlers import ChangingHandler, OperatorRegistry, Reason, ResourceHandler
+from kopf._kits import cause_body_var
+from kopf._logging import LocalObjectLogger, ObjectLogger, objects_logger
+from kopf._references import Resource
+from kopf._settings import OperatorSettings
+from kopf._structs import Body, Diff, Memo, Patch
+
+engine_logger = logging.getLogger('kopf._core.engine')
+_ABSENT_VALUE = object()
+
+
+def _resolve(data: Any, path: tuple[str, ...] | None) -> Any:
+    for key in path or ():
+        if not isinstance(data, Mapping) or key not in data:
+            return _ABSENT_VALUE
+        data = data[key]
+    return data
+
+
+class Bridge:
+    """Called by the core (see ``src/binding/hooks.rs``) from the operator's loop."""
+
+    def __init__(self, *, registry: OperatorRegistry, settings: OperatorSettings, memo: Any,
+                 ready: asyncio.Event, loop: asyncio.AbstractEventLoop) -> None:
+        self.changing = list(registry._changing)
+        self.watching = list(registry._watching)
+        self.settings = settings
+        self.memobase = memo
+        self.memos: dict[str, Any] = {}
+        self._ready = ready
+        self._loop = loop
+
+    def spec(self) -> dict[str, Any]:
+        """The handlers as the core needs them (their positions identify them in calls back)."""
+        def changing(index: int, h: ChangingHandler) -> dict[str, Any]:
+            from kopf._filters import spec_of
+            return {
+                'index': index, 'id': h.id, 'reason': h.reason.value if h.reason else None,
+                'initial': bool(h.initial), 'deleted': bool(h.deleted),
+                'requires_finalizer': bool(h.requires_finalizer),
+                'field_needs_change': bool(h.field_needs_change),
+                'old': spec_of(h.old) if h.old is not None else None,
+                'new': spec_of(h.new) if h.new is not None else None,
+                **h.filters_for_engine(),
+            }
+        return {
+            'changing': [changing(i, h) for i, h in enumerate(self.changing)],
+            'watching': [{'index': i, 'id': h.id, **h.filters_for_engine()} for i, h in enumerate(self.watching)],
+        }
+
+    # -- called by the core -------------------------------------------------------------------
+
+    def log_level(self) -> int:
+        return objects_logger.getEffectiveLevel()
+
+    def log(self, level: int, ref: dict[str, Any] | None, message: str) -> None:
+        if ref is None:
+            engine_logger.log(level, message)
+        else:
+            objects_logger.log(level, message, extra={'k8s_ref': ref, 'k8s_skip': False, 'settings': self.settings})
+
+    def ready(self) -> None:
+        self._loop.call_soon_threadsafe(self._ready.set)
+
+    def forget(self, key: str) -> None:
+        self.memos.pop(key, None)
+
+    async def invoke(self, call: dict[str, Any]) -> dict[str, Any]:
+        watching = call['kind'] == 'watching'
+        handler = (self.watching if watching else self.changing)[call['handler']]
+        kwargs, logger, patch = self._kwargs(call, handler)
+        kwargs |= {'param': handler.param}
+        cause_body_var.set(kwargs['body'])  # for kopf.adopt() & co without an explicit owner
+        if not watching:
+            started = datetime.datetime.fromisoformat(call['started']) if call['started'] else None
+            kwargs |= {'retry': call['retry'], 'started': started,
+                       'runtime': datetime.timedelta(seconds=call['runtime'])}
+        outcome = await execute_once(
+            handler=handler, kwargs=kwargs, logger=logger, retry=call['retry'], runtime=call['runtime'],
+            settings=self.settings, default_errors=ErrorsMode.IGNORED if watching else ErrorsMode.TEMPORARY,
+        )
+        return outcome.for_engine(dict(patch))
+
+    async def check_callbacks(self, calls: list[dict[str, Any]]) -> list[bool]:
+        verdicts = []
+        for call in calls:
+            handler = (self.watching if call['kind'] == 'watching' else self.changing)[call['handler']]
+            kwargs, _, _ = self._kwargs(call, handler)
+            try:
+                verdicts.append(self._callbacks_match(handler, call, kwargs))
+            except Exception:
+                engine_logger.exception(f"A filter of {handler} has failed; the handler is skipped.")
+                verdicts.append(False)
+        return verdicts
+
+    # -- internals -----------------------------------------------------------------------------
+
+    def _memo(self, uid: str | None) -> Any:
+        key = uid or ''
+        if key not in self.memos:
+            self.memos[key] = copy.copy(self.memobase)
+        return self.memos[key]
+
+    def _kwargs(self, call: dict[str, Any], handler: ResourceHandler) -> tuple[dict[str, Any], Any, Patch]:
+        raw = call['body']
+        body = Body(raw)
+        patch = Patch(body=body)
+        watching = call['kind'] == 'watching'
+        logger = (LocalObjectLogger if watching else ObjectLogger)(body=raw, settings=self.settings)
+        kwargs: dict[str, Any] = {
+            'logger': logger,
+            'memo': self._memo(body.meta.uid),
+            'resource': Resource.from_engine(call['resource']),
+            'patch': patch,
+            'body': body,
+            'spec': body.spec,
+            'meta': body.meta,
+            'status': body.status,
+            'uid': body.meta.uid,
+            'name': body.meta.name,
+            'namespace': body.meta.namespace,
+            'labels': body.meta.labels,
+            'annotations': body.meta.annotations,
+        }
+        if watching:
+            kwargs |= {'type': call['event_type'], 'event': {'type': call['event_type'], 'object': raw}}
+        else:
+            kwargs |= {'reason': Reason(call['reason']), 'diff': Diff(call['diff'] or ()),
+                       'old': call['old'], 'new': call['new']}
+        return kwargs, logger, patch
+
+    def _callbacks_match(self, handler: ResourceHandler, call: dict[str, Any], kwargs: dict[str, Any]) -> bool:
+        """Only the callbacks: the static parts of the filters were checked by the core."""
+        raw = call['body']
+        meta = raw.get('metadata', {})
+        for pattern, content in ((handler.labels, meta.get('labels', {})),
+                                 (handler.annotations, meta.get('annotations', {}))):
+            for key, value in (pattern or {}).items():
+                if callable(value) and value not in (PRESENT, ABSENT) and not value(content.get(key), **kwargs):
+                    return False
+        def field_of(data: Any) -> Any:
+            found = _resolve(data, handler.field)
+            return None if found is _ABSENT_VALUE else found
+
+        changing = isinstance(handler, ChangingHandler)
+        if handler.field and callable(handler.value):
+            values = [field_of(call['new']), field_of(call['old'])] if changing else [field_of(raw)]
+            if not any(handler.value(v, **kwargs) for v in values):
+                return False
+        if changing and handler.field:
+            if callable(handler.old) and not handler.old(field_of(call['old']), **kwargs):
+                return False
+            if callable(handler.new) and not handler.new(field_of(call['new']), **kwargs):
+                return False
+        if handler.when is not None and not handler.when(**kwargs):
+            return False
+        return True
+
+
+def make_memo(memo: Any) -> Any:
+    return memo if memo is not None else Memo()

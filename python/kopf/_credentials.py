@@ -1,0 +1,225 @@
+"""Credentials: ``kopf.ConnectionInfo`` and the login handlers that find it."""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import datetime
+import os
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import yaml
+
+from kopf._errors import LoginError
+
+PRIORITY_OF_CLIENT = 10
+PRIORITY_OF_PYKUBE = 20
+PRIORITY_OF_KUBECONFIG = 10
+PRIORITY_OF_SERVICE_ACCOUNT = 20
+SERVICE_ACCOUNT = '/var/run/secrets/kubernetes.io/serviceaccount'
+
+
+@dataclasses.dataclass(frozen=True)
+class ConnectionInfo:
+    """An API endpoint with its credentials, as returned by ``@kopf.on.login`` handlers."""
+
+    server: str
+    ca_path: str | None = None
+    ca_data: str | bytes | None = None
+    insecure: bool | None = None
+    username: str | None = None
+    password: str | None = None
+    scheme: str | None = None
+    token: str | None = None
+    certificate_path: str | None = None
+    certificate_data: str | bytes | None = None
+    private_key_path: str | None = None
+    private_key_data: str | bytes | None = None
+    default_namespace: str | None = None
+    proxy_url: str | None = None
+    trust_env: bool = False
+    priority: int = 0
+    expiration: datetime.datetime | None = None
+
+    def __post_init__(self) -> None:
+        if self.ca_path and self.ca_data:
+            raise ValueError("Both CA path & data are set. Need only one.")
+        if self.certificate_path and self.certificate_data:
+            raise ValueError("Both certificate path & data are set. Need only one.")
+        if self.private_key_path and self.private_key_data:
+            raise ValueError("Both private key path & data are set. Need only one.")
+
+    def for_engine(self, token_path: str | None = None) -> dict[str, Any]:
+        """The core's form: PEM texts (kubeconfigs keep them base64-encoded), paths as strings."""
+        def pem(data: str | bytes | None) -> str | None:
+            if data is None:
+                return None
+            text = data.decode('ascii') if isinstance(data, bytes) else data
+            return text if text.startswith('-----BEGIN ') else base64.b64decode(text).decode('ascii')
+
+        def path(value: Any) -> str | None:
+            return os.fspath(value) if value is not None else None
+
+        return {
+            'server': self.server, 'ca_path': path(self.ca_path), 'ca_data': pem(self.ca_data),
+            'insecure': self.insecure, 'username': self.username, 'password': self.password,
+            'scheme': self.scheme, 'token': self.token, 'token_path': token_path,
+            'certificate_path': path(self.certificate_path), 'certificate_data': pem(self.certificate_data),
+            'private_key_path': path(self.private_key_path), 'private_key_data': pem(self.private_key_data),
+            'default_namespace': self.default_namespace,
+        }
+
+
+def login_via_pykube(*, logger: Any, settings: Any, **_: Any) -> ConnectionInfo | None:
+    """Credentials as pykube-ng finds them: in-cluster, else the kubeconfig."""
+    try:
+        import pykube
+    except ImportError:
+        return None
+    try:
+        config = pykube.KubeConfig.from_service_account()
+        logger.debug("Pykube is configured in cluster with service account.")
+    except FileNotFoundError:
+        try:
+            config = pykube.KubeConfig.from_file()
+            logger.debug("Pykube is configured via kubeconfig file.")
+        except (pykube.PyKubeError, FileNotFoundError):
+            raise LoginError("Cannot authenticate pykube neither in-cluster, nor via kubeconfig.") from None
+    ca = config.cluster.get('certificate-authority')
+    cert = config.user.get('client-certificate')
+    key = config.user.get('client-key')
+    return ConnectionInfo(
+        server=config.cluster.get('server'),
+        ca_path=ca.filename() if ca else None,
+        insecure=config.cluster.get('insecure-skip-tls-verify'),
+        username=config.user.get('username'),
+        password=config.user.get('password'),
+        token=config.user.get('token'),
+        certificate_path=cert.filename() if cert else None,
+        private_key_path=key.filename() if key else None,
+        default_namespace=config.namespace,
+        proxy_url=config.cluster.get('proxy-url'),
+        trust_env=settings.networking.trust_env,
+        priority=PRIORITY_OF_PYKUBE,
+    )
+
+
+def login_via_client(*, logger: Any, settings: Any, **_: Any) -> ConnectionInfo | None:
+    """Credentials as the official ``kubernetes`` client finds them: in-cluster, else the kubeconfig."""
+    try:
+        import kubernetes.config
+    except ImportError:
+        return None
+    try:
+        kubernetes.config.load_incluster_config()
+        logger.debug("Client is configured in cluster with service account.")
+    except kubernetes.config.ConfigException:
+        try:
+            kubernetes.config.load_kube_config()
+            logger.debug("Client is configured via kubeconfig file.")
+        except kubernetes.config.ConfigException:
+            raise LoginError("Cannot authenticate the client library "
+                             "neither in-cluster, nor via kubeconfig.") from None
+    config = kubernetes.client.Configuration.get_default_copy()
+    header = config.get_api_key_with_prefix('BearerToken') or config.get_api_key_with_prefix('authorization')
+    parts: Sequence[str] = header.split(' ', 1) if header else []
+    scheme, token = (None, None) if not parts else (None, parts[0]) if len(parts) == 1 else (parts[0], parts[1])
+    return ConnectionInfo(
+        server=config.host,
+        ca_path=config.ssl_ca_cert,
+        insecure=not config.verify_ssl,
+        username=config.username or None,
+        password=config.password or None,
+        scheme=scheme,
+        token=token,
+        certificate_path=config.cert_file,
+        private_key_path=config.key_file,
+        trust_env=settings.networking.trust_env,
+        priority=PRIORITY_OF_CLIENT,
+    )
+
+
+def login_with_service_account(*, settings: Any, **_: Any) -> ConnectionInfo | None:
+    """Credentials of the pod's service account, if running in a cluster."""
+    token_path = os.path.join(SERVICE_ACCOUNT, 'token')
+    if not os.path.exists(token_path):
+        return None
+    with open(token_path, encoding='utf-8') as f:
+        token = f.read().strip()
+    namespace: str | None = None
+    ns_path = os.path.join(SERVICE_ACCOUNT, 'namespace')
+    if os.path.exists(ns_path):
+        with open(ns_path, encoding='utf-8') as f:
+            namespace = f.read().strip()
+    ca_path = os.path.join(SERVICE_ACCOUNT, 'ca.crt')
+    return ConnectionInfo(
+        server='https://kubernetes.default.svc',
+        ca_path=ca_path if os.path.exists(ca_path) else None,
+        token=token or None,
+        default_namespace=namespace or None,
+        trust_env=settings.networking.trust_env,
+        priority=PRIORITY_OF_SERVICE_ACCOUNT,
+    )
+
+
+def login_with_kubeconfig(*, settings: Any, **_: Any) -> ConnectionInfo | None:
+    """Credentials of the current context of ``$KUBECONFIG`` (or ``~/.kube/config``)."""
+    kubeconfig = os.environ.get('KUBECONFIG')
+    if not kubeconfig and os.path.exists(os.path.expanduser('~/.kube/config')):
+        kubeconfig = '~/.kube/config'
+    if not kubeconfig:
+        return None
+    paths = [os.path.expanduser(p.strip()) for p in kubeconfig.split(os.pathsep) if p.strip()]
+    current: str | None = None
+    sections: dict[str, dict[str, Any]] = {'contexts': {}, 'clusters': {}, 'users': {}}
+    inner = {'contexts': 'context', 'clusters': 'cluster', 'users': 'user'}
+    for path in paths:  # the first file that names an item wins, as in kubectl
+        with open(path, encoding='utf-8') as f:
+            config = yaml.safe_load(f.read()) or {}
+        current = current if current is not None else config.get('current-context')
+        for section, key in inner.items():
+            for item in config.get(section) or []:
+                sections[section].setdefault(item['name'], item.get(key) or {})
+    if current is None:
+        raise LoginError('Current context is not set in kubeconfigs.')
+    context = sections['contexts'][current]
+    cluster = sections['clusters'][context['cluster']]
+    user = sections['users'][context['user']]
+    provider_token = user.get('auth-provider', {}).get('config', {}).get('access-token')
+    return ConnectionInfo(
+        server=cluster.get('server'),
+        ca_path=cluster.get('certificate-authority'),
+        ca_data=cluster.get('certificate-authority-data'),
+        insecure=cluster.get('insecure-skip-tls-verify'),
+        certificate_path=user.get('client-certificate'),
+        certificate_data=user.get('client-certificate-data'),
+        private_key_path=user.get('client-key'),
+        private_key_data=user.get('client-key-data'),
+        username=user.get('username'),
+        password=user.get('password'),
+        token=user.get('token') or provider_token,
+        default_namespace=context.get('namespace'),
+        proxy_url=cluster.get('proxy-url'),
+        trust_env=settings.networking.trust_env,
+        priority=PRIORITY_OF_KUBECONFIG,
+    )
+
+
+def _installed(module: str) -> bool:
+    import importlib.util
+    return importlib.util.find_spec(module) is not None
+
+
+def fallback_logins() -> list[Callable[..., ConnectionInfo | None]]:
+    """The login handlers used when an operator has none of its own (as Kopf chooses them)."""
+    found: list[Callable[..., ConnectionInfo | None]] = []
+    if _installed('pykube'):
+        found.append(login_via_pykube)
+    if _installed('kubernetes'):
+        found.append(login_via_client)
+    if not found and (os.environ.get('KUBECONFIG') or os.path.exists(os.path.expanduser('~/.kube/config'))):
+        found.append(login_with_kubeconfig)
+    if not found and os.path.exists(os.path.join(SERVICE_ACCOUNT, 'token')):
+        found.append(login_with_service_account)
+    return found

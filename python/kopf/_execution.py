@@ -1,0 +1,134 @@
+"""Calling one handler once: sync ones in the executor, async ones on the loop; and
+turning what happened (a result, or which error) into an outcome with Kopf's log lines."""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import dataclasses
+import functools
+import inspect
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from kopf._errors import (
+    ErrorsMode,
+    HandlerRetriesError,
+    HandlerTimeoutError,
+    PermanentError,
+    TemporaryError,
+)
+
+
+@dataclasses.dataclass
+class Outcome:
+    final: bool
+    delay: float | None = None
+    result: Any = None
+    exception: BaseException | None = None
+
+    def for_engine(self, patch: dict[str, Any] | None = None) -> dict[str, Any]:
+        return {
+            'final': self.final,
+            'delay': self.delay,
+            'result': self.result if self.exception is None else None,
+            'exception': None if self.exception is None else str(self.exception) or repr(self.exception),
+            'subrefs': [],
+            'patch': patch or None,
+        }
+
+
+def is_async_fn(fn: Callable[..., Any] | None) -> bool:
+    if fn is None:
+        return False
+    if isinstance(fn, functools.partial):
+        return is_async_fn(fn.func)
+    if hasattr(fn, '__wrapped__'):
+        return is_async_fn(fn.__wrapped__)
+    return inspect.iscoroutinefunction(fn)
+
+
+async def invoke(fn: Callable[..., Any], kwargs: dict[str, Any], executor: Any = None) -> Any:
+    """Call the function: awaited if async; in the executor (with the current context) if sync."""
+    if is_async_fn(fn):
+        return await fn(**kwargs)
+    context = contextvars.copy_context()
+    future = asyncio.get_running_loop().run_in_executor(executor, functools.partial(context.run, fn, **kwargs))
+    # A thread cannot be cancelled: shield it, and pass the cancellation on once it is done.
+    cancellation: asyncio.CancelledError | None = None
+    while not future.done():
+        try:
+            await asyncio.shield(future)
+        except asyncio.CancelledError as e:
+            cancellation = e
+    if cancellation is not None:
+        raise cancellation
+    return future.result()
+
+
+async def execute_once(*, handler: Any, kwargs: dict[str, Any], logger: logging.LoggerAdapter,  # type: ignore[type-arg]
+                       retry: int, runtime: float, settings: Any,
+                       default_errors: ErrorsMode = ErrorsMode.TEMPORARY) -> Outcome:
+    """Run a handler once; interpret its errors by its errors/timeout/retries/backoff options."""
+    errors_mode = handler.errors if handler.errors is not None else default_errors
+    backoff = handler.backoff if handler.backoff is not None else settings.execution.default_backoff
+    timeout, retries = handler.timeout, handler.retries
+    try:
+        logger.debug(f"{handler} is invoked.")
+        if timeout is not None and runtime >= timeout:
+            raise HandlerTimeoutError(f"{handler} has timed out after {_timedelta_text(runtime)}.")
+        if retries is not None and retry >= retries:
+            raise HandlerRetriesError(f"{handler} has exceeded {retry} retries.")
+        result = await invoke(handler.fn, kwargs, executor=settings.execution.executor)
+    except asyncio.CancelledError:
+        logger.warning(f"{handler} is cancelled. Will escalate.")
+        raise
+    except TemporaryError as e:
+        will_time_out = timeout is not None and runtime + (e.delay or 0) >= timeout
+        will_exceed = retries is not None and retry + 1 >= retries
+        if will_time_out:
+            msg = f"{handler} failed temporarily but will time out after {timeout} seconds: {str(e) or repr(e)}"
+            logger.error(msg)
+            return Outcome(final=True, exception=HandlerTimeoutError(msg))
+        if will_exceed:
+            msg = f"{handler} failed temporarily but will exceed {retries} retries: {str(e) or repr(e)}"
+            logger.error(msg)
+            return Outcome(final=True, exception=HandlerRetriesError(msg))
+        logger.error(f"{handler} failed temporarily: {str(e) or repr(e)}")
+        return Outcome(final=False, exception=e, delay=e.delay)
+    except (HandlerTimeoutError, HandlerRetriesError) as e:
+        logger.error(f"{str(e) or repr(e)}")
+        return Outcome(final=True, exception=e)
+    except PermanentError as e:
+        logger.error(f"{handler} failed permanently: {str(e) or repr(e)}")
+        return Outcome(final=True, exception=e)
+    except Exception as e:
+        will_time_out = timeout is not None and runtime + backoff >= timeout
+        will_exceed = retries is not None and retry + 1 >= retries
+        text = str(e) or repr(e)
+        if errors_mode == ErrorsMode.IGNORED:
+            logger.exception(f"{handler} failed with an exception and will ignore it: {text}")
+            return Outcome(final=True)
+        if errors_mode == ErrorsMode.TEMPORARY and will_time_out:
+            msg = (f"{handler} failed with an exception and will stop now "
+                   f"(it would time out in {timeout} seconds on the next attempt): {text}")
+            logger.exception(msg)
+            return Outcome(final=True, exception=HandlerTimeoutError(msg))
+        if errors_mode == ErrorsMode.TEMPORARY and will_exceed:
+            msg = (f"{handler} failed with an exception and will stop now "
+                   f"(it would exceed {retries} retries on the next attempt): {text}")
+            logger.exception(msg)
+            return Outcome(final=True, exception=HandlerRetriesError(msg))
+        if errors_mode == ErrorsMode.TEMPORARY:
+            logger.exception(f"{handler} failed with an exception and will try again in {backoff} seconds: {text}")
+            return Outcome(final=False, exception=e, delay=backoff)
+        logger.exception(f"{handler} failed with an exception and will stop now: {text}")
+        return Outcome(final=True, exception=e)
+    logger.info(f"{handler} succeeded.")
+    return Outcome(final=True, result=result)
+
+
+def _timedelta_text(seconds: float) -> str:
+    import datetime
+    return str(datetime.timedelta(seconds=seconds))

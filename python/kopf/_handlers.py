@@ -1,0 +1,178 @@
+"""Handlers as the decorators register them, and the registry that holds them."""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import functools
+from collections.abc import Callable, Collection, Mapping
+from types import FunctionType, MethodType
+from typing import Any
+
+from kopf._errors import ErrorsMode
+from kopf._filters import spec_of
+from kopf._references import Selector
+
+MetaFilter = Mapping[str, Any]
+
+
+class Activity(enum.StrEnum):
+    STARTUP = 'startup'
+    CLEANUP = 'cleanup'
+    AUTHENTICATION = 'authentication'
+    PROBE = 'probe'
+
+
+class Reason(enum.StrEnum):
+    CREATE = 'create'
+    UPDATE = 'update'
+    DELETE = 'delete'
+    RESUME = 'resume'
+    NOOP = 'noop'
+    FREE = 'free'
+    GONE = 'gone'
+
+    def __str__(self) -> str:
+        return str(self.value)
+
+
+@dataclasses.dataclass(frozen=True)
+class BaseHandler:
+    fn: Callable[..., Any]
+    id: str
+    param: Any
+    errors: ErrorsMode | None
+    timeout: float | None
+    retries: int | None
+    backoff: float | None
+
+    def __str__(self) -> str:
+        return f"Handler {self.id!r}"
+
+
+@dataclasses.dataclass(frozen=True)
+class ActivityHandler(BaseHandler):
+    activity: Activity | None
+    _fallback: bool = False
+
+    def __str__(self) -> str:
+        return f"Activity {self.id!r}"
+
+
+@dataclasses.dataclass(frozen=True)
+class ResourceHandler(BaseHandler):
+    selector: Selector | None
+    labels: MetaFilter | None
+    annotations: MetaFilter | None
+    when: Callable[..., bool] | None
+    field: tuple[str, ...] | None
+    value: Any
+
+    def filters_for_engine(self) -> dict[str, Any]:
+        """The filters that the core evaluates without Python (callbacks are only marked)."""
+        assert self.selector is not None
+        return {
+            'selector': self.selector.for_engine(),
+            'labels': [[key, spec_of(value)] for key, value in (self.labels or {}).items()],
+            'annotations': [[key, spec_of(value)] for key, value in (self.annotations or {}).items()],
+            'field': list(self.field) if self.field else None,
+            'value': spec_of(self.value) if self.value is not None else None,
+            'has_when': self.when is not None,
+        }
+
+    def has_callbacks(self) -> bool:
+        values = [*(self.labels or {}).values(), *(self.annotations or {}).values(), self.value]
+        return self.when is not None or any(callable(v) for v in values)
+
+
+@dataclasses.dataclass(frozen=True)
+class ChangingHandler(ResourceHandler):
+    reason: Reason | None
+    initial: bool | None
+    deleted: bool | None
+    requires_finalizer: bool | None
+    field_needs_change: bool | None
+    old: Any
+    new: Any
+
+    def has_callbacks(self) -> bool:
+        return super().has_callbacks() or callable(self.old) or callable(self.new)
+
+
+@dataclasses.dataclass(frozen=True)
+class WatchingHandler(ResourceHandler):
+    pass
+
+
+class OperatorRegistry:
+    """All handlers of an operator: activities, change handlers, event watchers."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._activities: list[ActivityHandler] = []
+        self._changing: list[ChangingHandler] = []
+        self._watching: list[WatchingHandler] = []
+
+    def all_resource_handlers(self) -> list[ResourceHandler]:
+        return [*self._changing, *self._watching]
+
+
+class SmartOperatorRegistry(OperatorRegistry):
+    """The default registry: with the login fallbacks for the installed client libraries."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        from kopf import _credentials
+        for fn in _credentials.fallback_logins():
+            self._activities.append(ActivityHandler(
+                fn=fn, id=fn.__name__, activity=Activity.AUTHENTICATION, errors=ErrorsMode.IGNORED,
+                param=None, timeout=None, retries=None, backoff=None, _fallback=True,
+            ))
+
+
+_default_registry: OperatorRegistry | None = None
+
+
+def get_default_registry() -> OperatorRegistry:
+    """The registry that the decorators use unless another one is given."""
+    global _default_registry
+    if _default_registry is None:
+        _default_registry = SmartOperatorRegistry()
+    return _default_registry
+
+
+def set_default_registry(registry: OperatorRegistry) -> None:
+    """Make the decorators and the operator use this registry by default."""
+    global _default_registry
+    _default_registry = registry
+
+
+def generate_id(fn: Callable[..., Any], id: str | None, prefix: str | None = None,
+                suffix: str | None = None) -> str:
+    """A handler's persistent id: explicit, or from the function's qualified name."""
+    real_id = id if id is not None else get_callable_id(fn)
+    real_id = f'{real_id}/{suffix}' if suffix else real_id
+    real_id = f'{prefix}/{real_id}' if prefix else real_id
+    return real_id
+
+
+def get_callable_id(c: Callable[..., Any]) -> str:
+    if c is None:
+        raise ValueError("Cannot build a persistent id of None.")
+    if isinstance(c, functools.partial):
+        return get_callable_id(c.func)
+    if hasattr(c, '__wrapped__'):
+        return get_callable_id(c.__wrapped__)
+    if isinstance(c, FunctionType) and c.__name__ == '<lambda>':
+        return f'lambda:{c.__code__.co_filename}:{c.__code__.co_firstlineno}'
+    if isinstance(c, FunctionType | MethodType):
+        return str(getattr(c, '__qualname__', getattr(c, '__name__', repr(c))))
+    raise ValueError(f"Cannot get id of {c!r}.")
+
+
+def parse_field(field: str | Collection[str] | None) -> tuple[str, ...]:
+    if field is None:
+        return ()
+    if isinstance(field, str):
+        return tuple(field.split('.')) if field else ()
+    return tuple(field)

@@ -1,0 +1,167 @@
+"""Logging as Kopf does it: the ``kopf.objects`` logger with ``[namespace/name]`` prefixes,
+the ``plain``/``full``/``json`` formats, and optional posting of log lines as Events."""
+
+from __future__ import annotations
+
+import copy
+import enum
+import logging
+from collections.abc import Mapping, MutableMapping
+from typing import Any
+
+try:
+    from pythonjsonlogger.core import RESERVED_ATTRS as _JSON_RESERVED
+    from pythonjsonlogger.json import JsonFormatter as _JsonFormatter
+except ImportError:  # python-json-logger < 3
+    from pythonjsonlogger.jsonlogger import RESERVED_ATTRS as _JSON_RESERVED  # type: ignore
+    from pythonjsonlogger.jsonlogger import JsonFormatter as _JsonFormatter  # type: ignore
+
+objects_logger = logging.getLogger('kopf.objects')
+DEFAULT_JSON_REFKEY = 'object'
+
+
+class LogFormat(enum.Enum):
+    """The formats of ``--log-format``."""
+
+    PLAIN = '%(message)s'
+    FULL = '[%(asctime)s] %(name)-20.20s [%(levelname)-8.8s] %(message)s'
+    JSON = '-json-'
+
+
+class ObjectFormatter(logging.Formatter):
+    pass
+
+
+class ObjectTextFormatter(ObjectFormatter):
+    pass
+
+
+class ObjectJsonFormatter(ObjectFormatter, _JsonFormatter):  # type: ignore[misc]
+    """JSON lines with the object's reference under ``refkey`` and a ``severity``."""
+
+    def __init__(self, *args: Any, refkey: str | None = None, **kwargs: Any) -> None:
+        reserved = set(kwargs.pop('reserved_attrs', _JSON_RESERVED)) | {'k8s_skip', 'k8s_ref', 'settings'}
+        kwargs['reserved_attrs'] = reserved
+        kwargs.setdefault('timestamp', True)
+        super().__init__(*args, **kwargs)
+        self._refkey = refkey or DEFAULT_JSON_REFKEY
+
+    def add_fields(self, log_record: dict[str, Any], record: logging.LogRecord,
+                   message_dict: dict[str, Any]) -> None:
+        super().add_fields(log_record, record, message_dict)
+        if self._refkey and hasattr(record, 'k8s_ref'):
+            log_record[self._refkey] = record.k8s_ref
+        if 'severity' not in log_record:
+            level = record.levelno
+            log_record['severity'] = ('debug' if level <= logging.DEBUG else 'info' if level <= logging.INFO
+                                      else 'warn' if level <= logging.WARNING
+                                      else 'error' if level <= logging.ERROR else 'fatal')
+
+
+class ObjectPrefixingMixin(ObjectFormatter):
+    """Prefix messages about objects with ``[namespace/name]`` (or ``[name]``)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        ref = getattr(record, 'k8s_ref', None)
+        if ref is not None:
+            namespace, name = ref.get('namespace') or '', ref.get('name') or ''
+            prefix = f"[{namespace}/{name}]" if namespace else f"[{name}]"
+            record = copy.copy(record)
+            record.msg = f"{prefix} {record.msg}"
+        return super().format(record)
+
+
+class ObjectPrefixingTextFormatter(ObjectPrefixingMixin, ObjectTextFormatter):
+    pass
+
+
+class ObjectPrefixingJsonFormatter(ObjectPrefixingMixin, ObjectJsonFormatter):
+    pass
+
+
+class ObjectLogger(logging.LoggerAdapter):  # type: ignore[type-arg]
+    """The ``logger`` kwarg of handlers: messages carry the object's reference."""
+
+    def __init__(self, *, body: Mapping[str, Any], settings: Any) -> None:
+        meta = body.get('metadata', {})
+        super().__init__(objects_logger, {
+            'settings': settings,
+            'k8s_skip': False,
+            'k8s_ref': {
+                'apiVersion': body.get('apiVersion'),
+                'kind': body.get('kind'),
+                'name': meta.get('name'),
+                'uid': meta.get('uid'),
+                'namespace': meta.get('namespace'),
+            },
+        })
+
+    def process(self, msg: str, kwargs: MutableMapping[str, Any]) -> tuple[str, MutableMapping[str, Any]]:
+        kwargs['extra'] = dict(self.extra or {}) | dict(kwargs.get('extra') or {})
+        return msg, kwargs
+
+
+class LocalObjectLogger(ObjectLogger):
+    """An object logger whose messages are never posted as Events (for ``on.event``)."""
+
+    def log(self, *args: Any, **kwargs: Any) -> None:
+        kwargs['extra'] = dict(kwargs.pop('extra', {}), k8s_skip=True)
+        super().log(*args, **kwargs)
+
+
+class _KopfStreamHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    pass
+
+
+def make_formatter(log_format: LogFormat | str = LogFormat.FULL, log_prefix: bool | None = False,
+                   log_refkey: str | None = None) -> ObjectFormatter:
+    log_prefix = log_prefix if log_prefix is not None else log_format is not LogFormat.JSON
+    if log_format is LogFormat.JSON:
+        return ObjectPrefixingJsonFormatter(refkey=log_refkey) if log_prefix else ObjectJsonFormatter(refkey=log_refkey)
+    text = log_format.value if isinstance(log_format, LogFormat) else log_format
+    if not isinstance(text, str):
+        raise ValueError(f"Unsupported log format: {log_format!r}")
+    return ObjectPrefixingTextFormatter(text) if log_prefix else ObjectTextFormatter(text)
+
+
+def configure(debug: bool | None = None, verbose: bool | None = None, quiet: bool | None = None,
+              log_format: LogFormat = LogFormat.FULL, log_prefix: bool | None = False,
+              log_refkey: str | None = None) -> None:
+    """Set up the root logger as ``kopf run`` does (also for embedded operators)."""
+    level = 'DEBUG' if debug or verbose else 'WARNING' if quiet else 'INFO'
+    handler = _KopfStreamHandler()
+    handler.setFormatter(make_formatter(log_format=log_format, log_prefix=log_prefix, log_refkey=log_refkey))
+    root = logging.getLogger()
+    root.handlers[:] = [h for h in root.handlers if not isinstance(h, _KopfStreamHandler)]
+    root.addHandler(handler)
+    root.setLevel(level)
+    asyncio_logger = logging.getLogger('asyncio')
+    asyncio_logger.propagate = bool(debug)
+    if not debug:
+        asyncio_logger.handlers[:] = [logging.NullHandler()]
+
+
+class K8sPoster(logging.Handler):
+    """Post object-related log lines as Events, if ``settings.posting.loggers`` says so."""
+
+    def filter(self, record: logging.LogRecord) -> bool:  # type: ignore[override]
+        settings = getattr(record, 'settings', None)
+        if settings is None or not hasattr(record, 'k8s_ref') or getattr(record, 'k8s_skip', False):
+            return False
+        posting = settings.posting
+        return bool(posting.enabled and posting.loggers and record.levelno >= posting.level
+                    and super().filter(record))
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            from kopf import _posting
+            level = record.levelno
+            type_ = ('Debug' if level <= logging.DEBUG else 'Normal' if level <= logging.INFO
+                     else 'Warning' if level <= logging.WARNING else 'Error' if level <= logging.ERROR
+                     else 'Fatal' if level <= logging.FATAL else logging.getLevelName(level).capitalize())
+            _posting.enqueue(ref=record.k8s_ref, type=type_, reason='Logging', message=self.format(record))
+        except Exception:
+            self.handleError(record)
+
+
+objects_logger.addHandler(K8sPoster())

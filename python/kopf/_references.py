@@ -1,0 +1,148 @@
+"""Resources as the API serves them, and selectors as handlers name them."""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import re
+from collections.abc import Callable, Collection
+from typing import Any
+
+NamespacePattern = str | re.Pattern[str]
+NamespaceName = str
+
+
+class Marker(enum.Enum):
+    """``kopf.EVERYTHING``: all resources that the cluster serves (except events)."""
+
+    EVERYTHING = enum.auto()
+
+
+EVERYTHING = Marker.EVERYTHING
+
+# "kopfexamples.v1.kopf.dev": a conventional version after the first dot.
+_GROUP_VERSION = re.compile(r'^[^.]*\.v\d+(?:(?:alpha|beta)\d+)?(?:\..*)?$')
+
+
+@dataclasses.dataclass(frozen=True)
+class Resource:
+    """A specific resource kind, as found by the API discovery."""
+
+    group: str
+    version: str
+    plural: str
+    kind: str | None = None
+    singular: str | None = None
+    shortcuts: Collection[str] = ()
+    categories: Collection[str] = ()
+    subresources: Collection[str] = ()
+    namespaced: bool | None = None
+    preferred: bool = True
+    verbs: Collection[str] = ()
+
+    def __repr__(self) -> str:
+        return f'{self.plural}.{self.version}.{self.group}'.rstrip('.')
+
+    @property
+    def api_version(self) -> str:
+        return f'{self.group}/{self.version}' if self.group else self.version
+
+    def get_url(self, *, server: str | None = None, namespace: str | None = None,
+                name: str | None = None, subresource: str | None = None) -> str:
+        """The URL path of the collection or of one object (as the API serves them)."""
+        url = f'/apis/{self.group}/{self.version}' if self.group else f'/api/{self.version}'
+        if self.namespaced and namespace is not None:
+            url += f'/namespaces/{namespace}'
+        url += f'/{self.plural}'
+        if name is not None:
+            url += f'/{name}'
+            if subresource is not None:
+                url += f'/{subresource}'
+        return (server or '').rstrip('/') + url
+
+    @classmethod
+    def from_engine(cls, data: dict[str, Any]) -> Resource:
+        return cls(
+            group=data['group'], version=data['version'], plural=data['plural'], kind=data['kind'],
+            singular=data['singular'], shortcuts=tuple(data['shortcuts']),
+            categories=tuple(data['categories']), subresources=tuple(data['subresources']),
+            namespaced=data['namespaced'], preferred=data['preferred'], verbs=tuple(data['verbs']),
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class Selector:
+    """A resource specification of a handler: by any of its names, with or without a group."""
+
+    arg1: dataclasses.InitVar[str | Marker | Callable[[Resource], bool] | None] = None
+    arg2: dataclasses.InitVar[str | Marker | None] = None
+    arg3: dataclasses.InitVar[str | Marker | None] = None
+    argN: dataclasses.InitVar[None] = None  # more positional args are an error
+    group: str | None = None
+    version: str | None = None
+    kind: str | None = None
+    plural: str | None = None
+    singular: str | None = None
+    shortcut: str | None = None
+    category: str | None = None
+    any_name: str | Marker | None = None
+    fn: Callable[[Resource], bool] | None = None
+
+    def __post_init__(self, arg1: Any, arg2: Any, arg3: Any, argN: Any) -> None:
+        def put(**values: Any) -> None:
+            for key, value in values.items():
+                object.__setattr__(self, key, value)
+
+        if argN is not None:
+            raise TypeError("Too many positional arguments. Max 3 positional args are accepted.")
+        if callable(arg1) and not isinstance(arg1, Marker):
+            if arg2 is not None or arg3 is not None:
+                raise TypeError("The callable filter cannot have any other selectors.")
+            put(fn=arg1)
+        elif arg1 is None and arg2 is None and arg3 is None:
+            pass
+        elif arg2 is None and arg3 is None:
+            if isinstance(arg1, str) and _GROUP_VERSION.fullmatch(arg1):
+                name, version, *group = arg1.split('.', 2)
+                put(any_name=name, version=version, **({'group': group[0]} if group else {}))
+            elif isinstance(arg1, str) and '.' in arg1:
+                name, group = arg1.split('.', 1)
+                put(any_name=name, group=group)
+            else:
+                put(any_name=arg1)
+        elif arg3 is None:
+            if isinstance(arg1, str) and '/' in arg1:
+                group, version = arg1.rsplit('/', 1)
+                put(group=group, version=version, any_name=arg2)
+            elif arg1 == 'v1':
+                put(group='', version='v1', any_name=arg2)
+            else:
+                put(group=arg1, any_name=arg2)
+        else:
+            put(group=arg1, version=arg2, any_name=arg3)
+
+        names = [self.kind, self.plural, self.singular, self.shortcut, self.category, self.any_name, self.fn]
+        given = [name for name in names if name is not None]
+        if len(given) > 1:
+            raise TypeError(f"Ambiguous resource specification with {given}")
+        if not given:
+            raise TypeError("Unspecific resource with no names.")
+        if any(name == '' for name in names):
+            raise TypeError("Names must not be empty strings; either None or specific strings.")
+
+    def __repr__(self) -> str:
+        fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        text = ', '.join(f'{key}={value!r}' for key, value in fields.items() if value is not None)
+        return f'{type(self).__name__}({text})'
+
+    def for_engine(self) -> dict[str, Any]:
+        """The core's form of the selector (callable selectors are not supported there)."""
+        if self.fn is not None:
+            raise TypeError("Callable resource selectors are not supported by this engine yet.")
+        return {
+            'group': self.group, 'version': self.version, 'kind': self.kind, 'plural': self.plural,
+            'singular': self.singular, 'shortcut': self.shortcut, 'category': self.category,
+            'any_name': self.any_name if isinstance(self.any_name, str) else None,
+            'everything': self.any_name is Marker.EVERYTHING,
+            'repr': repr(self),
+        }

@@ -1,0 +1,283 @@
+"""The operator's life: activities (startup, login, cleanup), the core's run, and stopping
+by signals or flags. ``kopf.run()`` for scripts, ``kopf.operator()`` for embedding."""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import json
+import logging
+import os
+import signal
+import threading
+import warnings
+from collections.abc import Collection, Coroutine
+from typing import Any
+
+from kopf import _engine
+from kopf._bridge import Bridge, make_memo
+from kopf._credentials import SERVICE_ACCOUNT, ConnectionInfo
+from kopf._errors import LoginError, OperatorError
+from kopf._execution import execute_once
+from kopf._handlers import Activity, OperatorRegistry, get_default_registry
+from kopf._posting import engine_var, settings_var
+from kopf._settings import OperatorSettings
+
+logger = logging.getLogger('kopf._core.reactor.running')
+activities_logger = logging.getLogger('kopf._core.engines.activities')
+
+Flag = asyncio.Future | asyncio.Event | concurrent.futures.Future | threading.Event  # type: ignore[type-arg]
+
+
+class ActivityError(Exception):
+    """An activity (startup, cleanup, login) has failed for good."""
+
+    def __init__(self, msg: str, *, outcomes: dict[str, Any]) -> None:
+        super().__init__(msg)
+        self.outcomes = outcomes
+
+
+async def run_activity(*, registry: OperatorRegistry, settings: OperatorSettings, activity: Activity,
+                       memo: Any) -> dict[str, Any]:
+    """Run all handlers of an activity until each succeeds or fails for good; their results by id."""
+    handlers = [h for h in registry._activities if h.activity == activity]
+    if activity == Activity.AUTHENTICATION and any(not h._fallback for h in handlers):
+        handlers = [h for h in handlers if not h._fallback]  # the operator's own logins win
+    handler_logger = logging.getLogger(f'kopf.activities.{activity.value}')
+    adapter = logging.LoggerAdapter(handler_logger, {})
+    loop = asyncio.get_running_loop()
+    pending = {h.id: h for h in handlers}
+    retries = dict.fromkeys(pending, 0)
+    started = dict.fromkeys(pending, loop.time())
+    results: dict[str, Any] = {}
+    failures: dict[str, BaseException] = {}
+    while pending:
+        delays = []
+        for handler_id, handler in list(pending.items()):
+            import datetime
+            runtime = loop.time() - started[handler_id]
+            kwargs = {'logger': handler_logger, 'memo': memo, 'settings': settings, 'activity': activity,
+                      'param': handler.param, 'retry': retries[handler_id],
+                      'started': datetime.datetime.now(datetime.UTC) - datetime.timedelta(seconds=runtime),
+                      'runtime': datetime.timedelta(seconds=runtime)}
+            outcome = await execute_once(handler=handler, kwargs=kwargs, logger=adapter, retry=retries[handler_id],
+                                         runtime=runtime, settings=settings)
+            retries[handler_id] += 1
+            if outcome.final:
+                del pending[handler_id]
+                if outcome.exception is not None:
+                    failures[handler_id] = outcome.exception
+                elif outcome.result is not None:
+                    results[handler_id] = outcome.result
+            else:
+                delays.append(outcome.delay or 0)
+        if pending and delays:
+            await asyncio.sleep(min(delays))
+    if failures:
+        raise ActivityError("One or more handlers failed.", outcomes=failures) from next(iter(failures.values()))
+    return results
+
+
+async def authenticate(*, registry: OperatorRegistry, settings: OperatorSettings, memo: Any) -> dict[str, Any]:
+    """The connection to use: the login handlers' result of the highest priority, for the core."""
+    activities_logger.info("Initial authentication has been initiated.")
+    results = await run_activity(registry=registry, settings=settings, activity=Activity.AUTHENTICATION, memo=memo)
+    infos = [info for info in results.values() if isinstance(info, ConnectionInfo)]
+    if infos:
+        activities_logger.info("Initial authentication has finished.")
+    else:
+        activities_logger.warning("Initial authentication has failed: no credentials were retrieved "
+                                  "from the login handlers.")
+        raise LoginError("Ran out of valid credentials. Consider installing an API client library or adding "
+                         "a login handler. See more: https://docs.kopf.dev/en/stable/authentication/")
+    best = max(infos, key=lambda info: info.priority)
+    # In a pod, let the core re-read the service account's token as it rotates.
+    token_file = os.path.join(SERVICE_ACCOUNT, 'token')
+    token_path = None
+    if best.token and os.path.exists(token_file):
+        with open(token_file, encoding='utf-8') as f:
+            token_path = token_file if f.read().strip() == best.token else None
+    return best.for_engine(token_path=token_path)
+
+
+def _flag_is_set(flag: Flag) -> bool:
+    if isinstance(flag, asyncio.Future | concurrent.futures.Future):
+        return flag.done()
+    return flag.is_set()
+
+
+async def _wait_flag(flag: Flag) -> Any:
+    if isinstance(flag, asyncio.Future):
+        return await asyncio.shield(flag)
+    if isinstance(flag, asyncio.Event):
+        return await flag.wait()
+    if isinstance(flag, concurrent.futures.Future):
+        return await asyncio.wrap_future(flag)
+    while not flag.is_set():  # threading.Event: poll, as there is no awaitable for it
+        await asyncio.sleep(0.1)
+    return None
+
+
+def _raise_flag(flag: Flag | None) -> None:
+    if flag is None:
+        return
+    if isinstance(flag, asyncio.Future):
+        if not flag.done():
+            flag.set_result(None)
+    elif isinstance(flag, concurrent.futures.Future):
+        if not flag.done():
+            flag.set_result(None)
+    else:
+        flag.set()
+
+
+async def operator(
+        *,
+        lifecycle: Any = None,
+        indexers: Any = None,
+        registry: OperatorRegistry | None = None,
+        settings: OperatorSettings | None = None,
+        memories: Any = None,
+        insights: Any = None,
+        identity: Any = None,
+        standalone: bool | None = None,
+        priority: int | None = None,
+        peering_name: str | None = None,
+        liveness_endpoint: str | None = None,
+        clusterwide: bool = False,
+        namespaces: Collection[str] = (),
+        namespace: str | None = None,
+        stop_flag: Flag | None = None,
+        ready_flag: Flag | None = None,
+        vault: Any = None,
+        memo: object | None = None,
+        _command: Coroutine[None, None, None] | None = None,
+) -> None:
+    """Run an operator in the current asyncio loop until it is stopped (by a signal or ``stop_flag``)."""
+    if namespaces and namespace:
+        raise TypeError("Either namespaces= or namespace= can be passed. Got both.")
+    if namespace:
+        warnings.warn("namespace= is deprecated; use namespaces=[...]", DeprecationWarning, stacklevel=2)
+        namespaces = [namespace]
+    if clusterwide and namespaces:
+        raise TypeError("The operator can be either cluster-wide or namespaced, not both.")
+    if not clusterwide and not namespaces:
+        warnings.warn("Absence of either namespaces or cluster-wide flag will become an error soon."
+                      " For now, switching to the cluster-wide mode for backward compatibility.",
+                      FutureWarning, stacklevel=2)
+        clusterwide = True
+    if liveness_endpoint:
+        raise TypeError("Liveness endpoints (--liveness) are not supported by this engine yet.")
+    if lifecycle is not None:
+        raise TypeError("Custom lifecycles are not supported by this engine yet.")
+
+    registry = registry if registry is not None else get_default_registry()
+    settings = settings if settings is not None else OperatorSettings()
+    settings.peering.clusterwide = clusterwide
+    if standalone is not None:
+        settings.peering.standalone = standalone
+    if priority is not None:
+        settings.peering.priority = priority
+    memo = make_memo(memo)
+    loop = asyncio.get_running_loop()
+    engine = _engine.Operator()
+    engine_var.set(engine)
+    settings_var.set(settings)
+
+    stop = loop.create_future()
+    _install_signals(loop, stop)
+    watchers = [asyncio.create_task(_wait_flag(stop_flag), name='stop-flag')] if stop_flag is not None else []
+
+    engine_task: asyncio.Task[None] | None = None
+    try:
+        await run_activity(registry=registry, settings=settings, activity=Activity.STARTUP, memo=memo)
+        connection = await authenticate(registry=registry, settings=settings, memo=memo)
+        ready = asyncio.Event()
+        bridge = Bridge(registry=registry, settings=settings, memo=memo, ready=ready, loop=loop)
+        spec = {**bridge.spec(), 'namespaces': list(namespaces), 'settings': settings.for_engine()}
+        engine_task = asyncio.create_task(_as_coroutine(engine.run(json.dumps(spec), json.dumps(connection), bridge)))
+        ready_task = asyncio.create_task(ready.wait())
+        waiting: set[asyncio.Future[Any]] = {stop, engine_task, ready_task, *watchers}
+        while True:
+            done, _ = await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+            if ready_task in done:
+                waiting.discard(ready_task)
+                _raise_flag(ready_flag)
+            if engine_task in done:
+                try:
+                    engine_task.result()
+                except RuntimeError as e:  # the core's errors come as RuntimeError
+                    raise OperatorError(str(e)) from None
+                break
+            if stop in done:
+                logger.info(f"Signal {stop.result().name!s} is received. Operator is stopping.")
+                break
+            if any(w in done for w in watchers):
+                logger.info("Stop-flag is raised. Operator is stopping.")
+                break
+    finally:
+        engine.stop()
+        if engine_task is not None and not engine_task.done():
+            await asyncio.wait({engine_task}, timeout=settings.process.ultimate_exiting_timeout)
+        for task in watchers:
+            task.cancel()
+        _uninstall_signals(loop)
+        try:
+            await run_activity(registry=registry, settings=settings, activity=Activity.CLEANUP, memo=memo)
+        finally:
+            _raise_flag(ready_flag)  # if never ready, do not leave the waiters hanging
+
+
+async def _as_coroutine(awaitable: Any) -> None:
+    await awaitable
+
+
+def _install_signals(loop: asyncio.AbstractEventLoop, stop: asyncio.Future[Any]) -> None:
+    if threading.current_thread() is not threading.main_thread():
+        logger.warning("OS signals are ignored: running not in the main thread.")
+        return
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, lambda s=sig: stop.done() or stop.set_result(s))
+
+
+def _uninstall_signals(loop: asyncio.AbstractEventLoop) -> None:
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
+
+
+def run(
+        *,
+        loop: asyncio.AbstractEventLoop | None = None,
+        lifecycle: Any = None,
+        indexers: Any = None,
+        registry: OperatorRegistry | None = None,
+        settings: OperatorSettings | None = None,
+        memories: Any = None,
+        insights: Any = None,
+        identity: Any = None,
+        standalone: bool | None = None,
+        priority: int | None = None,
+        peering_name: str | None = None,
+        liveness_endpoint: str | None = None,
+        clusterwide: bool = False,
+        namespaces: Collection[str] = (),
+        namespace: str | None = None,
+        stop_flag: Flag | None = None,
+        ready_flag: Flag | None = None,
+        vault: Any = None,
+        memo: object | None = None,
+        _command: Coroutine[None, None, None] | None = None,
+) -> None:
+    """Run the operator synchronously, in the given loop or a new one, until it is stopped."""
+    coro = operator(
+        lifecycle=lifecycle, indexers=indexers, registry=registry, settings=settings, memories=memories,
+        insights=insights, identity=identity, standalone=standalone, priority=priority,
+        peering_name=peering_name, liveness_endpoint=liveness_endpoint, clusterwide=clusterwide,
+        namespaces=namespaces, namespace=namespace, stop_flag=stop_flag, ready_flag=ready_flag,
+        vault=vault, memo=memo, _command=_command,
+    )
+    if loop is not None:
+        loop.run_until_complete(coro)
+    else:
+        asyncio.run(coro)

@@ -1,0 +1,170 @@
+"""``kopf.OperatorSettings``: what an operator can tune, with Kopf 1.45's defaults."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import dataclasses
+import logging
+from collections.abc import Iterable
+from typing import Any
+
+
+@dataclasses.dataclass
+class ProcessSettings:
+    ultimate_exiting_timeout: float | None = 10 * 60
+
+
+@dataclasses.dataclass
+class PostingSettings:
+    enabled: bool = True
+    """Post Kubernetes Events at all (``kopf.event()`` & co)."""
+    loggers: bool = False
+    """Also post the object-related log messages as Events."""
+    level: int = logging.INFO
+    """The minimal level of messages to post as Events."""
+    default_backoffs: float | Iterable[float] = (1, 1, 2, 3, 5, 8, 13, 21)
+    logging_backoffs: float | Iterable[float] = (1, 1, 2, 3, 5)
+    worker_limit: int | None = None
+    idle_timeout: float = 1.0
+    reporting_component: str = 'kopf'
+    reporting_instance: str = 'dev'
+    event_name_prefix: str = 'kopf-event-'
+
+
+@dataclasses.dataclass
+class PeeringSettings:
+    name: str = 'default'
+    stealth: bool = False
+    priority: int = 0
+    lifetime: int = 60
+    mandatory: bool = False
+    standalone: bool = False
+    clusterwide: bool = False
+
+
+@dataclasses.dataclass
+class WatchingSettings:
+    server_timeout: float | None = None
+    """The server-side timeout of a watch request."""
+    client_timeout: float | None = None
+    connect_timeout: float | None = None
+    reconnect_backoff: float = 0.1
+    """A pause between watch requests when a stream ends normally."""
+    inactivity_timeout: float = 70.0
+    """A stream with no events (bookmarks included) for this long is restarted."""
+    chunk_size: int | None = None
+    """The page size of the initial listing (all at once if unset)."""
+    initial_streaming: bool = False
+
+
+@dataclasses.dataclass
+class QueueingSettings:
+    worker_limit: int | None = None
+    """How many objects are processed at once (no limit if unset)."""
+    idle_timeout: float = 5.0
+    """How long an object's worker waits for new events before it exits."""
+    exit_timeout: float = 2.0
+    """How long the workers may finish their cycles when the operator exits."""
+    error_delays: Iterable[float] = (1, 1, 2, 3, 5, 8, 13, 21, 34, 55, 89, 144, 233, 377, 610)
+    """Delays after unexpected errors of processing (not of handlers)."""
+
+
+@dataclasses.dataclass
+class ScanningSettings:
+    disabled: bool = False
+
+
+@dataclasses.dataclass
+class ExecutionSettings:
+    default_backoff: float = 60
+    """Seconds before a handler is retried after an arbitrary exception."""
+    executor: concurrent.futures.Executor = dataclasses.field(
+        default_factory=concurrent.futures.ThreadPoolExecutor)
+    """Where synchronous handlers run."""
+    _max_workers: int | None = None
+
+    @property
+    def max_workers(self) -> int | None:
+        return self._max_workers
+
+    @max_workers.setter
+    def max_workers(self, value: int) -> None:
+        if value < 1:
+            raise ValueError("Can't set max_workers below 1.")
+        self._max_workers = value
+        if isinstance(self.executor, concurrent.futures.ThreadPoolExecutor):
+            self.executor._max_workers = value  # takes effect for threads spawned from now on
+
+
+@dataclasses.dataclass
+class BackgroundSettings:
+    cancellation_polling: float = 60
+    instant_exit_timeout: float | None = None
+    instant_exit_zero_time_cycles: int | None = 10
+
+
+@dataclasses.dataclass
+class NetworkingSettings:
+    request_timeout: float | None = 5 * 60
+    connect_timeout: float | None = None
+    error_backoffs: float | Iterable[float] = (1, 1, 2, 3, 5, 8, 13, 21)
+    enforce_retry_after: bool = False
+    trust_env: bool = False
+
+
+@dataclasses.dataclass
+class PersistenceSettings:
+    finalizer: str = 'kopf.zalando.org/KopfFinalizerMarker'
+    """The finalizer that blocks deletion until deletion handlers are done."""
+    consistency_timeout: float = 5.0
+    """How long to wait for the operator's own patch to come back before handling anyway."""
+
+
+@dataclasses.dataclass
+class OperatorSettings:
+    """All settings of an operator; adjust them in ``@kopf.on.startup`` handlers."""
+
+    process: ProcessSettings = dataclasses.field(default_factory=ProcessSettings)
+    posting: PostingSettings = dataclasses.field(default_factory=PostingSettings)
+    peering: PeeringSettings = dataclasses.field(default_factory=PeeringSettings)
+    watching: WatchingSettings = dataclasses.field(default_factory=WatchingSettings)
+    queueing: QueueingSettings = dataclasses.field(default_factory=QueueingSettings)
+    scanning: ScanningSettings = dataclasses.field(default_factory=ScanningSettings)
+    execution: ExecutionSettings = dataclasses.field(default_factory=ExecutionSettings)
+    background: BackgroundSettings = dataclasses.field(default_factory=BackgroundSettings)
+    networking: NetworkingSettings = dataclasses.field(default_factory=NetworkingSettings)
+    persistence: PersistenceSettings = dataclasses.field(default_factory=PersistenceSettings)
+
+    def for_engine(self) -> dict[str, Any]:
+        """The part of the settings that the core acts on."""
+        def floats(value: float | Iterable[float]) -> list[float]:
+            return [float(value)] if isinstance(value, int | float) else [float(v) for v in value]
+        return {
+            'watching': {
+                'server_timeout': self.watching.server_timeout,
+                'inactivity_timeout': self.watching.inactivity_timeout,
+                'reconnect_backoff': self.watching.reconnect_backoff,
+                'chunk_size': self.watching.chunk_size,
+            },
+            'queueing': {
+                'idle_timeout': self.queueing.idle_timeout,
+                'exit_timeout': self.queueing.exit_timeout,
+                'worker_limit': self.queueing.worker_limit,
+                'error_delays': floats(self.queueing.error_delays),
+            },
+            'persistence': {
+                'finalizer': self.persistence.finalizer,
+                'consistency_timeout': self.persistence.consistency_timeout,
+            },
+            'posting': {
+                'enabled': self.posting.enabled,
+                'reporting_component': self.posting.reporting_component,
+                'reporting_instance': self.posting.reporting_instance,
+                'event_name_prefix': self.posting.event_name_prefix,
+            },
+            'networking': {
+                'request_timeout': self.networking.request_timeout,
+                'connect_timeout': self.networking.connect_timeout,
+                'error_backoffs': floats(self.networking.error_backoffs),
+            },
+        }

@@ -1,0 +1,126 @@
+"""The ``kopf`` command: ``kopf run [PATHS] [-m MODULE]`` with Kopf's options and ``KOPF_*`` variables."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import functools
+import importlib
+import importlib.util
+import os
+import sys
+from collections.abc import Callable, Collection
+from typing import Any
+
+import click
+
+from kopf import _logging, _running
+from kopf._errors import LoginError, OperatorError
+from kopf._handlers import OperatorRegistry, set_default_registry
+from kopf._settings import OperatorSettings
+
+
+@dataclasses.dataclass()
+class CLIControls:
+    """What ``KopfRunner`` passes to the CLI that the command line cannot."""
+
+    ready_flag: Any = None
+    stop_flag: Any = None
+    vault: Any = None
+    registry: OperatorRegistry | None = None
+    settings: OperatorSettings | None = None
+    loop: asyncio.AbstractEventLoop | None = None
+
+
+def logging_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """The logging options, common to all commands."""
+    @click.option('-v', '--verbose', is_flag=True)
+    @click.option('-d', '--debug', is_flag=True)
+    @click.option('-q', '--quiet', is_flag=True)
+    @click.option('--log-format', type=click.Choice(_logging.LogFormat, case_sensitive=False), default='full')
+    @click.option('--log-refkey', type=str)
+    @click.option('--log-prefix/--no-log-prefix', default=None)
+    @functools.wraps(fn)
+    def wrapper(verbose: bool, quiet: bool, debug: bool, log_format: _logging.LogFormat = _logging.LogFormat.FULL,
+                log_prefix: bool | None = False, log_refkey: str | None = None, *args: Any, **kwargs: Any) -> Any:
+        _logging.configure(debug=debug, verbose=verbose, quiet=quiet, log_format=log_format,
+                           log_refkey=log_refkey, log_prefix=log_prefix)
+        return fn(*args, **kwargs)
+    return wrapper
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+    try:
+        return version('kopf-rs')
+    except PackageNotFoundError:  # pragma: no cover - running from a source tree
+        from kopf import _engine
+        return str(_engine.__version__)
+
+
+@click.group(name='kopf', context_settings=dict(auto_envvar_prefix='KOPF'))
+@click.version_option(version=_version(), prog_name='kopf')
+@click.make_pass_decorator(CLIControls, ensure=True)
+def main(__controls: CLIControls) -> None:
+    pass
+
+
+def preload(paths: Collection[str], modules: Collection[str]) -> None:
+    """Import the operator's files and modules, so that their decorators register the handlers.
+    A file's folder becomes importable, so that it can import its neighbours."""
+    for index, path in enumerate(paths):
+        if not os.path.isfile(path):
+            raise click.UsageError(f"The handlers' file {path!r} does not exist.")
+        sys.path.insert(0, os.path.abspath(os.path.dirname(path)))
+        name = f'__kopf_script_{index}__{path}'
+        spec = importlib.util.spec_from_file_location(name, path)
+        if spec is None or spec.loader is None:
+            raise click.UsageError(f"Failed loading {path}: no module or loader.")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    for name in modules:
+        importlib.import_module(name)
+
+
+@main.command()
+@logging_options
+@click.option('-A', '--all-namespaces', 'clusterwide', is_flag=True)
+@click.option('-n', '--namespace', 'namespaces', multiple=True)
+@click.option('--standalone', is_flag=True, default=None)
+@click.option('--dev', is_flag=True)
+@click.option('-L', '--liveness', 'liveness_endpoint', type=str)
+@click.option('-P', '--peering', 'peering_name', type=str, envvar='KOPF_RUN_PEERING')
+@click.option('-p', '--priority', type=int)
+@click.option('-m', '--module', 'modules', multiple=True)
+@click.argument('paths', nargs=-1)
+@click.make_pass_decorator(CLIControls, ensure=True)
+def run(__controls: CLIControls, paths: list[str], modules: list[str], peering_name: str | None,
+        priority: int | None, dev: bool | None, standalone: bool | None, namespaces: Collection[str],
+        clusterwide: bool, liveness_endpoint: str | None) -> None:
+    """ Start an operator process and handle all the requests. """
+    priority = 666 if dev else priority
+    if os.environ.get('KOPF_RUN_NAMESPACE'):  # the legacy single-namespace variable
+        namespaces = (*namespaces, os.environ['KOPF_RUN_NAMESPACE'])
+    if namespaces and clusterwide:
+        raise click.UsageError("Either --namespace or --all-namespaces can be used, not both.")
+    if peering_name is not None:
+        raise click.UsageError("Peering (--peering) is not supported by this engine yet; use --standalone.")
+    if liveness_endpoint is not None:
+        raise click.UsageError("Liveness endpoints (--liveness) are not supported by this engine yet.")
+    if __controls.registry is not None:
+        set_default_registry(__controls.registry)
+    preload(paths=paths, modules=modules)
+    loop = __controls.loop
+    coro = _running.operator(
+        standalone=standalone, namespaces=namespaces, clusterwide=clusterwide, priority=priority,
+        registry=__controls.registry, settings=__controls.settings, stop_flag=__controls.stop_flag,
+        ready_flag=__controls.ready_flag, vault=__controls.vault,
+    )
+    try:
+        if loop is not None:
+            loop.run_until_complete(coro)
+        else:
+            asyncio.run(coro)
+    except (OperatorError, LoginError) as e:
+        raise click.ClickException(str(e)) from e

@@ -1,0 +1,246 @@
+"""The decorators that register handlers: ``@kopf.on.create(...)`` and the like.
+
+Each returns the function unchanged, so handlers stay plain functions to test.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from kopf._errors import ErrorsMode
+from kopf._handlers import (
+    Activity,
+    ActivityHandler,
+    ChangingHandler,
+    MetaFilter,
+    OperatorRegistry,
+    Reason,
+    WatchingHandler,
+    generate_id,
+    get_default_registry,
+    parse_field,
+)
+from kopf._references import Marker, Resource, Selector
+
+FnT = TypeVar('FnT', bound=Callable[..., Any])
+ResourceArg = str | Marker | Callable[[Resource], bool] | None
+FieldSpec = str | list[str] | tuple[str, ...] | None
+
+
+def _verify_filters(labels: MetaFilter | None, annotations: MetaFilter | None) -> None:
+    for what, pattern in (('label', labels), ('annotation', annotations)):
+        for value in (pattern or {}).values():
+            if value is None:
+                raise ValueError(f"`None` for {what} filters is not supported; use kopf.PRESENT or kopf.ABSENT.")
+
+
+def _verify_values(field: FieldSpec, value: Any, old: Any = None, new: Any = None) -> None:
+    if field is None and (value is not None or old is not None or new is not None):
+        raise TypeError("Value/old/new filters are specified without a mandatory field.")
+    if value is not None and (old is not None or new is not None):
+        raise TypeError("Either value= or old=/new= can be defined, not both.")
+
+
+def _activity(activity: Activity, *, id: str | None, param: Any, errors: ErrorsMode | None,
+              timeout: float | None, retries: int | None, backoff: float | None,
+              registry: OperatorRegistry | None) -> Callable[[FnT], FnT]:
+    def decorator(fn: FnT) -> FnT:
+        real_registry = registry if registry is not None else get_default_registry()
+        real_registry._activities.append(ActivityHandler(
+            fn=fn, id=generate_id(fn=fn, id=id), param=param, errors=errors, timeout=timeout,
+            retries=retries, backoff=backoff, activity=activity,
+        ))
+        return fn
+    return decorator
+
+
+def startup(*, id: str | None = None, param: Any | None = None, errors: ErrorsMode | None = None,
+            timeout: float | None = None, retries: int | None = None, backoff: float | None = None,
+            registry: OperatorRegistry | None = None) -> Callable[[FnT], FnT]:
+    """``@kopf.on.startup()``: run before the operator starts handling objects."""
+    return _activity(Activity.STARTUP, id=id, param=param, errors=errors, timeout=timeout,
+                     retries=retries, backoff=backoff, registry=registry)
+
+
+def cleanup(*, id: str | None = None, param: Any | None = None, errors: ErrorsMode | None = None,
+            timeout: float | None = None, retries: int | None = None, backoff: float | None = None,
+            registry: OperatorRegistry | None = None) -> Callable[[FnT], FnT]:
+    """``@kopf.on.cleanup()``: run when the operator is exiting."""
+    return _activity(Activity.CLEANUP, id=id, param=param, errors=errors, timeout=timeout,
+                     retries=retries, backoff=backoff, registry=registry)
+
+
+def login(*, id: str | None = None, param: Any | None = None, errors: ErrorsMode | None = None,
+          timeout: float | None = None, retries: int | None = None, backoff: float | None = None,
+          registry: OperatorRegistry | None = None) -> Callable[[FnT], FnT]:
+    """``@kopf.on.login()``: return ``kopf.ConnectionInfo`` for the API access."""
+    return _activity(Activity.AUTHENTICATION, id=id, param=param, errors=errors, timeout=timeout,
+                     retries=retries, backoff=backoff, registry=registry)
+
+
+def probe(*, id: str | None = None, param: Any | None = None, errors: ErrorsMode | None = None,
+          timeout: float | None = None, retries: int | None = None, backoff: float | None = None,
+          registry: OperatorRegistry | None = None) -> Callable[[FnT], FnT]:
+    """``@kopf.on.probe()``: a value reported by the liveness endpoint."""
+    return _activity(Activity.PROBE, id=id, param=param, errors=errors, timeout=timeout,
+                     retries=retries, backoff=backoff, registry=registry)
+
+
+def _changing(
+        arg1: ResourceArg, arg2: str | Marker | None, arg3: str | Marker | None, *,
+        group: str | None, version: str | None, kind: str | None, plural: str | None,
+        singular: str | None, shortcut: str | None, category: str | None,
+        id: str | None, param: Any, errors: ErrorsMode | None, timeout: float | None,
+        retries: int | None, backoff: float | None,
+        labels: MetaFilter | None, annotations: MetaFilter | None, when: Callable[..., bool] | None,
+        field: FieldSpec, value: Any, old: Any, new: Any,
+        registry: OperatorRegistry | None,
+        reason: Reason | None, initial: bool | None, deleted: bool | None,
+        requires_finalizer: bool | None, field_needs_change: bool,
+) -> Callable[[FnT], FnT]:
+    def decorator(fn: FnT) -> FnT:
+        _verify_values(field, value, old, new)
+        _verify_filters(labels, annotations)
+        real_registry = registry if registry is not None else get_default_registry()
+        real_field = parse_field(field) or None
+        selector = Selector(arg1, arg2, arg3, group=group, version=version, kind=kind, plural=plural,
+                            singular=singular, shortcut=shortcut, category=category)
+        real_registry._changing.append(ChangingHandler(
+            fn=fn, id=generate_id(fn=fn, id=id, suffix='.'.join(real_field or [])), param=param,
+            errors=errors, timeout=timeout, retries=retries, backoff=backoff,
+            selector=selector, labels=labels, annotations=annotations, when=when,
+            field=real_field, value=value, old=old, new=new, field_needs_change=field_needs_change,
+            initial=initial, deleted=deleted, requires_finalizer=requires_finalizer, reason=reason,
+        ))
+        return fn
+    return decorator
+
+
+def resume(
+        arg1: ResourceArg = None, arg2: str | Marker | None = None, arg3: str | Marker | None = None, /, *,
+        group: str | None = None, version: str | None = None, kind: str | None = None,
+        plural: str | None = None, singular: str | None = None, shortcut: str | None = None,
+        category: str | None = None, id: str | None = None, param: Any | None = None,
+        errors: ErrorsMode | None = None, timeout: float | None = None, retries: int | None = None,
+        backoff: float | None = None, deleted: bool | None = None,
+        labels: MetaFilter | None = None, annotations: MetaFilter | None = None,
+        when: Callable[..., bool] | None = None, field: FieldSpec = None, value: Any | None = None,
+        registry: OperatorRegistry | None = None,
+) -> Callable[[FnT], FnT]:
+    """``@kopf.on.resume()``: for objects that exist when the operator starts."""
+    return _changing(arg1, arg2, arg3, group=group, version=version, kind=kind, plural=plural,
+                     singular=singular, shortcut=shortcut, category=category, id=id, param=param,
+                     errors=errors, timeout=timeout, retries=retries, backoff=backoff, labels=labels,
+                     annotations=annotations, when=when, field=field, value=value, old=None, new=None,
+                     registry=registry, reason=None, initial=True, deleted=deleted,
+                     requires_finalizer=None, field_needs_change=False)
+
+
+def create(
+        arg1: ResourceArg = None, arg2: str | Marker | None = None, arg3: str | Marker | None = None, /, *,
+        group: str | None = None, version: str | None = None, kind: str | None = None,
+        plural: str | None = None, singular: str | None = None, shortcut: str | None = None,
+        category: str | None = None, id: str | None = None, param: Any | None = None,
+        errors: ErrorsMode | None = None, timeout: float | None = None, retries: int | None = None,
+        backoff: float | None = None,
+        labels: MetaFilter | None = None, annotations: MetaFilter | None = None,
+        when: Callable[..., bool] | None = None, field: FieldSpec = None, value: Any | None = None,
+        registry: OperatorRegistry | None = None,
+) -> Callable[[FnT], FnT]:
+    """``@kopf.on.create()``: for newly created objects."""
+    return _changing(arg1, arg2, arg3, group=group, version=version, kind=kind, plural=plural,
+                     singular=singular, shortcut=shortcut, category=category, id=id, param=param,
+                     errors=errors, timeout=timeout, retries=retries, backoff=backoff, labels=labels,
+                     annotations=annotations, when=when, field=field, value=value, old=None, new=None,
+                     registry=registry, reason=Reason.CREATE, initial=None, deleted=None,
+                     requires_finalizer=None, field_needs_change=False)
+
+
+def update(
+        arg1: ResourceArg = None, arg2: str | Marker | None = None, arg3: str | Marker | None = None, /, *,
+        group: str | None = None, version: str | None = None, kind: str | None = None,
+        plural: str | None = None, singular: str | None = None, shortcut: str | None = None,
+        category: str | None = None, id: str | None = None, param: Any | None = None,
+        errors: ErrorsMode | None = None, timeout: float | None = None, retries: int | None = None,
+        backoff: float | None = None,
+        labels: MetaFilter | None = None, annotations: MetaFilter | None = None,
+        when: Callable[..., bool] | None = None, field: FieldSpec = None, value: Any | None = None,
+        old: Any | None = None, new: Any | None = None,
+        registry: OperatorRegistry | None = None,
+) -> Callable[[FnT], FnT]:
+    """``@kopf.on.update()``: for essential changes of existing objects."""
+    return _changing(arg1, arg2, arg3, group=group, version=version, kind=kind, plural=plural,
+                     singular=singular, shortcut=shortcut, category=category, id=id, param=param,
+                     errors=errors, timeout=timeout, retries=retries, backoff=backoff, labels=labels,
+                     annotations=annotations, when=when, field=field, value=value, old=old, new=new,
+                     registry=registry, reason=Reason.UPDATE, initial=None, deleted=None,
+                     requires_finalizer=None, field_needs_change=True)
+
+
+def delete(
+        arg1: ResourceArg = None, arg2: str | Marker | None = None, arg3: str | Marker | None = None, /, *,
+        group: str | None = None, version: str | None = None, kind: str | None = None,
+        plural: str | None = None, singular: str | None = None, shortcut: str | None = None,
+        category: str | None = None, id: str | None = None, param: Any | None = None,
+        errors: ErrorsMode | None = None, timeout: float | None = None, retries: int | None = None,
+        backoff: float | None = None, optional: bool | None = None,
+        labels: MetaFilter | None = None, annotations: MetaFilter | None = None,
+        when: Callable[..., bool] | None = None, field: FieldSpec = None, value: Any | None = None,
+        registry: OperatorRegistry | None = None,
+) -> Callable[[FnT], FnT]:
+    """``@kopf.on.delete()``: for objects being deleted (blocked by a finalizer unless optional)."""
+    return _changing(arg1, arg2, arg3, group=group, version=version, kind=kind, plural=plural,
+                     singular=singular, shortcut=shortcut, category=category, id=id, param=param,
+                     errors=errors, timeout=timeout, retries=retries, backoff=backoff, labels=labels,
+                     annotations=annotations, when=when, field=field, value=value, old=None, new=None,
+                     registry=registry, reason=Reason.DELETE, initial=None, deleted=None,
+                     requires_finalizer=bool(not optional), field_needs_change=False)
+
+
+def field(
+        arg1: ResourceArg = None, arg2: str | Marker | None = None, arg3: str | Marker | None = None, /, *,
+        group: str | None = None, version: str | None = None, kind: str | None = None,
+        plural: str | None = None, singular: str | None = None, shortcut: str | None = None,
+        category: str | None = None, id: str | None = None, param: Any | None = None,
+        errors: ErrorsMode | None = None, timeout: float | None = None, retries: int | None = None,
+        backoff: float | None = None,
+        labels: MetaFilter | None = None, annotations: MetaFilter | None = None,
+        when: Callable[..., bool] | None = None, field: str | list[str] | tuple[str, ...],
+        value: Any | None = None, old: Any | None = None, new: Any | None = None,
+        registry: OperatorRegistry | None = None,
+) -> Callable[[FnT], FnT]:
+    """``@kopf.on.field()``: for changes of one field, whatever the cause."""
+    return _changing(arg1, arg2, arg3, group=group, version=version, kind=kind, plural=plural,
+                     singular=singular, shortcut=shortcut, category=category, id=id, param=param,
+                     errors=errors, timeout=timeout, retries=retries, backoff=backoff, labels=labels,
+                     annotations=annotations, when=when, field=field, value=value, old=old, new=new,
+                     registry=registry, reason=None, initial=None, deleted=None,
+                     requires_finalizer=None, field_needs_change=True)
+
+
+def event(
+        arg1: ResourceArg = None, arg2: str | Marker | None = None, arg3: str | Marker | None = None, /, *,
+        group: str | None = None, version: str | None = None, kind: str | None = None,
+        plural: str | None = None, singular: str | None = None, shortcut: str | None = None,
+        category: str | None = None, id: str | None = None, param: Any | None = None,
+        labels: MetaFilter | None = None, annotations: MetaFilter | None = None,
+        when: Callable[..., bool] | None = None, field: FieldSpec = None, value: Any | None = None,
+        registry: OperatorRegistry | None = None,
+) -> Callable[[FnT], FnT]:
+    """``@kopf.on.event()``: for every raw watch event, silently; errors are logged and ignored."""
+    def decorator(fn: FnT) -> FnT:
+        _verify_values(field, value)
+        _verify_filters(labels, annotations)
+        real_registry = registry if registry is not None else get_default_registry()
+        real_field = parse_field(field) or None
+        selector = Selector(arg1, arg2, arg3, group=group, version=version, kind=kind, plural=plural,
+                            singular=singular, shortcut=shortcut, category=category)
+        real_registry._watching.append(WatchingHandler(
+            fn=fn, id=generate_id(fn=fn, id=id, suffix='.'.join(real_field or [])), param=param,
+            errors=None, timeout=None, retries=None, backoff=None,
+            selector=selector, labels=labels, annotations=annotations, when=when,
+            field=real_field, value=value,
+        ))
+        return fn
+    return decorator

@@ -1,0 +1,185 @@
+//! Applying a cycle's patch to the object: merge-patches for the main resource
+//! and the status subresource, with the finalizer change folded in under an
+//! optimistic lock (the object's resourceVersion), so most cycles cost one write.
+
+use crate::invoking::{Hooks, Level, ObjectRef};
+use crate::object_log;
+use crate::patches::{FinalizerOp, Patch};
+use crate::resources::Resource;
+use serde_json::{json, Map, Value};
+
+#[derive(Debug)]
+pub struct Applied {
+    /// The resourceVersion our patch produced, to recognise it in the watch stream.
+    pub resource_version: Option<String>,
+    /// What could not be applied now (the finalizer change after a conflict).
+    pub remaining: Option<Patch>,
+    /// The object is gone (404): nothing more to do for it.
+    pub gone: bool,
+}
+
+pub async fn apply(
+    client: &kube::Client,
+    hooks: &dyn Hooks,
+    resource: &Resource,
+    body: &Value,
+    patch: Patch,
+    finalizer: &str,
+) -> Result<Applied, kube::Error> {
+    let object = ObjectRef::of(body);
+    let namespace = object.namespace.as_deref();
+    let name = object.name.as_deref().unwrap_or_default();
+    let mut main = patch.merge;
+    let status = if resource.has_status_subresource() {
+        main.shift_remove("status")
+    } else {
+        None
+    };
+    let mut remaining = None;
+    let mut resource_version = None;
+
+    if let Some(op) = patch.finalizer {
+        let with_finalizer = fold_finalizer(&main, body, finalizer, op);
+        let url = resource.url(namespace, Some(name), None);
+        object_log!(
+            hooks,
+            Level::Debug,
+            Some(&object),
+            "Merge-patching the resource with: {}",
+            crate::encoding::to_python_repr(&Value::Object(with_finalizer.clone()))
+        );
+        match send(client, &url, &Value::Object(with_finalizer)).await {
+            Ok(patched) => resource_version = version_of(&patched),
+            Err(kube::Error::Api(e)) if e.code == 409 || e.code == 422 => {
+                object_log!(hooks, Level::Debug, Some(&object), "Could not apply the patch in full due to conflicts with newer changes. Will try on the next cycle soon.");
+                remaining = Some(Patch {
+                    merge: Map::new(),
+                    finalizer: Some(op),
+                });
+                if !main.is_empty() {
+                    resource_version = version_of(&send(client, &url, &Value::Object(main)).await?);
+                }
+            }
+            Err(kube::Error::Api(e)) if e.code == 404 => return Ok(gone(&object, hooks)),
+            Err(error) => return Err(error),
+        }
+    } else if !main.is_empty() {
+        let url = resource.url(namespace, Some(name), None);
+        object_log!(
+            hooks,
+            Level::Debug,
+            Some(&object),
+            "Merge-patching the resource with: {}",
+            crate::encoding::to_python_repr(&Value::Object(main.clone()))
+        );
+        match send(client, &url, &Value::Object(main)).await {
+            Ok(patched) => resource_version = version_of(&patched),
+            Err(kube::Error::Api(e)) if e.code == 404 => return Ok(gone(&object, hooks)),
+            Err(error) => return Err(error),
+        }
+    }
+
+    if let Some(status) = status {
+        let url = resource.url(namespace, Some(name), Some("status"));
+        let status_patch = json!({ "status": status });
+        object_log!(
+            hooks,
+            Level::Debug,
+            Some(&object),
+            "Merge-patching the status with: {}",
+            crate::encoding::to_python_repr(&status_patch)
+        );
+        match send(client, &url, &status_patch).await {
+            Ok(patched) => resource_version = version_of(&patched),
+            Err(kube::Error::Api(e)) if e.code == 404 => return Ok(gone(&object, hooks)),
+            Err(error) => return Err(error),
+        }
+    }
+    Ok(Applied {
+        resource_version,
+        remaining,
+        gone: false,
+    })
+}
+
+fn gone(object: &ObjectRef, hooks: &dyn Hooks) -> Applied {
+    object_log!(
+        hooks,
+        Level::Debug,
+        Some(object),
+        "Patching was skipped: the object does not exist anymore."
+    );
+    Applied {
+        resource_version: None,
+        remaining: None,
+        gone: true,
+    }
+}
+
+/// The merge-patch with the whole new finalizers list, conditional on the version we saw.
+fn fold_finalizer(
+    main: &Map<String, Value>,
+    body: &Value,
+    finalizer: &str,
+    op: FinalizerOp,
+) -> Map<String, Value> {
+    let mut finalizers: Vec<Value> = body
+        .pointer("/metadata/finalizers")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    match op {
+        FinalizerOp::Add if !finalizers.iter().any(|f| f == finalizer) => {
+            finalizers.push(finalizer.into())
+        }
+        FinalizerOp::Add => {}
+        FinalizerOp::Remove => finalizers.retain(|f| f != finalizer),
+    }
+    let mut merged = main.clone();
+    let metadata = merged
+        .entry("metadata")
+        .or_insert_with(|| Value::Object(Map::new()));
+    if let Some(metadata) = metadata.as_object_mut() {
+        metadata.insert("finalizers".into(), Value::Array(finalizers));
+        if let Some(rv) = body.pointer("/metadata/resourceVersion") {
+            metadata.insert("resourceVersion".into(), rv.clone());
+        }
+    }
+    merged
+}
+
+fn version_of(body: &Value) -> Option<String> {
+    body.pointer("/metadata/resourceVersion")
+        .and_then(Value::as_str)
+        .map(str::to_owned)
+}
+
+async fn send(client: &kube::Client, url: &str, patch: &Value) -> Result<Value, kube::Error> {
+    let request = http::Request::patch(url)
+        .header(http::header::CONTENT_TYPE, "application/merge-patch+json")
+        .body(serde_json::to_vec(patch).expect("JSON values serialise"))
+        .map_err(kube::Error::HttpError)?;
+    client.request::<Value>(request).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finalizers_are_folded_with_a_version_lock() {
+        let body = json!({"metadata": {"resourceVersion": "7", "finalizers": ["other"]}});
+        let main = json!({"metadata": {"annotations": {"a": "b"}}});
+        let folded = fold_finalizer(main.as_object().unwrap(), &body, "mine", FinalizerOp::Add);
+        assert_eq!(
+            Value::Object(folded),
+            json!({"metadata": {"annotations": {"a": "b"}, "finalizers": ["other", "mine"], "resourceVersion": "7"}})
+        );
+        let body = json!({"metadata": {"resourceVersion": "8", "finalizers": ["mine", "other"]}});
+        let folded = fold_finalizer(&Map::new(), &body, "mine", FinalizerOp::Remove);
+        assert_eq!(
+            Value::Object(folded),
+            json!({"metadata": {"finalizers": ["other"], "resourceVersion": "8"}})
+        );
+    }
+}

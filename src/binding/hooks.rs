@@ -1,0 +1,209 @@
+//! [`Hooks`] implemented by a Python object (`kopf._core.bridge.Bridge`): handler calls
+//! become coroutines on the operator's loop; log lines go to Python's `logging`.
+
+use crate::diffs::Diff;
+use crate::invoking::{HandlerKind, Hooks, Invocation, Invoked, Level, ObjectRef};
+use crate::progression::Outcome;
+use futures::future::BoxFuture;
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList};
+use pyo3_async_runtimes::TaskLocals;
+use serde_json::Value;
+use std::sync::Arc;
+
+pub struct PyHooks {
+    bridge: Py<PyAny>,
+    locals: Arc<TaskLocals>,
+    /// The effective level of the `kopf.objects` logger, read once at start.
+    level: u8,
+}
+
+impl PyHooks {
+    pub fn new(py: Python<'_>, bridge: Py<PyAny>, locals: TaskLocals) -> PyResult<Self> {
+        let level: u8 = bridge.call_method0(py, "log_level")?.extract(py)?;
+        Ok(Self {
+            bridge,
+            locals: Arc::new(locals),
+            level,
+        })
+    }
+
+    /// Call a coroutine method of the bridge on the loop and await its result here.
+    fn call_async(
+        &self,
+        method: &'static str,
+        arg: impl FnOnce(Python<'_>) -> PyResult<Bound<'_, PyAny>> + Send + 'static,
+    ) -> BoxFuture<'static, PyResult<Py<PyAny>>> {
+        let scheduled = Python::attach(|py| {
+            let argument = arg(py)?;
+            let coroutine = self.bridge.call_method1(py, method, (argument,))?;
+            pyo3_async_runtimes::into_future_with_locals(&self.locals, coroutine.into_bound(py))
+        });
+        Box::pin(async move { scheduled?.await })
+    }
+}
+
+fn level_number(level: Level) -> u8 {
+    level as u8
+}
+
+fn to_py<'py>(py: Python<'py>, value: &Value) -> PyResult<Bound<'py, PyAny>> {
+    Ok(pythonize::pythonize(py, value)?)
+}
+
+fn object_dict<'py>(py: Python<'py>, object: &ObjectRef) -> PyResult<Bound<'py, PyDict>> {
+    let dict = PyDict::new(py);
+    dict.set_item("apiVersion", &object.api_version)?;
+    dict.set_item("kind", &object.kind)?;
+    dict.set_item("namespace", &object.namespace)?;
+    dict.set_item("name", &object.name)?;
+    dict.set_item("uid", &object.uid)?;
+    Ok(dict)
+}
+
+fn diff_list<'py>(py: Python<'py>, diff: &Diff) -> PyResult<Bound<'py, PyList>> {
+    let items = PyList::empty(py);
+    for item in diff {
+        let op = match item.op {
+            crate::diffs::Operation::Add => "add",
+            crate::diffs::Operation::Change => "change",
+            crate::diffs::Operation::Remove => "remove",
+        };
+        let field = pyo3::types::PyTuple::new(py, &item.field)?;
+        let entry = (op, field, to_py(py, &item.old)?, to_py(py, &item.new)?);
+        items.append(entry)?;
+    }
+    Ok(items)
+}
+
+/// The invocation as a dict for `Bridge.invoke()`.
+fn invocation_dict<'py>(py: Python<'py>, call: &Invocation) -> PyResult<Bound<'py, PyDict>> {
+    let dict = PyDict::new(py);
+    dict.set_item(
+        "kind",
+        match call.kind {
+            HandlerKind::Changing => "changing",
+            HandlerKind::Watching => "watching",
+        },
+    )?;
+    dict.set_item("handler", call.handler)?;
+    dict.set_item(
+        "resource",
+        pythonize::pythonize(py, call.resource.as_ref())?,
+    )?;
+    dict.set_item("body", to_py(py, &call.body)?)?;
+    dict.set_item("event_type", &call.event_type)?;
+    dict.set_item("reason", &call.reason)?;
+    dict.set_item("old", call.old.as_ref().map(|v| to_py(py, v)).transpose()?)?;
+    dict.set_item("new", call.new.as_ref().map(|v| to_py(py, v)).transpose()?)?;
+    dict.set_item(
+        "diff",
+        call.diff.as_ref().map(|d| diff_list(py, d)).transpose()?,
+    )?;
+    dict.set_item("retry", call.retry)?;
+    dict.set_item("started", &call.started)?;
+    dict.set_item("runtime", call.runtime)?;
+    Ok(dict)
+}
+
+/// The bridge's answer: `{"final", "delay", "result", "exception", "subrefs", "patch"}`.
+fn parse_invoked(py: Python<'_>, answer: &Py<PyAny>) -> PyResult<Invoked> {
+    let answer = answer.bind(py);
+    let get = |key: &str| -> PyResult<Option<Bound<'_, PyAny>>> {
+        let item = answer.get_item(key)?;
+        Ok((!item.is_none()).then_some(item))
+    };
+    let json = |item: Option<Bound<'_, PyAny>>| -> PyResult<Option<Value>> {
+        item.map(|i| pythonize::depythonize::<Value>(&i).map_err(PyErr::from))
+            .transpose()
+    };
+    Ok(Invoked {
+        outcome: Outcome {
+            final_: answer.get_item("final")?.extract()?,
+            delay: get("delay")?.map(|d| d.extract()).transpose()?,
+            result: json(get("result")?)?,
+            exception: get("exception")?.map(|e| e.extract()).transpose()?,
+            subrefs: get("subrefs")?
+                .map(|s| s.extract())
+                .transpose()?
+                .unwrap_or_default(),
+        },
+        patch: json(get("patch")?)?,
+    })
+}
+
+impl Hooks for PyHooks {
+    fn log_enabled(&self, level: Level) -> bool {
+        level_number(level) >= self.level
+    }
+
+    fn log(&self, level: Level, object: Option<&ObjectRef>, message: &str) {
+        Python::attach(|py| {
+            let result = object
+                .map(|o| object_dict(py, o))
+                .transpose()
+                .and_then(|object| {
+                    self.bridge
+                        .call_method1(py, "log", (level_number(level), object, message))
+                });
+            if let Err(error) = result {
+                error.print(py);
+            }
+        });
+    }
+
+    fn check_callbacks(&self, invocations: Vec<Invocation>) -> BoxFuture<'static, Vec<bool>> {
+        let count = invocations.len();
+        let future = self.call_async("check_callbacks", move |py| {
+            let list = PyList::empty(py);
+            for call in &invocations {
+                list.append(invocation_dict(py, call)?)?;
+            }
+            Ok(list.into_any())
+        });
+        Box::pin(async move {
+            let answer = future.await;
+            Python::attach(|py| match answer.and_then(|a| a.extract::<Vec<bool>>(py)) {
+                Ok(verdicts) => verdicts,
+                Err(error) => {
+                    error.print(py);
+                    vec![false; count]
+                }
+            })
+        })
+    }
+
+    fn invoke(&self, invocation: Invocation) -> BoxFuture<'static, Invoked> {
+        let future = self.call_async("invoke", move |py| {
+            Ok(invocation_dict(py, &invocation)?.into_any())
+        });
+        Box::pin(async move {
+            let answer = future.await;
+            Python::attach(|py| match answer.and_then(|a| parse_invoked(py, &a)) {
+                Ok(invoked) => invoked,
+                Err(error) => {
+                    // A failure of the bridge itself (not of the handler): retry later.
+                    let message = error.to_string();
+                    error.print(py);
+                    Invoked {
+                        outcome: Outcome {
+                            final_: false,
+                            delay: Some(60.0),
+                            exception: Some(message),
+                            ..Default::default()
+                        },
+                        patch: None,
+                    }
+                }
+            })
+        })
+    }
+
+    fn forget(&self, key: &str) {
+        Python::attach(|py| {
+            if let Err(error) = self.bridge.call_method1(py, "forget", (key,)) {
+                error.print(py);
+            }
+        });
+    }
+}

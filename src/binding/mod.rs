@@ -1,0 +1,16 @@
+//! The thin PyO3 layer: the only code that touches Python. It converts at the
+//! edge (JSON values <-> Python objects) and schedules Python coroutines on the
+//! operator's asyncio loop; everything else happens in the core.
+
+mod hooks;
+mod operator;
+
+use pyo3::prelude::*;
+
+/// The `kopf._engine` extension module.
+#[pymodule]
+fn _engine(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add_class::<operator::Operator>()?;
+    Ok(())
+}

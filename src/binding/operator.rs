@@ -1,0 +1,92 @@
+//! `kopf._engine.Operator`: runs the core for a Python-side operator and stops it on request.
+
+use super::hooks::PyHooks;
+use crate::connection::{self, ConnectionInfo};
+use crate::posting::K8sEvent;
+use crate::running::{self, OperatorSpec};
+use pyo3::exceptions::{PyRuntimeError, PyValueError};
+use pyo3::prelude::*;
+use std::sync::Arc;
+use std::sync::Mutex;
+use tokio::sync::{mpsc, watch};
+
+#[pyclass(module = "kopf._engine")]
+pub struct Operator {
+    stop: watch::Sender<bool>,
+    events: mpsc::UnboundedSender<K8sEvent>,
+    /// Taken by `run()`: an operator runs once.
+    pending: Mutex<Option<mpsc::UnboundedReceiver<K8sEvent>>>,
+}
+
+#[pymethods]
+impl Operator {
+    #[new]
+    fn new() -> Self {
+        let (events, pending) = mpsc::unbounded_channel();
+        Self {
+            stop: watch::channel(false).0,
+            events,
+            pending: Mutex::new(Some(pending)),
+        }
+    }
+
+    /// Run the core until `stop()`; an awaitable for the operator's asyncio loop.
+    /// `spec` and `connection` are JSON; `bridge` is the Python side of the hooks.
+    fn run<'py>(
+        &self,
+        py: Python<'py>,
+        spec: &str,
+        connection: &str,
+        bridge: Py<PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let spec: OperatorSpec = serde_json::from_str(spec)
+            .map_err(|e| PyValueError::new_err(format!("invalid operator spec: {e}")))?;
+        let info: ConnectionInfo = serde_json::from_str(connection)
+            .map_err(|e| PyValueError::new_err(format!("invalid connection info: {e}")))?;
+        let locals = pyo3_async_runtimes::tokio::get_current_locals(py)?;
+        let ready_bridge = bridge.clone_ref(py);
+        let hooks = Arc::new(PyHooks::new(py, bridge, locals)?);
+        let stop = self.stop.subscribe();
+        let events = self
+            .pending
+            .lock()
+            .expect("not poisoned")
+            .take()
+            .ok_or_else(|| PyRuntimeError::new_err("this operator has already run"))?;
+        let networking = spec.settings.networking.clone();
+        pyo3_async_runtimes::tokio::future_into_py(py, async move {
+            let client = connection::client(
+                &info,
+                networking.request_timeout,
+                networking.connect_timeout,
+            )
+            .await
+            .map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
+            let ready = move || {
+                Python::attach(|py| {
+                    if let Err(error) = ready_bridge.call_method0(py, "ready") {
+                        error.print(py);
+                    }
+                })
+            };
+            running::run(client, &info.server, spec, hooks, stop, events, ready)
+                .await
+                .map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
+            Ok(())
+        })
+    }
+
+    /// Queue a Kubernetes Event (JSON: reference, type, reason, message) for posting.
+    fn post_event(&self, event: &str) -> PyResult<()> {
+        let event: K8sEvent = serde_json::from_str(event)
+            .map_err(|e| PyValueError::new_err(format!("invalid event: {e}")))?;
+        // After the operator has stopped, there is nobody to post: drop silently, as Kopf does.
+        let _ = self.events.send(event);
+        Ok(())
+    }
+
+    /// Ask the running core to stop (thread-safe; idempotent).
+    fn stop(&self) {
+        self.stop.send_replace(true);
+    }
+}

@@ -1,0 +1,145 @@
+//! Paths into JSON documents: resolving, setting and removing nested fields,
+//! as handlers and storages address them (`spec.field`, `status.kopf.progress`).
+
+use serde_json::{Map, Value};
+
+/// A field path: `["spec", "replicas"]`. Parsed from Kopf's dotted form.
+pub type FieldPath = Vec<String>;
+
+/// `"spec.replicas"` → `["spec", "replicas"]`; an empty string is the root.
+pub fn parse_field(spec: &str) -> FieldPath {
+    if spec.is_empty() {
+        Vec::new()
+    } else {
+        spec.split('.').map(str::to_owned).collect()
+    }
+}
+
+/// The value at a path, if every step exists and is an object.
+pub fn resolve<'a>(value: &'a Value, path: &[String]) -> Option<&'a Value> {
+    path.iter()
+        .try_fold(value, |current, key| current.as_object()?.get(key))
+}
+
+/// The value at a path, creating the intermediate objects on the way.
+/// Non-object intermediates are replaced: the caller asked for that path to exist.
+pub fn ensure(value: &mut Value, path: &[String], new: Value) {
+    let Some((last, parents)) = path.split_last() else {
+        *value = new;
+        return;
+    };
+    let mut current = value;
+    for key in parents {
+        current = object_mut(current)
+            .entry(key.clone())
+            .or_insert_with(|| Value::Object(Map::new()));
+    }
+    object_mut(current).insert(last.clone(), new);
+}
+
+/// Remove the value at a path (if present); returns what was there.
+pub fn remove(value: &mut Value, path: &[String]) -> Option<Value> {
+    let (last, parents) = path.split_last()?;
+    let mut current = value;
+    for key in parents {
+        current = current.as_object_mut()?.get_mut(key)?;
+    }
+    current.as_object_mut()?.shift_remove(last)
+}
+
+/// Copy the given fields (if present) from `src` into `dst` at the same paths.
+pub fn cherrypick(src: &Value, dst: &mut Value, fields: &[FieldPath]) {
+    for field in fields {
+        if let Some(found) = resolve(src, field) {
+            ensure(dst, field, found.clone());
+        }
+    }
+}
+
+/// Merge `patch` into `target` as a JSON merge-patch (RFC 7386): nulls delete.
+pub fn merge(target: &mut Value, patch: &Value) {
+    match patch {
+        Value::Object(fields) => {
+            let target_fields = object_mut(target);
+            for (key, value) in fields {
+                if value.is_null() {
+                    target_fields.shift_remove(key);
+                } else {
+                    merge(
+                        target_fields.entry(key.clone()).or_insert(Value::Null),
+                        value,
+                    );
+                }
+            }
+        }
+        other => *target = other.clone(),
+    }
+}
+
+/// Combine two merge-patches: unlike [`merge`], nulls are kept (they are deletions to send).
+pub fn merge_patch_into_patch(target: &mut Value, patch: &Value) {
+    match (target.as_object_mut(), patch) {
+        (Some(target_fields), Value::Object(fields)) => {
+            for (key, value) in fields {
+                match target_fields.get_mut(key) {
+                    Some(existing) if existing.is_object() && value.is_object() => {
+                        merge_patch_into_patch(existing, value)
+                    }
+                    _ => {
+                        target_fields.insert(key.clone(), value.clone());
+                    }
+                }
+            }
+        }
+        _ => *target = patch.clone(),
+    }
+}
+
+fn object_mut(value: &mut Value) -> &mut Map<String, Value> {
+    if !value.is_object() {
+        *value = Value::Object(Map::new());
+    }
+    value.as_object_mut().expect("just made an object")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn resolving_and_ensuring() {
+        let mut doc = json!({"spec": {"a": {"b": 1}}, "list": [1]});
+        assert_eq!(resolve(&doc, &parse_field("spec.a.b")), Some(&json!(1)));
+        assert_eq!(resolve(&doc, &parse_field("spec.x")), None);
+        assert_eq!(resolve(&doc, &parse_field("list.0")), None);
+        assert_eq!(resolve(&doc, &parse_field("")), Some(&doc.clone()));
+        ensure(&mut doc, &parse_field("status.x.y"), json!("z"));
+        assert_eq!(doc["status"], json!({"x": {"y": "z"}}));
+        assert_eq!(remove(&mut doc, &parse_field("spec.a.b")), Some(json!(1)));
+        assert_eq!(doc["spec"], json!({"a": {}}));
+        assert_eq!(remove(&mut doc, &parse_field("nothing.here")), None);
+    }
+
+    #[test]
+    fn merge_patch_semantics() {
+        let mut doc = json!({"a": 1, "b": {"c": 2, "d": 3}});
+        merge(
+            &mut doc,
+            &json!({"a": null, "b": {"c": null, "e": [1]}, "f": "g"}),
+        );
+        assert_eq!(doc, json!({"b": {"d": 3, "e": [1]}, "f": "g"}));
+    }
+
+    #[test]
+    fn cherrypicking() {
+        let src = json!({"metadata": {"labels": {"a": "b"}, "uid": "x"}});
+        let mut dst = json!({});
+        cherrypick(
+            &src,
+            &mut dst,
+            &[parse_field("metadata.labels"), parse_field("metadata.nope")],
+        );
+        assert_eq!(dst, json!({"metadata": {"labels": {"a": "b"}}}));
+    }
+}

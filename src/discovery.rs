@@ -1,0 +1,73 @@
+//! API discovery: every resource the server offers, with the names handlers may
+//! use for it (short names, singulars and categories come from these lists).
+
+use crate::resources::Resource;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::APIResourceList;
+
+/// Scan the core API and every group version; errors of single groups (e.g. a broken
+/// aggregated API) are skipped, as kubectl skips them, but the core API must answer.
+pub async fn scan(client: &kube::Client) -> Result<Vec<Resource>, kube::Error> {
+    let mut lists: Vec<(String, String, bool, APIResourceList)> = Vec::new();
+    let core = client.list_core_api_versions().await?;
+    for version in &core.versions {
+        let list = client.list_core_api_resources(version).await?;
+        lists.push((String::new(), version.clone(), version == "v1", list));
+    }
+    let groups = client.list_api_groups().await?;
+    let requests = groups.groups.iter().flat_map(|group| {
+        let preferred = group.preferred_version.as_ref().map(|v| v.version.clone());
+        group.versions.iter().map(move |gv| {
+            let preferred = preferred.as_deref() == Some(gv.version.as_str());
+            let name = group.name.clone();
+            let version = gv.version.clone();
+            async move {
+                let result = client.list_api_group_resources(&gv.group_version).await;
+                (name, version, preferred, result)
+            }
+        })
+    });
+    for (group, version, preferred, result) in futures::future::join_all(requests).await {
+        match result {
+            Ok(list) => lists.push((group, version, preferred, list)),
+            Err(error) => {
+                tracing::warn!(%group, %version, %error, "skipping an API group that failed discovery")
+            }
+        }
+    }
+    Ok(lists
+        .into_iter()
+        .flat_map(|(group, version, preferred, list)| parse(&group, &version, preferred, &list))
+        .collect())
+}
+
+fn parse(group: &str, version: &str, preferred: bool, list: &APIResourceList) -> Vec<Resource> {
+    let subresources = |plural: &str| -> Vec<String> {
+        list.resources
+            .iter()
+            .filter_map(|r| r.name.split_once('/'))
+            .filter(|(main, _)| *main == plural)
+            .map(|(_, sub)| sub.to_owned())
+            .collect()
+    };
+    list.resources
+        .iter()
+        .filter(|r| !r.name.contains('/'))
+        .map(|r| Resource {
+            group: group.to_owned(),
+            version: version.to_owned(),
+            plural: r.name.clone(),
+            kind: r.kind.clone(),
+            singular: if r.singular_name.is_empty() {
+                r.kind.to_lowercase()
+            } else {
+                r.singular_name.clone()
+            },
+            shortcuts: r.short_names.clone().unwrap_or_default(),
+            categories: r.categories.clone().unwrap_or_default(),
+            subresources: subresources(&r.name),
+            namespaced: r.namespaced,
+            preferred,
+            verbs: r.verbs.clone(),
+        })
+        .collect()
+}

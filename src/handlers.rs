@@ -1,0 +1,302 @@
+//! The handlers' descriptions as the core sees them (the functions stay in
+//! Python), and their filters: what can be decided here without Python is
+//! decided here; callbacks are left for the Python side.
+
+use crate::dicts::{self, FieldPath};
+use crate::resources::Selector;
+use serde::Deserialize;
+use serde_json::Value;
+
+/// A filter on one value: labels, annotations, fields, old/new values.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(tag = "kind", content = "value", rename_all = "lowercase")]
+pub enum ValueFilter {
+    Present,
+    Absent,
+    Equals(Value),
+    /// A Python callable: only Python can answer.
+    Callback,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Reason {
+    Create,
+    Update,
+    Delete,
+    Resume,
+    Noop,
+    Free,
+    Gone,
+}
+
+impl Reason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Reason::Create => "create",
+            Reason::Update => "update",
+            Reason::Delete => "delete",
+            Reason::Resume => "resume",
+            Reason::Noop => "noop",
+            Reason::Free => "free",
+            Reason::Gone => "gone",
+        }
+    }
+
+    /// The reasons for which handlers are called (others are the reactor's own).
+    pub fn is_for_handlers(self) -> bool {
+        matches!(
+            self,
+            Reason::Create | Reason::Update | Reason::Delete | Reason::Resume
+        )
+    }
+
+    /// The human title of a purpose, as in "Creation is processed".
+    pub fn title(purpose: &str) -> String {
+        match purpose {
+            "create" => "creation".into(),
+            "update" => "updating".into(),
+            "delete" => "deletion".into(),
+            "resume" => "resuming".into(),
+            other => format!("'{other}'"),
+        }
+    }
+}
+
+/// What every resource handler has: its resource, metadata and field filters.
+#[derive(Debug, Clone, Deserialize)]
+pub struct ResourceFilters {
+    pub selector: Selector,
+    #[serde(default)]
+    pub labels: Vec<(String, ValueFilter)>,
+    #[serde(default)]
+    pub annotations: Vec<(String, ValueFilter)>,
+    #[serde(default)]
+    pub field: Option<FieldPath>,
+    /// `None` means "the field is present in either old or new".
+    #[serde(default)]
+    pub value: Option<ValueFilter>,
+    #[serde(default)]
+    pub has_when: bool,
+}
+
+/// The old and new essences of a change (either may be absent).
+pub type Essences<'a> = (Option<&'a Value>, Option<&'a Value>);
+
+/// The result of matching without Python.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Match {
+    No,
+    Yes,
+    /// Matches so far, but callbacks must decide.
+    AskPython,
+}
+
+impl Match {
+    fn and(self, other: impl FnOnce() -> Match) -> Match {
+        match self {
+            Match::No => Match::No,
+            Match::Yes => other(),
+            Match::AskPython => match other() {
+                Match::No => Match::No,
+                _ => Match::AskPython,
+            },
+        }
+    }
+}
+
+impl ResourceFilters {
+    /// Labels, annotations and field values: for changes (`Some((old, new))` essences),
+    /// in either the old or the new essence; otherwise in the body.
+    pub fn prematch(&self, body: &Value, change: Option<Essences>) -> Match {
+        let labels = body.pointer("/metadata/labels");
+        let annotations = body.pointer("/metadata/annotations");
+        match_meta(&self.labels, labels)
+            .and(|| match_meta(&self.annotations, annotations))
+            .and(|| self.match_field_values(body, change))
+            .and(|| {
+                if self.has_when {
+                    Match::AskPython
+                } else {
+                    Match::Yes
+                }
+            })
+    }
+
+    fn match_field_values(&self, body: &Value, change: Option<Essences>) -> Match {
+        let Some(field) = &self.field else {
+            return Match::Yes;
+        };
+        let values: Vec<Option<&Value>> = match change {
+            Some((old, new)) => vec![
+                new.and_then(|n| dicts::resolve(n, field)),
+                old.and_then(|o| dicts::resolve(o, field)),
+            ],
+            None => vec![dicts::resolve(body, field)],
+        };
+        let verdict = match &self.value {
+            None | Some(ValueFilter::Present) => values.iter().any(Option::is_some),
+            Some(ValueFilter::Absent) => values.iter().any(Option::is_none),
+            Some(ValueFilter::Equals(want)) => values.contains(&Some(want)),
+            Some(ValueFilter::Callback) => return Match::AskPython,
+        };
+        if verdict {
+            Match::Yes
+        } else {
+            Match::No
+        }
+    }
+}
+
+fn match_meta(pattern: &[(String, ValueFilter)], content: Option<&Value>) -> Match {
+    let mut result = Match::Yes;
+    for (key, filter) in pattern {
+        let value = content.and_then(|c| c.get(key));
+        let verdict = match filter {
+            ValueFilter::Absent => value.is_none(),
+            ValueFilter::Present => value.is_some(),
+            ValueFilter::Equals(want) => value == Some(want),
+            ValueFilter::Callback => {
+                result = Match::AskPython;
+                true
+            }
+        };
+        if !verdict {
+            return Match::No;
+        }
+    }
+    result
+}
+
+/// `@kopf.on.create/update/delete/resume/field` handlers.
+#[derive(Debug, Clone, Deserialize)]
+pub struct ChangingHandler {
+    /// The position in the Python-side registry, to call the function back.
+    pub index: usize,
+    pub id: String,
+    pub reason: Option<Reason>,
+    #[serde(default)]
+    pub initial: bool,
+    #[serde(default)]
+    pub deleted: bool,
+    #[serde(default)]
+    pub requires_finalizer: bool,
+    #[serde(default)]
+    pub field_needs_change: bool,
+    #[serde(default)]
+    pub old: Option<ValueFilter>,
+    #[serde(default)]
+    pub new: Option<ValueFilter>,
+    #[serde(flatten)]
+    pub filters: ResourceFilters,
+}
+
+impl ChangingHandler {
+    /// Field changes: was there a change of the field, do old and new values fit.
+    pub fn match_field_changes(&self, old: Option<&Value>, new: Option<&Value>) -> Match {
+        let Some(field) = &self.filters.field else {
+            return Match::Yes;
+        };
+        let old = old.and_then(|o| dicts::resolve(o, field));
+        let new = new.and_then(|n| dicts::resolve(n, field));
+        if self.field_needs_change && old == new {
+            return Match::No;
+        }
+        let fits = |filter: &Option<ValueFilter>, value: Option<&Value>| match filter {
+            None => Match::Yes,
+            Some(ValueFilter::Absent) if value.is_none() => Match::Yes,
+            Some(ValueFilter::Present) if value.is_some() => Match::Yes,
+            Some(ValueFilter::Equals(want)) if value == Some(want) => Match::Yes,
+            Some(ValueFilter::Callback) => Match::AskPython,
+            _ => Match::No,
+        };
+        fits(&self.old, old).and(|| fits(&self.new, new))
+    }
+}
+
+/// `@kopf.on.event` handlers: every raw event, silently.
+#[derive(Debug, Clone, Deserialize)]
+pub struct WatchingHandler {
+    pub index: usize,
+    pub id: String,
+    #[serde(flatten)]
+    pub filters: ResourceFilters,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn filters(spec: Value) -> ResourceFilters {
+        serde_json::from_value(spec).unwrap()
+    }
+
+    #[test]
+    fn metadata_filters() {
+        let f = filters(json!({
+            "selector": {"any_name": "pods"},
+            "labels": [["app", {"kind": "equals", "value": "x"}], ["gone", {"kind": "absent"}]],
+            "annotations": [["a", {"kind": "present"}]],
+        }));
+        let body = json!({"metadata": {"labels": {"app": "x"}, "annotations": {"a": ""}}});
+        assert_eq!(f.prematch(&body, None), Match::Yes);
+        let body = json!({"metadata": {"labels": {"app": "y"}, "annotations": {"a": ""}}});
+        assert_eq!(f.prematch(&body, None), Match::No);
+        let body =
+            json!({"metadata": {"labels": {"app": "x", "gone": "1"}, "annotations": {"a": ""}}});
+        assert_eq!(f.prematch(&body, None), Match::No);
+    }
+
+    #[test]
+    fn callbacks_defer_to_python_unless_static_filters_fail() {
+        let f = filters(json!({
+            "selector": {"any_name": "pods"},
+            "labels": [["app", {"kind": "callback"}], ["must", {"kind": "present"}]],
+        }));
+        assert_eq!(
+            f.prematch(&json!({"metadata": {"labels": {"must": "1"}}}), None),
+            Match::AskPython
+        );
+        assert_eq!(f.prematch(&json!({}), None), Match::No);
+        let when = filters(json!({"selector": {"any_name": "pods"}, "has_when": true}));
+        assert_eq!(when.prematch(&json!({}), None), Match::AskPython);
+    }
+
+    #[test]
+    fn field_values_and_changes() {
+        let handler: ChangingHandler = serde_json::from_value(json!({
+            "index": 0, "id": "h/spec.x", "reason": "update", "field_needs_change": true,
+            "selector": {"any_name": "pods"}, "field": ["spec", "x"],
+            "new": {"kind": "equals", "value": 2},
+        }))
+        .unwrap();
+        let old = json!({"spec": {"x": 1}});
+        let new = json!({"spec": {"x": 2}});
+        assert_eq!(
+            handler
+                .filters
+                .prematch(&new, Some((Some(&old), Some(&new)))),
+            Match::Yes
+        );
+        assert_eq!(
+            handler.match_field_changes(Some(&old), Some(&new)),
+            Match::Yes
+        );
+        assert_eq!(
+            handler.match_field_changes(Some(&new), Some(&new)),
+            Match::No
+        );
+        assert_eq!(
+            handler.match_field_changes(Some(&new), Some(&old)),
+            Match::No
+        );
+        let absent = json!({"spec": {}});
+        assert_eq!(
+            handler
+                .filters
+                .prematch(&absent, Some((Some(&absent), Some(&absent)))),
+            Match::No
+        );
+    }
+}

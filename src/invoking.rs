@@ -1,0 +1,99 @@
+//! The core's view of the code it does not own: handler functions, callback
+//! filters and logging live in Python; the binding layer implements [`Hooks`].
+
+use crate::diffs::Diff;
+use crate::progression::Outcome;
+use crate::resources::Resource;
+use futures::future::BoxFuture;
+use serde_json::Value;
+use std::sync::Arc;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Level {
+    Debug = 10,
+    Info = 20,
+    Warning = 30,
+    Error = 40,
+}
+
+/// Which object a log line or an event is about.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ObjectRef {
+    pub api_version: String,
+    pub kind: String,
+    pub namespace: Option<String>,
+    pub name: Option<String>,
+    pub uid: Option<String>,
+}
+
+impl ObjectRef {
+    pub fn of(body: &Value) -> Self {
+        let text = |pointer: &str| {
+            body.pointer(pointer)
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+        };
+        Self {
+            api_version: text("/apiVersion").unwrap_or_default(),
+            kind: text("/kind").unwrap_or_default(),
+            namespace: text("/metadata/namespace"),
+            name: text("/metadata/name"),
+            uid: text("/metadata/uid"),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HandlerKind {
+    Changing,
+    Watching,
+}
+
+/// Everything a handler call needs that the core knows.
+#[derive(Debug, Clone)]
+pub struct Invocation {
+    pub kind: HandlerKind,
+    /// The handler's position in the Python registry.
+    pub handler: usize,
+    pub resource: Arc<Resource>,
+    pub body: Arc<Value>,
+    /// For `on.event`: `ADDED`, `MODIFIED`, `DELETED`, or none for listings.
+    pub event_type: Option<String>,
+    pub reason: Option<String>,
+    /// Old and new essences and their diff, reduced to the handler's field if it has one.
+    pub old: Option<Value>,
+    pub new: Option<Value>,
+    pub diff: Option<Diff>,
+    pub retry: u64,
+    pub started: Option<String>,
+    pub runtime: f64,
+}
+
+/// What came back from a handler call.
+#[derive(Debug, Clone, Default)]
+pub struct Invoked {
+    pub outcome: Outcome,
+    /// The handler's additions to the `patch` kwarg, as a merge-patch.
+    pub patch: Option<Value>,
+}
+
+/// What the core asks of the Python side.
+pub trait Hooks: Send + Sync + 'static {
+    fn log_enabled(&self, level: Level) -> bool;
+    fn log(&self, level: Level, object: Option<&ObjectRef>, message: &str);
+    /// Evaluate callback filters (`when=`, callable label values, ...) for these handlers.
+    fn check_callbacks(&self, invocations: Vec<Invocation>) -> BoxFuture<'static, Vec<bool>>;
+    fn invoke(&self, invocation: Invocation) -> BoxFuture<'static, Invoked>;
+    /// The object is gone: drop what the Python side keeps for it (its `memo`).
+    fn forget(&self, key: &str);
+}
+
+/// Log with lazy formatting: the message is built only if the level is enabled.
+#[macro_export]
+macro_rules! object_log {
+    ($hooks:expr, $level:expr, $object:expr, $($arg:tt)+) => {
+        if $hooks.log_enabled($level) {
+            $hooks.log($level, $object, &format!($($arg)+));
+        }
+    };
+}

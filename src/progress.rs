@@ -1,0 +1,313 @@
+//! Where handlers' progress is persisted between processing cycles, in Kopf's
+//! formats: JSON records in annotations (`kopf.zalando.org/<handler id>`), or
+//! a `status.kopf.progress.<handler id>` stanza; Kopf 1.45's default reads both
+//! and writes only the annotations.
+
+use crate::conventions::KeyForming;
+use crate::dicts::{self, FieldPath};
+use crate::encoding::to_python_json;
+use crate::patches::Patch;
+use serde_json::Value;
+
+/// One storage of handlers' progress records.
+pub trait ProgressStorage: Send + Sync {
+    fn fetch(&self, key: &str, body: &Value) -> Option<Value>;
+    fn store(&self, key: &str, record: &Value, body: &Value, patch: &mut Patch);
+    fn purge(&self, key: &str, body: &Value, patch: &mut Patch);
+    fn touch(&self, body: &Value, patch: &mut Patch, value: Option<&str>);
+    /// Remove the storage's own traces from an essence, so they never count as changes.
+    fn clear(&self, essence: &mut Value);
+}
+
+/// Progress as JSON strings in annotations (Kopf's `AnnotationsProgressStorage`).
+pub struct AnnotationsProgressStorage {
+    pub keys: KeyForming,
+    pub verbose: bool,
+    pub touch_key: String,
+}
+
+impl AnnotationsProgressStorage {
+    pub fn new(prefix: &str, verbose: bool, touch_key: &str, v1: bool) -> Self {
+        Self {
+            keys: KeyForming::new(prefix, v1),
+            verbose,
+            touch_key: touch_key.to_owned(),
+        }
+    }
+
+    fn store_marker(&self, body: &Value, patch: &mut Patch) {
+        if let Some(marker) = self.keys.marker() {
+            if annotation(body, &marker).is_none() && patch.annotation(&marker).is_none() {
+                patch.set_annotation(&marker, Value::String("yes".into()));
+            }
+        }
+    }
+}
+
+fn annotation<'a>(body: &'a Value, key: &str) -> Option<&'a Value> {
+    body.get("metadata")?.get("annotations")?.get(key)
+}
+
+/// Set a key to null in the patch if the object has it; drop it from the patch otherwise.
+fn purge_annotation(key: &str, body: &Value, patch: &mut Patch) {
+    if annotation(body, key).is_some() {
+        patch.set_annotation(key, Value::Null);
+    } else if patch.annotation(key).is_some() {
+        patch.unset(&["metadata".into(), "annotations".into(), key.into()]);
+    }
+}
+
+impl ProgressStorage for AnnotationsProgressStorage {
+    fn fetch(&self, key: &str, body: &Value) -> Option<Value> {
+        self.keys
+            .make_keys(key, Some(body))
+            .iter()
+            .filter_map(|full_key| annotation(body, full_key)?.as_str())
+            .filter_map(|encoded| serde_json::from_str::<Value>(encoded).ok())
+            .find(|decoded| !decoded.is_null())
+    }
+
+    fn store(&self, key: &str, record: &Value, body: &Value, patch: &mut Patch) {
+        let mut decoded = record.clone();
+        if let (false, Some(fields)) = (self.verbose, decoded.as_object_mut()) {
+            fields.retain(|_, v| !v.is_null());
+        }
+        let encoded = to_python_json(&decoded);
+        for full_key in self.keys.make_keys(key, Some(body)) {
+            patch.set_annotation(&full_key, Value::String(encoded.clone()));
+        }
+        self.store_marker(body, patch);
+    }
+
+    fn purge(&self, key: &str, body: &Value, patch: &mut Patch) {
+        for full_key in self.keys.make_keys(key, Some(body)) {
+            purge_annotation(&full_key, body, patch);
+        }
+    }
+
+    fn touch(&self, body: &Value, patch: &mut Patch, value: Option<&str>) {
+        for full_key in self.keys.make_keys(&self.touch_key, Some(body)) {
+            let current = annotation(body, &full_key).and_then(Value::as_str);
+            if current != value {
+                patch.set_annotation(&full_key, value.map_or(Value::Null, Value::from));
+                self.store_marker(body, patch);
+            }
+        }
+    }
+
+    fn clear(&self, essence: &mut Value) {
+        if self.keys.prefix.is_empty() {
+            return;
+        }
+        let prefix = format!("{}/", self.keys.prefix);
+        if let Some(annotations) = essence
+            .pointer_mut("/metadata/annotations")
+            .and_then(Value::as_object_mut)
+        {
+            annotations.retain(|key, _| !key.starts_with(&prefix));
+        }
+        remove_empty_stanzas(essence);
+    }
+}
+
+/// Progress in a status stanza (Kopf's `StatusProgressStorage`), optionally read-only.
+pub struct StatusProgressStorage {
+    pub field: FieldPath,
+    pub touch_field: FieldPath,
+    pub writable: bool,
+}
+
+impl StatusProgressStorage {
+    pub fn new(name: &str, field: &str, touch_field: &str, writable: bool) -> Self {
+        Self {
+            field: dicts::parse_field(&field.replace("{name}", name)),
+            touch_field: dicts::parse_field(&touch_field.replace("{name}", name)),
+            writable,
+        }
+    }
+
+    fn key_field(&self, key: &str) -> FieldPath {
+        let mut path = self.field.clone();
+        path.push(key.to_owned());
+        path
+    }
+}
+
+impl ProgressStorage for StatusProgressStorage {
+    fn fetch(&self, key: &str, body: &Value) -> Option<Value> {
+        dicts::resolve(body, &self.key_field(key))
+            .filter(|v| !v.is_null())
+            .cloned()
+    }
+
+    fn store(&self, key: &str, record: &Value, _body: &Value, patch: &mut Patch) {
+        if self.writable {
+            patch.set(&self.key_field(key), record.clone());
+        }
+    }
+
+    fn purge(&self, key: &str, body: &Value, patch: &mut Patch) {
+        let path = self.key_field(key);
+        if dicts::resolve(body, &path).is_some() {
+            patch.set(&path, Value::Null);
+        } else if patch.get(&path).is_some() {
+            patch.unset(&path);
+        }
+    }
+
+    fn touch(&self, body: &Value, patch: &mut Patch, value: Option<&str>) {
+        if self.writable {
+            let current = dicts::resolve(body, &self.touch_field).and_then(Value::as_str);
+            if current != value {
+                patch.set(&self.touch_field, value.map_or(Value::Null, Value::from));
+            }
+        }
+    }
+
+    fn clear(&self, essence: &mut Value) {
+        dicts::remove(essence, &self.field);
+        remove_empty_stanzas(essence);
+    }
+}
+
+/// Several storages: read from the first that has a record, write to all.
+pub struct MultiProgressStorage {
+    pub storages: Vec<Box<dyn ProgressStorage>>,
+}
+
+impl MultiProgressStorage {
+    /// Kopf 1.45's default (`SmartProgressStorage`): annotations, plus the legacy status read-only.
+    pub fn smart() -> Self {
+        Self {
+            storages: vec![
+                Box::new(AnnotationsProgressStorage::new(
+                    "kopf.zalando.org",
+                    false,
+                    "touch-dummy",
+                    true,
+                )),
+                Box::new(StatusProgressStorage::new(
+                    "kopf",
+                    "status.{name}.progress",
+                    "status.{name}.dummy",
+                    false,
+                )),
+            ],
+        }
+    }
+}
+
+impl ProgressStorage for MultiProgressStorage {
+    fn fetch(&self, key: &str, body: &Value) -> Option<Value> {
+        self.storages.iter().find_map(|s| s.fetch(key, body))
+    }
+    fn store(&self, key: &str, record: &Value, body: &Value, patch: &mut Patch) {
+        self.storages
+            .iter()
+            .for_each(|s| s.store(key, record, body, patch));
+    }
+    fn purge(&self, key: &str, body: &Value, patch: &mut Patch) {
+        self.storages.iter().for_each(|s| s.purge(key, body, patch));
+    }
+    fn touch(&self, body: &Value, patch: &mut Patch, value: Option<&str>) {
+        self.storages
+            .iter()
+            .for_each(|s| s.touch(body, patch, value));
+    }
+    fn clear(&self, essence: &mut Value) {
+        self.storages.iter().for_each(|s| s.clear(essence));
+    }
+}
+
+/// Drop `metadata.annotations`, `metadata.labels`, `metadata` and `status` if empty.
+pub fn remove_empty_stanzas(essence: &mut Value) {
+    fn is_empty(v: Option<&Value>) -> bool {
+        v.and_then(Value::as_object).is_some_and(|m| m.is_empty())
+    }
+    if let Some(meta) = essence.get_mut("metadata").and_then(Value::as_object_mut) {
+        for key in ["annotations", "labels"] {
+            if is_empty(meta.get(key)) {
+                meta.shift_remove(key);
+            }
+        }
+    }
+    if let Some(fields) = essence.as_object_mut() {
+        for key in ["metadata", "status"] {
+            if is_empty(fields.get(key)) {
+                fields.shift_remove(key);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn annotations_roundtrip_in_kopf_format() {
+        let storage = MultiProgressStorage::smart();
+        let body = json!({"metadata": {"annotations": {}}});
+        let mut patch = Patch::default();
+        let record = json!({"started": "2026-01-01T00:00:00.000000+00:00", "stopped": null,
+                            "delayed": null, "purpose": "create", "retries": 1, "success": true,
+                            "failure": false, "message": null, "subrefs": null});
+        storage.store("create_fn", &record, &body, &mut patch);
+        assert_eq!(
+            patch.annotation("kopf.zalando.org/create_fn"),
+            Some(&json!(
+                r#"{"started":"2026-01-01T00:00:00.000000+00:00","purpose":"create","retries":1,"success":true,"failure":false}"#
+            ))
+        );
+        assert!(patch.get(&dicts::parse_field("status")).is_none());
+
+        let mut stored = body.clone();
+        dicts::merge(&mut stored, &Value::Object(patch.merge.clone()));
+        assert_eq!(
+            storage.fetch("create_fn", &stored).unwrap()["retries"],
+            json!(1)
+        );
+
+        let mut purge = Patch::default();
+        storage.purge("create_fn", &stored, &mut purge);
+        assert_eq!(
+            purge.annotation("kopf.zalando.org/create_fn"),
+            Some(&Value::Null)
+        );
+    }
+
+    #[test]
+    fn legacy_status_progress_is_read_and_purged() {
+        let storage = MultiProgressStorage::smart();
+        let body = json!({"status": {"kopf": {"progress": {"h": {"retries": 2}}}}});
+        assert_eq!(storage.fetch("h", &body), Some(json!({"retries": 2})));
+        let mut patch = Patch::default();
+        storage.purge("h", &body, &mut patch);
+        assert_eq!(
+            Value::Object(patch.merge),
+            json!({"status": {"kopf": {"progress": {"h": null}}}})
+        );
+    }
+
+    #[test]
+    fn prefixed_storages_brand_their_keys() {
+        let storage =
+            AnnotationsProgressStorage::new("my-op.example.com", false, "touch-dummy", true);
+        let mut patch = Patch::default();
+        storage.store("h", &json!({"retries": 0}), &json!({}), &mut patch);
+        assert_eq!(
+            patch.annotation("my-op.example.com/kopf-managed"),
+            Some(&json!("yes"))
+        );
+    }
+
+    #[test]
+    fn clearing_essences() {
+        let storage = MultiProgressStorage::smart();
+        let mut essence = json!({"metadata": {"annotations": {"kopf.zalando.org/x": "1"}},
+                                 "status": {"kopf": {"progress": {}}}, "spec": {}});
+        storage.clear(&mut essence);
+        assert_eq!(essence, json!({"status": {"kopf": {}}, "spec": {}}));
+    }
+}

@@ -1,0 +1,123 @@
+//! The part of `kopf.OperatorSettings` the core acts on, filled in by the binding
+//! from the Python object at start-up (defaults are Kopf 1.45.2's).
+
+use serde::Deserialize;
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+pub struct Settings {
+    pub watching: WatchingSettings,
+    pub queueing: QueueingSettings,
+    pub persistence: PersistenceSettings,
+    pub posting: PostingSettings,
+    pub networking: NetworkingSettings,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default)]
+pub struct WatchingSettings {
+    /// Asked of the server (`timeoutSeconds`); `None` lets the server choose.
+    pub server_timeout: Option<f64>,
+    /// A watch stream that stays silent this long is restarted.
+    pub inactivity_timeout: f64,
+    pub reconnect_backoff: f64,
+    /// Page size of the initial listing.
+    pub chunk_size: Option<u32>,
+    pub label_selector: Option<String>,
+    pub field_selector: Option<String>,
+}
+
+impl Default for WatchingSettings {
+    fn default() -> Self {
+        Self {
+            server_timeout: None,
+            inactivity_timeout: 70.0,
+            reconnect_backoff: 0.1,
+            chunk_size: None,
+            label_selector: None,
+            field_selector: None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default)]
+pub struct QueueingSettings {
+    /// An object's worker exits after this long without events.
+    pub idle_timeout: f64,
+    /// How long to wait for the workers on exit.
+    pub exit_timeout: f64,
+    /// At most this many objects are processed at once (None: no limit).
+    pub worker_limit: Option<usize>,
+    /// Delays between retries of a failed processing cycle (not handlers' errors).
+    pub error_delays: Vec<f64>,
+}
+
+impl Default for QueueingSettings {
+    fn default() -> Self {
+        Self {
+            idle_timeout: 5.0,
+            exit_timeout: 2.0,
+            worker_limit: None,
+            error_delays: vec![
+                1.0, 1.0, 2.0, 3.0, 5.0, 8.0, 13.0, 21.0, 34.0, 55.0, 89.0, 144.0, 233.0, 377.0,
+                610.0,
+            ],
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default)]
+pub struct PersistenceSettings {
+    pub finalizer: String,
+    /// How long to wait for our own patch to come back in the watch stream.
+    pub consistency_timeout: f64,
+}
+
+impl Default for PersistenceSettings {
+    fn default() -> Self {
+        Self {
+            finalizer: "kopf.zalando.org/KopfFinalizerMarker".into(),
+            consistency_timeout: 5.0,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default)]
+pub struct PostingSettings {
+    pub enabled: bool,
+    pub reporting_component: String,
+    pub reporting_instance: String,
+    pub event_name_prefix: String,
+}
+
+impl Default for PostingSettings {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            reporting_component: "kopf".into(),
+            reporting_instance: "dev".into(),
+            event_name_prefix: "kopf-event-".into(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default)]
+pub struct NetworkingSettings {
+    pub request_timeout: Option<f64>,
+    pub connect_timeout: Option<f64>,
+    pub error_backoffs: Vec<f64>,
+}
+
+impl Default for NetworkingSettings {
+    fn default() -> Self {
+        Self {
+            request_timeout: Some(300.0),
+            connect_timeout: None,
+            error_backoffs: vec![1.0, 1.0, 2.0, 3.0, 5.0, 8.0, 13.0, 21.0],
+        }
+    }
+}

@@ -1,0 +1,244 @@
+//! The watch-stream of one resource in one namespace (or cluster-wide): list,
+//! then watch from the list's resourceVersion with bookmarks; re-watch from the
+//! last seen version when a stream ends or stalls; re-list on 410 Gone; back off
+//! with jitter on errors. Listed objects are marked as such (no event type),
+//! so that nothing from before the listing is replayed as new.
+
+use crate::invoking::{Hooks, Level};
+use crate::processing::RawEvent;
+use crate::resources::Resource;
+use crate::settings::WatchingSettings;
+use futures::StreamExt;
+use kube::core::WatchEvent;
+use rand::Rng;
+use serde_json::Value;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::mpsc;
+
+const MAX_BACKOFF: f64 = 30.0;
+
+/// Why a watch loop restarts.
+enum Restart {
+    /// Continue from this version (stream closed, stalled, or failed).
+    Rewatch,
+    /// The version is too old (410 Gone): list again.
+    Relist,
+}
+
+pub struct Watcher {
+    pub client: kube::Client,
+    pub resource: Arc<Resource>,
+    pub namespace: Option<String>,
+    pub settings: WatchingSettings,
+    pub hooks: Arc<dyn Hooks>,
+}
+
+impl Watcher {
+    /// Stream events into `tx` until the receiver is gone.
+    pub async fn run(self, tx: mpsc::Sender<RawEvent>) {
+        let mut failures: u32 = 0;
+        'relist: loop {
+            let mut version = match self.list(&tx).await {
+                Ok(Some(version)) => {
+                    failures = 0;
+                    version
+                }
+                Ok(None) => return, // the receiver is gone
+                Err(error) => {
+                    self.warn(&format!("Listing failed: {}", crate::errors::chain(&error)));
+                    self.backoff(&mut failures).await;
+                    continue 'relist;
+                }
+            };
+            loop {
+                match self.watch(&tx, &mut version).await {
+                    Ok(None) => return,
+                    Ok(Some(Restart::Relist)) => continue 'relist,
+                    Ok(Some(Restart::Rewatch)) => {
+                        failures = 0;
+                        tokio::time::sleep(Duration::from_secs_f64(
+                            self.settings.reconnect_backoff,
+                        ))
+                        .await;
+                    }
+                    Err(kube::Error::Api(e)) if e.code == 410 => continue 'relist,
+                    Err(error) => {
+                        self.warn(&format!(
+                            "Watching failed: {}",
+                            crate::errors::chain(&error)
+                        ));
+                        self.backoff(&mut failures).await;
+                    }
+                }
+            }
+        }
+    }
+
+    fn describe(&self) -> String {
+        match &self.namespace {
+            Some(ns) => format!("{} in {ns:?}", self.resource.name()),
+            None => format!("{} cluster-wide", self.resource.name()),
+        }
+    }
+
+    fn warn(&self, message: &str) {
+        let text = format!("{message} ({}); will retry.", self.describe());
+        if self.hooks.log_enabled(Level::Warning) {
+            self.hooks.log(Level::Warning, None, &text);
+        }
+    }
+
+    /// Exponential backoff with full jitter, capped.
+    async fn backoff(&self, failures: &mut u32) {
+        *failures = failures.saturating_add(1);
+        let ceiling = (0.5 * 2f64.powi((*failures).min(16) as i32)).min(MAX_BACKOFF);
+        let delay = rand::rng().random_range(ceiling / 2.0..=ceiling);
+        tokio::time::sleep(Duration::from_secs_f64(delay)).await;
+    }
+
+    fn query(&self, extra: &[(&str, String)]) -> String {
+        let mut pairs: Vec<(&str, String)> = extra.to_vec();
+        if let Some(labels) = &self.settings.label_selector {
+            pairs.push(("labelSelector", labels.clone()));
+        }
+        if let Some(fields) = &self.settings.field_selector {
+            pairs.push(("fieldSelector", fields.clone()));
+        }
+        let encoded: Vec<String> = pairs
+            .iter()
+            .map(|(k, v)| format!("{k}={}", urlencode(v)))
+            .collect();
+        encoded.join("&")
+    }
+
+    /// List every object (paginated) and pass each on as a listing event.
+    async fn list(&self, tx: &mpsc::Sender<RawEvent>) -> Result<Option<String>, kube::Error> {
+        let url = self.resource.url(self.namespace.as_deref(), None, None);
+        let mut token: Option<String> = None;
+        loop {
+            let mut params = Vec::new();
+            if let Some(limit) = self.settings.chunk_size {
+                params.push(("limit", limit.to_string()));
+            }
+            if let Some(token) = &token {
+                params.push(("continue", token.clone()));
+            }
+            let request = http::Request::get(format!("{url}?{}", self.query(&params)))
+                .body(Vec::new())
+                .map_err(kube::Error::HttpError)?;
+            let page: Value = self.client.request(request).await?;
+            let items = page
+                .get("items")
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default();
+            for mut item in items {
+                // List items come without their kind: restore it, as single objects have it.
+                if let Some(fields) = item.as_object_mut() {
+                    fields
+                        .entry("apiVersion")
+                        .or_insert_with(|| self.resource.api_version().into());
+                    fields
+                        .entry("kind")
+                        .or_insert_with(|| self.resource.kind.clone().into());
+                }
+                let event = RawEvent {
+                    event_type: None,
+                    object: Arc::new(item),
+                };
+                if tx.send(event).await.is_err() {
+                    return Ok(None);
+                }
+            }
+            token = page
+                .pointer("/metadata/continue")
+                .and_then(Value::as_str)
+                .filter(|t| !t.is_empty())
+                .map(str::to_owned);
+            if token.is_none() {
+                let version = page
+                    .pointer("/metadata/resourceVersion")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_owned();
+                return Ok(Some(version));
+            }
+        }
+    }
+
+    /// One watch request, until it ends, stalls, or the version expires.
+    async fn watch(
+        &self,
+        tx: &mpsc::Sender<RawEvent>,
+        version: &mut String,
+    ) -> Result<Option<Restart>, kube::Error> {
+        let url = self.resource.url(self.namespace.as_deref(), None, None);
+        let mut params = vec![
+            ("watch", "true".to_owned()),
+            ("allowWatchBookmarks", "true".to_owned()),
+            ("resourceVersion", version.clone()),
+        ];
+        if let Some(timeout) = self.settings.server_timeout {
+            params.push(("timeoutSeconds", (timeout as u64).to_string()));
+        }
+        let request = http::Request::get(format!("{url}?{}", self.query(&params)))
+            .body(Vec::new())
+            .map_err(kube::Error::HttpError)?;
+        let stream = self.client.request_events::<Value>(request).await?;
+        let mut stream = std::pin::pin!(stream);
+        let inactivity = Duration::from_secs_f64(self.settings.inactivity_timeout);
+        loop {
+            let next = match tokio::time::timeout(inactivity, stream.next()).await {
+                Err(_elapsed) => return Ok(Some(Restart::Rewatch)), // silently stalled
+                Ok(None) => return Ok(Some(Restart::Rewatch)),      // closed by the server
+                Ok(Some(next)) => next?,
+            };
+            let (event_type, object) = match next {
+                WatchEvent::Added(o) => ("ADDED", o),
+                WatchEvent::Modified(o) => ("MODIFIED", o),
+                WatchEvent::Deleted(o) => ("DELETED", o),
+                WatchEvent::Bookmark(bookmark) => {
+                    *version = bookmark.metadata.resource_version;
+                    continue;
+                }
+                WatchEvent::Error(e) if e.code == 410 => return Ok(Some(Restart::Relist)),
+                WatchEvent::Error(e) => return Err(kube::Error::Api(e)),
+            };
+            if let Some(v) = object
+                .pointer("/metadata/resourceVersion")
+                .and_then(Value::as_str)
+            {
+                *version = v.to_owned();
+            }
+            let event = RawEvent {
+                event_type: Some(event_type.to_owned()),
+                object: Arc::new(object),
+            };
+            if tx.send(event).await.is_err() {
+                return Ok(None);
+            }
+        }
+    }
+}
+
+fn urlencode(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                out.push(b as char)
+            }
+            _ => out.push_str(&format!("%{b:02X}")),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn url_encoding() {
+        assert_eq!(super::urlencode("a=b,c!=d"), "a%3Db%2Cc%21%3Dd");
+    }
+}

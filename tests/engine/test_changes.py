@@ -1,0 +1,359 @@
+"""`kopf run` with change handlers against the real API: what a user sees in the cluster and the logs."""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+from pathlib import Path
+
+import pytest
+from conftest import kubectl
+from operators import OperatorProcess, eventually, get, write_script
+
+EXAMPLES = Path(__file__).parents[2] / "examples"
+
+
+def greeting(name: str, namespace: str, **spec: object) -> str:
+    return json.dumps({"apiVersion": "demo.kopf.dev/v1", "kind": "Greeting",
+                       "metadata": {"name": name, "namespace": namespace}, "spec": spec})
+
+
+def test_greeter_lifecycle(crd: None, namespace: str, tmp_path: Path) -> None:
+    operator = OperatorProcess(["run", "-n", namespace, "--verbose", str(EXAMPLES / "greeter" / "operator.py")],
+                               cwd=tmp_path)
+    try:
+        kubectl("create", "-f", "-", input=greeting("g1", namespace, who="Alice"))
+        obj = eventually(lambda: (o := get("greeting", "g1", namespace)).get("status") and o, what="status")
+        assert obj["status"] == {"greet": {"message": "Hello, Alice!"}}
+        assert obj["metadata"]["finalizers"] == ["kopf.zalando.org/KopfFinalizerMarker"]
+        annotations = obj["metadata"]["annotations"]
+        assert annotations["kopf.zalando.org/last-handled-configuration"] == '{"spec":{"who":"Alice"}}\n'
+        assert "kopf.zalando.org/greet" not in annotations  # progress is purged when done
+
+        kubectl("patch", "greeting", "g1", "-n", namespace, "--type=merge", "-p", '{"spec": {"who": "Bob"}}')
+        operator.wait_for(r"Handler 'regreet/spec.who' succeeded")
+        obj = get("greeting", "g1", namespace)
+        assert obj["status"]["regreet/spec.who"] == {"message": "Hello again, Bob!"}
+        assert obj["metadata"]["annotations"]["kopf.zalando.org/last-handled-configuration"] == \
+            '{"spec":{"who":"Bob"}}\n'
+
+        kubectl("delete", "greeting", "g1", "-n", namespace, "--timeout=30s")
+        output = operator.wait_for(r"Deleted, really deleted, and we are notified")
+    finally:
+        exit_code = operator.stop(signal.SIGINT)
+    prefix = f"[{namespace}/g1]"
+    for line in [
+        f"{prefix} Adding the finalizer, thus preventing the actual deletion.",
+        f"{prefix} Creation is in progress: ",
+        f"{prefix} Greeting g1: Hello, Alice!",
+        f"{prefix} Handler 'greet' succeeded.",
+        f"{prefix} Creation is processed: 1 succeeded; 0 failed.",
+        f"{prefix} Updating diff: (('change', ('spec', 'who'), 'Alice', 'Bob'),)",
+        f"{prefix} Renamed from 'Alice' to 'Bob'.",
+        f"{prefix} Updating is processed: 1 succeeded; 0 failed.",
+        f"{prefix} Goodbye, g1.",
+        f"{prefix} Handler 'farewell' succeeded.",
+        f"{prefix} Deletion is processed: 1 succeeded; 0 failed.",
+        f"{prefix} Removing the finalizer, thus allowing the actual deletion.",
+        "Signal SIGINT is received. Operator is stopping.",
+    ]:
+        assert line in output or line in operator.output, line
+    assert output.count("Handler 'greet' succeeded.") == 1
+    assert "Traceback" not in operator.output
+    assert exit_code == 0
+
+
+def test_restart_in_the_middle_of_retries(crd: None, namespace: str, tmp_path: Path) -> None:
+    script = write_script(tmp_path, """
+        import kopf
+
+        @kopf.on.create('greetings')
+        def flaky(retry, **_):
+            if retry == 0:
+                raise kopf.TemporaryError("not ready yet", delay=4)
+            return {'retried': retry}
+    """)
+    first = OperatorProcess(["run", "-n", namespace, "--verbose", str(script)], cwd=tmp_path)
+    try:
+        kubectl("create", "-f", "-", input=greeting("g2", namespace))
+        first.wait_for(r"Handler 'flaky' failed temporarily: not ready yet")
+        record = eventually(lambda: get("greeting", "g2", namespace)["metadata"].get("annotations", {})
+                            .get("kopf.zalando.org/flaky"), what="the progress record")
+    finally:
+        assert first.stop(signal.SIGTERM) == 0
+    progress = json.loads(record)
+    assert progress["retries"] == 1 and progress["purpose"] == "create"
+    assert progress["success"] is False and progress["failure"] is False
+    assert progress["message"] == "not ready yet" and "delayed" in progress
+    assert "status" not in get("greeting", "g2", namespace)
+
+    second = OperatorProcess(["run", "-n", namespace, "--verbose", str(script)], cwd=tmp_path)
+    try:
+        second.wait_for(r"Handler 'flaky' succeeded")
+        obj = eventually(lambda: (o := get("greeting", "g2", namespace)).get("status") and o, what="status")
+    finally:
+        assert second.stop() == 0
+    assert obj["status"] == {"flaky": {"retried": 1}}
+    assert "kopf.zalando.org/flaky" not in obj["metadata"]["annotations"]
+    assert second.output.count("Handler 'flaky' is invoked") == 1
+    assert "failed temporarily" not in second.output
+
+
+def test_handlers_do_not_repeat_and_resume_after_restart(crd: None, namespace: str, tmp_path: Path) -> None:
+    script = write_script(tmp_path, """
+        import kopf
+
+        @kopf.on.create('greetings')
+        def created(name, logger, **_):
+            logger.info(f"created {name}")
+
+        @kopf.on.resume('greetings')
+        def resumed(name, logger, **_):
+            logger.info(f"resumed {name}")
+    """)
+    first = OperatorProcess(["run", "-n", namespace, str(script)], cwd=tmp_path)
+    try:
+        kubectl("create", "-f", "-", input=greeting("g3", namespace))
+        first.wait_for(r"Creation is processed")
+    finally:
+        first.stop()
+    second = OperatorProcess(["run", "-n", namespace, str(script)], cwd=tmp_path)
+    try:
+        second.wait_for(r"Handler 'resumed' succeeded")
+    finally:
+        second.stop()
+    assert "created g3" in first.output and "resumed g3" not in first.output
+    assert "resumed g3" in second.output and "created g3" not in second.output
+
+
+def test_errors_of_handlers(crd: None, namespace: str, tmp_path: Path) -> None:
+    script = write_script(tmp_path, """
+        import kopf
+
+        @kopf.on.create('greetings', id='permanent')
+        def permanent(**_):
+            raise kopf.PermanentError("this is fatal")
+
+        @kopf.on.create('greetings', id='ignored', errors=kopf.ErrorsMode.IGNORED)
+        def ignored(**_):
+            raise ValueError("this is ignored")
+
+        @kopf.on.create('greetings', id='limited', retries=2, backoff=0.5)
+        def limited(**_):
+            raise ValueError("this is retried")
+
+        @kopf.on.create('greetings', id='fine')
+        def fine(**_):
+            return 42
+    """)
+    operator = OperatorProcess(["run", "-n", namespace, str(script)], cwd=tmp_path)
+    try:
+        kubectl("create", "-f", "-", input=greeting("g4", namespace))
+        operator.wait_for(r"Creation is processed: 2 succeeded; 2 failed\.", timeout=60)
+        obj = eventually(lambda: (o := get("greeting", "g4", namespace)).get("status", {}).get("fine") and o,
+                         what="the result of the fine handler")
+    finally:
+        operator.stop()
+    output = operator.output
+    assert "Handler 'permanent' failed permanently: this is fatal" in output
+    assert "Handler 'ignored' failed with an exception and will ignore it: this is ignored" in output
+    assert "Handler 'limited' failed with an exception and will try again in 0.5 seconds: this is retried" \
+        in output
+    assert ("Handler 'limited' failed with an exception and will stop now "
+            "(it would exceed 2 retries on the next attempt): this is retried") in output
+    assert output.count("Handler 'permanent' is invoked") <= 1
+    assert obj["status"] == {"fine": 42}
+    assert not any(k.startswith("kopf.zalando.org/") and k != "kopf.zalando.org/last-handled-configuration"
+                   for k in obj["metadata"]["annotations"])
+
+
+def test_filters(crd: None, namespace: str, tmp_path: Path) -> None:
+    script = write_script(tmp_path, """
+        import kopf
+
+        @kopf.on.create('greetings', labels={'app': 'x', 'skip': kopf.ABSENT}, id='by_labels')
+        def by_labels(name, logger, **_):
+            logger.info(f"labels matched {name}")
+
+        @kopf.on.create('greetings', annotations={'note': kopf.PRESENT}, id='by_annotations')
+        def by_annotations(name, logger, **_):
+            logger.info(f"annotations matched {name}")
+
+        @kopf.on.create('greetings', labels={'app': lambda value, **_: value == 'y'}, id='by_callback')
+        def by_callback(name, logger, **_):
+            logger.info(f"callback matched {name}")
+
+        @kopf.on.create('greetings', when=lambda spec, **_: spec.get('size', 0) > 2, id='by_when')
+        def by_when(name, logger, **_):
+            logger.info(f"when matched {name}")
+
+        @kopf.on.create('greetings', field='spec.who', value='Carol', id='by_value')
+        def by_value(name, logger, **_):
+            logger.info(f"value matched {name}")
+    """)
+    objects = {
+        "f-labels": ({"labels": {"app": "x"}}, {}),
+        "f-skipped": ({"labels": {"app": "x", "skip": "1"}}, {}),
+        "f-annotated": ({"annotations": {"note": ""}}, {}),
+        "f-callback": ({"labels": {"app": "y"}}, {"size": 3}),
+        "f-valued": ({}, {"who": "Carol"}),
+    }
+    operator = OperatorProcess(["run", "-n", namespace, str(script)], cwd=tmp_path)
+    try:
+        for name, (metadata, spec) in objects.items():
+            kubectl("create", "-f", "-", input=json.dumps({
+                "apiVersion": "demo.kopf.dev/v1", "kind": "Greeting",
+                "metadata": {"name": name, "namespace": namespace, **metadata}, "spec": spec,
+            }))
+        operator.wait_for(r"Creation is processed", count=4)
+        operator.wait_for(r"f-callback\] Creation is processed: 2 succeeded")
+    finally:
+        operator.stop()
+    matched = set(re.findall(r"\] (\w+ matched [\w-]+)$", operator.output, re.MULTILINE))
+    assert matched == {"labels matched f-labels", "annotations matched f-annotated", "callback matched f-callback",
+                       "when matched f-callback", "value matched f-valued"}
+
+
+def test_event_handlers_and_kubernetes_events(crd: None, namespace: str, tmp_path: Path) -> None:
+    script = write_script(tmp_path, """
+        import kopf
+
+        @kopf.on.event('greetings')
+        def watch(type, name, logger, **_):
+            logger.info(f"event {type} {name}")
+
+        @kopf.on.create('greetings')
+        def notify(body, **_):
+            kopf.info(body, reason='Greeted', message='A greeting was made.')
+            kopf.warn(body, reason='Long', message='x' * 2000)
+    """)
+    kubectl("create", "-f", "-", input=greeting("g-before", namespace))
+    operator = OperatorProcess(["run", "-n", namespace, str(script)], cwd=tmp_path)
+    try:
+        operator.wait_for(r"event None g-before")
+        kubectl("create", "-f", "-", input=greeting("g-after", namespace))
+        operator.wait_for(r"event ADDED g-after")
+        operator.wait_for(r"event MODIFIED g-after")
+        kubectl("delete", "greeting", "g-after", "-n", namespace, "--timeout=30s")
+        operator.wait_for(r"event DELETED g-after")
+
+        def events() -> list[dict]:
+            items = json.loads(kubectl("get", "events", "-n", namespace, "-o", "json"))["items"]
+            return [e for e in items if e["involvedObject"].get("name") == "g-before"
+                    and e["reason"] in ("Greeted", "Long")]
+        found = eventually(lambda: len(events()) == 2 and events(), what="two Events")
+    finally:
+        operator.stop()
+    by_reason = {e["reason"]: e for e in found}
+    assert by_reason["Greeted"]["type"] == "Normal"
+    assert by_reason["Greeted"]["message"] == "A greeting was made."
+    assert by_reason["Greeted"]["source"]["component"] == "kopf"
+    assert by_reason["Long"]["type"] == "Warning"
+    assert len(by_reason["Long"]["message"]) == 1024 and "..." in by_reason["Long"]["message"]
+
+
+def test_builtin_pods(cluster: dict[str, str], namespace: str, tmp_path: Path) -> None:
+    script = write_script(tmp_path, """
+        import kopf
+
+        @kopf.on.create('pods', labels={'handled-by': 'kopf'})
+        def mark(patch, name, **_):
+            patch.metadata.annotations['seen-by'] = 'kopf-rs'
+            return {'marked': name}  # pods have a status subresource: this goes there
+
+        @kopf.on.delete('v1', 'pods', labels={'handled-by': 'kopf'}, optional=True)
+        def gone(name, logger, **_):
+            logger.info(f"pod {name} is going")
+    """)
+    operator = OperatorProcess(["run", "-n", namespace, str(script)], cwd=tmp_path)
+    try:
+        for name, labels in (("p1", {"handled-by": "kopf"}), ("p2", {})):
+            kubectl("create", "-f", "-", input=json.dumps({
+                "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": namespace,
+                                                               "labels": labels},
+                "spec": {"containers": [{"name": "c", "image": "busybox"}]},
+            }))
+        pod = eventually(lambda: (p := get("pod", "p1", namespace))["metadata"].get("annotations", {})
+                         .get("seen-by") and p, what="the pod's annotation")
+        assert "finalizers" not in pod["metadata"]  # the delete handler is optional
+        assert "kopf.zalando.org/last-handled-configuration" in pod["metadata"]["annotations"]
+        other = get("pod", "p2", namespace)
+        assert "seen-by" not in other["metadata"].get("annotations", {})
+        kubectl("delete", "pod", "p1", "-n", namespace, "--timeout=30s")
+    finally:
+        operator.stop()
+    assert f"[{namespace}/p1] Handler 'mark' succeeded." in operator.output
+    assert "p2" not in operator.output
+
+
+def test_broken_script(tmp_path: Path, cluster: dict[str, str]) -> None:
+    script = write_script(tmp_path, "import kopf\n\n@kopf.on.create('greetings')\ndef broken(:\n    pass\n")
+    operator = OperatorProcess(["run", "-A", str(script)], cwd=tmp_path)
+    exit_code = operator.process.wait(timeout=30)
+    operator.stop()
+    assert exit_code != 0
+    assert "SyntaxError" in operator.output
+    assert str(script) in operator.output
+
+
+def test_missing_script(tmp_path: Path) -> None:
+    operator = OperatorProcess(["run", "-A", "nonexistent.py"], cwd=tmp_path)
+    assert operator.process.wait(timeout=30) == 2
+    operator.stop()
+    assert "nonexistent.py" in operator.output
+
+
+def test_unreachable_api_server(tmp_path: Path) -> None:
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(json.dumps({
+        "apiVersion": "v1", "kind": "Config", "current-context": "nowhere",
+        "clusters": [{"name": "nowhere",
+                      "cluster": {"server": "https://127.0.0.1:9", "insecure-skip-tls-verify": True}}],
+        "users": [{"name": "nobody", "user": {"token": "s3cr3t-t0ken"}}],
+        "contexts": [{"name": "nowhere", "context": {"cluster": "nowhere", "user": "nobody"}}],
+    }))
+    script = write_script(tmp_path, """
+        import kopf
+
+        @kopf.on.startup()
+        def quick(settings, **_):
+            settings.networking.error_backoffs = [0.1, 0.2]
+
+        @kopf.on.create('greetings')
+        def never(**_):
+            pass
+    """)
+    operator = OperatorProcess(["run", "-A", str(script)], cwd=tmp_path, env={"KUBECONFIG": str(kubeconfig)})
+    exit_code = operator.process.wait(timeout=60)
+    operator.stop()
+    assert exit_code == 1
+    assert "Request attempt 1 failed; will retry" in operator.output
+    assert "Request attempt 3 failed; escalating" in operator.output
+    assert "127.0.0.1:9" in operator.output
+    assert "s3cr3t-t0ken" not in operator.output  # credentials are never logged
+
+
+@pytest.mark.parametrize("log_format", ["plain", "json"])
+def test_log_formats(crd: None, namespace: str, tmp_path: Path, log_format: str) -> None:
+    script = write_script(tmp_path, """
+        import kopf
+
+        @kopf.on.create('greetings')
+        def hello(logger, **_):
+            logger.info("hello from the handler")
+    """)
+    operator = OperatorProcess(["run", "-n", namespace, f"--log-format={log_format}", str(script)], cwd=tmp_path)
+    try:
+        kubectl("create", "-f", "-", input=greeting("g5", namespace))
+        operator.wait_for(r"hello from the handler")
+    finally:
+        operator.stop()
+    line = next(line for line in operator.output.splitlines() if "hello from the handler" in line)
+    if log_format == "plain":
+        assert line == f"[{namespace}/g5] hello from the handler"
+    else:
+        record = json.loads(line)
+        assert record["message"] == "hello from the handler"
+        assert record["severity"] == "info"
+        assert record["object"]["name"] == "g5" and record["object"]["namespace"] == namespace

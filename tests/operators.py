@@ -1,0 +1,86 @@
+"""Running `kopf run` as a user does (a separate process), and waiting for what it logs."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from conftest import kubectl
+
+
+class OperatorProcess:
+    """`kopf run ARGS` in a subprocess with its output collected in a file."""
+
+    def __init__(self, args: list[str], *, cwd: Path, env: dict[str, str] | None = None) -> None:
+        self.log_path = cwd / f"operator-{time.monotonic_ns()}.log"
+        self._log = open(self.log_path, "wb")
+        kopf = Path(sys.executable).with_name("kopf")
+        self.process = subprocess.Popen(
+            [str(kopf), *args], cwd=cwd, stdout=self._log, stderr=subprocess.STDOUT,
+            env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
+        )
+
+    @property
+    def output(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def wait_for(self, pattern: str, timeout: float = 30, count: int = 1) -> str:
+        """Wait until the output matches the regexp (`count` times); return the output."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            output = self.output
+            if len(re.findall(pattern, output)) >= count:
+                return output
+            if self.process.poll() is not None:
+                raise AssertionError(f"the operator exited ({self.process.returncode}) before "
+                                     f"{pattern!r} was logged:\n{output}")
+            time.sleep(0.1)
+        raise AssertionError(f"{pattern!r} was not logged in {timeout}s:\n{self.output}")
+
+    def stop(self, sig: int = signal.SIGINT, timeout: float = 30) -> int:
+        if self.process.poll() is None:
+            self.process.send_signal(sig)
+        try:
+            return self.process.wait(timeout=timeout)
+        finally:
+            self._log.close()
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+        self._log.close()
+
+
+def write_script(directory: Path, source: str, name: str = "handlers.py") -> Path:
+    path = directory / name
+    path.write_text(textwrap.dedent(source))
+    return path
+
+
+def get(kind: str, name: str, namespace: str) -> dict[str, Any]:
+    return json.loads(kubectl("get", kind, name, "-n", namespace, "-o", "json"))
+
+
+def eventually(check: Callable[[], Any], timeout: float = 30, what: str = "the condition") -> Any:
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        try:
+            last = check()
+        except AssertionError as e:
+            last = e
+        else:
+            if last:
+                return last
+        time.sleep(0.2)
+    raise AssertionError(f"{what} did not happen in {timeout}s (last: {last!r})")
