@@ -86,6 +86,8 @@ pub trait Hooks: Send + Sync + 'static {
     fn invoke(&self, invocation: Invocation) -> BoxFuture<'static, Invoked>;
     /// The object is gone: drop what the Python side keeps for it (its `memo`).
     fn forget(&self, key: &str);
+    /// Run the `@kopf.on.probe` handlers: their results by handler id.
+    fn probe(&self) -> BoxFuture<'static, Value>;
 }
 
 /// Log with lazy formatting: the message is built only if the level is enabled.

@@ -16,6 +16,7 @@ pub mod invoking;
 pub mod namespaces;
 pub mod patches;
 pub mod posting;
+pub mod probing;
 pub mod processing;
 pub mod progress;
 pub mod progression;

@@ -30,12 +30,17 @@ pub struct OperatorSpec {
     /// Namespace patterns; empty means cluster-wide.
     #[serde(default)]
     pub namespaces: Vec<String>,
+    /// `--liveness`: where to serve the probes' results.
+    #[serde(default)]
+    pub liveness_endpoint: Option<String>,
     #[serde(default)]
     pub settings: Settings,
 }
 
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
+    #[error(transparent)]
+    Probing(#[from] crate::probing::ProbingError),
     #[error("API discovery at {server} failed: {reason}")]
     Discovery { server: String, reason: String },
 }
@@ -144,6 +149,10 @@ pub async fn run(
     events: mpsc::UnboundedReceiver<K8sEvent>,
     ready: impl FnOnce(),
 ) -> Result<(), RunError> {
+    let liveness = match &spec.liveness_endpoint {
+        Some(endpoint) => Some(crate::probing::serve(endpoint, hooks.clone()).await?),
+        None => None,
+    };
     let resources = discover(
         &client,
         server,
@@ -236,6 +245,9 @@ pub async fn run(
     while watchers.join_next().await.is_some() {}
     while dispatchers.join_next().await.is_some() {}
     poster.abort();
+    if let Some(liveness) = liveness {
+        liveness.abort();
+    }
     Ok(())
 }
 

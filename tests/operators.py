@@ -77,7 +77,7 @@ def eventually(check: Callable[[], Any], timeout: float = 30, what: str = "the c
     while time.monotonic() < deadline:
         try:
             last = check()
-        except AssertionError as e:
+        except (AssertionError, OSError) as e:  # OSError: e.g. a server that is not listening yet
             last = e
         else:
             if last:

@@ -8,6 +8,7 @@ import logging as _stdlogging
 from kopf import on
 from kopf._credentials import (
     ConnectionInfo,
+    login_via_async_client,
     login_via_client,
     login_via_pykube,
     login_with_kubeconfig,
@@ -23,7 +24,7 @@ from kopf._errors import (
     TemporaryError,
 )
 from kopf._filters import ABSENT, PRESENT, all_, any_, none_, not_
-from kopf._handlers import OperatorRegistry, get_default_registry, set_default_registry
+from kopf._handlers import OperatorRegistry, Reason, get_default_registry, set_default_registry
 from kopf._kits import (
     adjust_namespace,
     adopt,
@@ -32,10 +33,10 @@ from kopf._kits import (
     label,
     remove_owner_reference,
 )
-from kopf._logging import LogFormat, configure
+from kopf._logging import LocalObjectLogger, LogFormat, ObjectLogger, configure
 from kopf._posting import event, exception, info, warn
 from kopf._references import EVERYTHING, Resource
-from kopf._running import operator, run
+from kopf._running import operator, run, run_tasks, spawn_tasks
 from kopf._settings import OperatorSettings
 from kopf._structs import (
     Annotations,
@@ -44,14 +45,19 @@ from kopf._structs import (
     Diff,
     DiffItem,
     DiffOperation,
+    FieldPath,
+    FieldSpec,
+    HandlerId,
     Labels,
     Memo,
     Meta,
     ObjectReference,
     OwnerReference,
     Patch,
+    PatchFn,
     RawBody,
     RawEvent,
+    RawEventType,
     Spec,
     Status,
     build_object_reference,
@@ -63,10 +69,11 @@ Logger = _stdlogging.Logger | _stdlogging.LoggerAdapter  # type: ignore[type-arg
 
 __all__ = [
     'on', 'configure', 'LogFormat',
-    'login_via_pykube', 'login_via_client', 'login_with_kubeconfig', 'login_with_service_account',
+    'login_via_pykube', 'login_via_client', 'login_via_async_client',
+    'login_with_kubeconfig', 'login_with_service_account',
     'LoginError', 'ConnectionInfo',
     'event', 'info', 'warn', 'exception',
-    'operator', 'run',
+    'operator', 'run', 'spawn_tasks', 'run_tasks',
     'adopt', 'label', 'harmonize_naming', 'adjust_namespace',
     'append_owner_reference', 'remove_owner_reference',
     'build_object_reference', 'build_owner_reference',
@@ -78,5 +85,6 @@ __all__ = [
     'OperatorSettings',
     'RawEvent', 'RawBody', 'Status', 'Spec', 'Meta', 'Body', 'BodyEssence', 'Labels', 'Annotations',
     'ObjectReference', 'OwnerReference', 'Memo', 'Patch', 'Diff', 'DiffItem', 'DiffOperation',
-    'Resource', 'Logger',
+    'Resource', 'Logger', 'Reason', 'ObjectLogger', 'LocalObjectLogger',
+    'FieldPath', 'FieldSpec', 'HandlerId', 'PatchFn', 'RawEventType',
 ]

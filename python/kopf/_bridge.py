@@ -13,7 +13,7 @@ from typing import Any
 from kopf._errors import ErrorsMode
 from kopf._execution import execute_once
 from kopf._filters import ABSENT, PRESENT
-from kopf._handlers import ChangingHandler, OperatorRegistry, Reason, ResourceHandler
+from kopf._handlers import Activity, ChangingHandler, OperatorRegistry, Reason, ResourceHandler
 from kopf._kits import cause_body_var
 from kopf._logging import LocalObjectLogger, ObjectLogger, objects_logger
 from kopf._references import Resource
@@ -37,6 +37,7 @@ class Bridge:
 
     def __init__(self, *, registry: OperatorRegistry, settings: OperatorSettings, memo: Any,
                  ready: asyncio.Event, loop: asyncio.AbstractEventLoop) -> None:
+        self.registry = registry
         self.changing = list(registry._changing)
         self.watching = list(registry._watching)
         self.settings = settings
@@ -76,6 +77,11 @@ class Bridge:
 
     def ready(self) -> None:
         self._loop.call_soon_threadsafe(self._ready.set)
+
+    async def probe(self, _: None) -> dict[str, Any]:
+        from kopf._running import run_activity
+        return await run_activity(registry=self.registry, settings=self.settings, activity=Activity.PROBE,
+                                  memo=self.memobase)
 
     def forget(self, key: str) -> None:
         self.memos.pop(key, None)

@@ -14,6 +14,7 @@ import yaml
 from kopf._errors import LoginError
 
 PRIORITY_OF_CLIENT = 10
+PRIORITY_OF_ASYNC_CLIENT = 15
 PRIORITY_OF_PYKUBE = 20
 PRIORITY_OF_KUBECONFIG = 10
 PRIORITY_OF_SERVICE_ACCOUNT = 20
@@ -140,6 +141,34 @@ def login_via_client(*, logger: Any, settings: Any, **_: Any) -> ConnectionInfo 
     )
 
 
+async def login_via_async_client(*, logger: Any, settings: Any, **_: Any) -> ConnectionInfo | None:
+    """Credentials as the ``kubernetes_asyncio`` client finds them: in-cluster, else the kubeconfig."""
+    try:
+        import kubernetes_asyncio.config
+    except ImportError:
+        return None
+    try:
+        kubernetes_asyncio.config.load_incluster_config()
+        logger.debug("Async client is configured in cluster with service account.")
+    except kubernetes_asyncio.config.ConfigException:
+        try:
+            await kubernetes_asyncio.config.load_kube_config()
+            logger.debug("Async client is configured via kubeconfig file.")
+        except kubernetes_asyncio.config.ConfigException:
+            raise LoginError("Cannot authenticate the async client library "
+                             "neither in-cluster, nor via kubeconfig.") from None
+    config = kubernetes_asyncio.client.Configuration.get_default_copy()
+    header = config.get_api_key_with_prefix('BearerToken') or config.get_api_key_with_prefix('authorization')
+    parts: Sequence[str] = header.split(' ', 1) if header else []
+    scheme, token = (None, None) if not parts else (None, parts[0]) if len(parts) == 1 else (parts[0], parts[1])
+    return ConnectionInfo(
+        server=config.host, ca_path=config.ssl_ca_cert, insecure=not config.verify_ssl,
+        username=config.username or None, password=config.password or None, scheme=scheme, token=token,
+        certificate_path=config.cert_file, private_key_path=config.key_file,
+        trust_env=settings.networking.trust_env, priority=PRIORITY_OF_ASYNC_CLIENT,
+    )
+
+
 def login_with_service_account(*, settings: Any, **_: Any) -> ConnectionInfo | None:
     """Credentials of the pod's service account, if running in a cluster."""
     token_path = os.path.join(SERVICE_ACCOUNT, 'token')
@@ -218,6 +247,8 @@ def fallback_logins() -> list[Callable[..., ConnectionInfo | None]]:
         found.append(login_via_pykube)
     if _installed('kubernetes'):
         found.append(login_via_client)
+    elif _installed('kubernetes_asyncio'):
+        found.append(login_via_async_client)
     if not found and (os.environ.get('KUBECONFIG') or os.path.exists(os.path.expanduser('~/.kube/config'))):
         found.append(login_with_kubeconfig)
     if not found and os.path.exists(os.path.join(SERVICE_ACCOUNT, 'token')):

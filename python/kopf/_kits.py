@@ -94,12 +94,12 @@ class _Meta:
         else:
             setattr(self.obj.metadata, _snake(key), None)
 
-    def collection(self, key: str, factory: type) -> Any:
+    def update(self, key: str, factory: type, change: Any) -> None:
+        """Change a list/dict field in place; models may hand out copies, so set it back."""
         value = self.get(key)
-        if value is None:
-            value = factory()
-            self.set(key, value)
-        return value
+        value = factory() if value is None else value
+        change(value)
+        self.set(key, value)
 
     def owner_reference(self, ref: Mapping[str, Any]) -> Any:
         if self.kind is None:
@@ -135,17 +135,20 @@ def append_owner_reference(objs: Any, owner: Mapping[str, Any] | None = None, *,
                                 block_owner_deletion=block_owner_deletion)
     for obj in _walk(objs):
         meta = _Meta(obj)
-        refs = meta.collection('ownerReferences', list)
-        if not any(_uid_of(r) == ref['uid'] for r in refs):
-            refs.append(meta.owner_reference(ref))
+
+        def add(refs: list[Any], meta: _Meta = meta) -> None:
+            if not any(_uid_of(r) == ref['uid'] for r in refs):
+                refs.append(meta.owner_reference(ref))
+        meta.update('ownerReferences', list, add)
 
 
 def remove_owner_reference(objs: Any, owner: Mapping[str, Any] | None = None) -> None:
     """Remove the owner references to the owner (by default, the handler's object)."""
     ref = build_owner_reference(_guess_owner(owner))
-    for obj in _walk(objs):
-        refs = _Meta(obj).collection('ownerReferences', list)
+    def drop(refs: list[Any]) -> None:
         refs[:] = [r for r in refs if _uid_of(r) != ref['uid']]
+    for obj in _walk(objs):
+        _Meta(obj).update('ownerReferences', list, drop)
 
 
 def label(objs: Any, labels: Mapping[str, str | None] | _Unset = _Unset.token, *, forced: bool = False,
@@ -158,13 +161,14 @@ def label(objs: Any, labels: Mapping[str, str | None] | _Unset = _Unset.token, *
     if isinstance(labels, _Unset):
         labels = _guess_owner(None).get('metadata', {}).get('labels', {})
     nested = [nested] if isinstance(nested, str) else nested
-    for obj in _walk(objs, nested=nested):
-        obj_labels = _Meta(obj).collection('labels', dict)
+    def apply(obj_labels: dict[str, Any]) -> None:
         for key, value in labels.items():
             if forced:
                 obj_labels[key] = value
             else:
                 obj_labels.setdefault(key, value)
+    for obj in _walk(objs, nested=nested):
+        _Meta(obj).update('labels', dict, apply)
 
 
 def harmonize_naming(objs: Any, name: str | None | _Unset = _Unset.token, *, forced: bool = False,

@@ -166,8 +166,8 @@ async def operator(
                       " For now, switching to the cluster-wide mode for backward compatibility.",
                       FutureWarning, stacklevel=2)
         clusterwide = True
-    if liveness_endpoint:
-        raise TypeError("Liveness endpoints (--liveness) are not supported by this engine yet.")
+    if peering_name is not None:
+        raise TypeError("Peering (peering_name=) is not supported by this engine yet; use standalone=True.")
     if lifecycle is not None:
         raise TypeError("Custom lifecycles are not supported by this engine yet.")
 
@@ -194,7 +194,8 @@ async def operator(
         connection = await authenticate(registry=registry, settings=settings, memo=memo)
         ready = asyncio.Event()
         bridge = Bridge(registry=registry, settings=settings, memo=memo, ready=ready, loop=loop)
-        spec = {**bridge.spec(), 'namespaces': list(namespaces), 'settings': settings.for_engine()}
+        spec = {**bridge.spec(), 'namespaces': list(namespaces), 'settings': settings.for_engine(),
+                'liveness_endpoint': liveness_endpoint}
         engine_task = asyncio.create_task(_as_coroutine(engine.run(json.dumps(spec), json.dumps(connection), bridge)))
         ready_task = asyncio.create_task(ready.wait())
         waiting: set[asyncio.Future[Any]] = {stop, engine_task, ready_task, *watchers}
@@ -244,6 +245,25 @@ def _uninstall_signals(loop: asyncio.AbstractEventLoop) -> None:
     if threading.current_thread() is threading.main_thread():
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(sig)
+
+
+async def spawn_tasks(**kwargs: Any) -> list[asyncio.Task[None]]:
+    """The operator as tasks to await (with ``run_tasks()``); it takes ``operator()``'s arguments."""
+    return [asyncio.create_task(operator(**kwargs), name='kopf operator')]
+
+
+async def run_tasks(root_tasks: Collection[asyncio.Task[Any]], *, ignored: Collection[asyncio.Task[Any]] = ()) -> None:
+    """Await the tasks from ``spawn_tasks()``; cancel the others when one ends or fails."""
+    pending = {task for task in root_tasks if task not in ignored}
+    try:
+        done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+        for task in done:
+            task.result()
+    finally:
+        for task in pending:
+            task.cancel()
+        if pending:
+            await asyncio.wait(pending)
 
 
 def run(

@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import collections.abc
 import enum
-from collections.abc import Iterator, Mapping, MutableMapping
-from typing import Any, NamedTuple, TypedDict
+from collections.abc import Callable, Iterator, Mapping, MutableMapping
+from typing import Any, Literal, NamedTuple, NewType, TypedDict
 
 RawBody = MutableMapping[str, Any]
 BodyEssence = Mapping[str, Any]
+RawEventType = Literal[None, 'ADDED', 'MODIFIED', 'DELETED']
+FieldPath = tuple[str, ...]
+FieldSpec = str | FieldPath | list[str]
+HandlerId = NewType('HandlerId', str)
+PatchFn = Callable[[RawBody], None]
 
 
 class RawEvent(TypedDict, total=True):

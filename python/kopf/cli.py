@@ -106,14 +106,13 @@ def run(__controls: CLIControls, paths: list[str], modules: list[str], peering_n
         raise click.UsageError("Either --namespace or --all-namespaces can be used, not both.")
     if peering_name is not None:
         raise click.UsageError("Peering (--peering) is not supported by this engine yet; use --standalone.")
-    if liveness_endpoint is not None:
-        raise click.UsageError("Liveness endpoints (--liveness) are not supported by this engine yet.")
     if __controls.registry is not None:
         set_default_registry(__controls.registry)
     preload(paths=paths, modules=modules)
     loop = __controls.loop
     coro = _running.operator(
         standalone=standalone, namespaces=namespaces, clusterwide=clusterwide, priority=priority,
+        liveness_endpoint=liveness_endpoint,
         registry=__controls.registry, settings=__controls.settings, stop_flag=__controls.stop_flag,
         ready_flag=__controls.ready_flag, vault=__controls.vault,
     )

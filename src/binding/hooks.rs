@@ -199,6 +199,22 @@ impl Hooks for PyHooks {
         })
     }
 
+    fn probe(&self) -> BoxFuture<'static, Value> {
+        let future = self.call_async("probe", |py| Ok(py.None().into_bound(py)));
+        Box::pin(async move {
+            let answer = future.await;
+            Python::attach(|py| {
+                match answer.and_then(|a| Ok(pythonize::depythonize::<Value>(a.bind(py))?)) {
+                    Ok(value) => value,
+                    Err(error) => {
+                        error.print(py);
+                        Value::Object(Default::default())
+                    }
+                }
+            })
+        })
+    }
+
     fn forget(&self, key: &str) {
         Python::attach(|py| {
             if let Err(error) = self.bridge.call_method1(py, "forget", (key,)) {

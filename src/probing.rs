@@ -1,0 +1,110 @@
+//! The liveness endpoint (`--liveness http://host:port/path`): answers GET with the
+//! results of the `@kopf.on.probe` handlers as JSON, re-run at most every 10 seconds.
+
+use crate::invoking::{Hooks, Level};
+use http_body_util::Full;
+use hyper::body::{Bytes, Incoming};
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use serde_json::Value;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::net::TcpListener;
+use tokio::sync::Mutex;
+
+const MAX_AGE: Duration = Duration::from_secs(10);
+
+#[derive(Debug, thiserror::Error)]
+pub enum ProbingError {
+    #[error("unsupported liveness endpoint {0:?}: only http://host:port/path is supported")]
+    Endpoint(String),
+    #[error("cannot listen on {address} for the liveness endpoint: {source}")]
+    Listen {
+        address: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+struct Cache {
+    value: Value,
+    at: Option<Instant>,
+}
+
+/// Bind the endpoint now (so that a taken port fails the start), serve in the background.
+pub async fn serve(
+    endpoint: &str,
+    hooks: Arc<dyn Hooks>,
+) -> Result<tokio::task::JoinHandle<()>, ProbingError> {
+    let url = url::Url::parse(endpoint).map_err(|_| ProbingError::Endpoint(endpoint.to_owned()))?;
+    if url.scheme() != "http" {
+        return Err(ProbingError::Endpoint(endpoint.to_owned()));
+    }
+    let host = url.host_str().unwrap_or("localhost").to_owned();
+    let port = url.port().unwrap_or(80);
+    let path = url.path().to_owned();
+    let address = format!("{host}:{port}");
+    let listener = TcpListener::bind(&address)
+        .await
+        .map_err(|source| ProbingError::Listen {
+            address: address.clone(),
+            source,
+        })?;
+    if hooks.log_enabled(Level::Debug) {
+        hooks.log(
+            Level::Debug,
+            None,
+            &format!("Serving health status at http://{address}{path}"),
+        );
+    }
+    let cache = Arc::new(Mutex::new(Cache {
+        value: Value::Object(Default::default()),
+        at: None,
+    }));
+    Ok(tokio::spawn(async move {
+        loop {
+            let Ok((stream, _)) = listener.accept().await else {
+                continue;
+            };
+            let (hooks, cache, path) = (hooks.clone(), cache.clone(), path.clone());
+            tokio::spawn(async move {
+                let service = hyper::service::service_fn(move |request: Request<Incoming>| {
+                    let (hooks, cache, path) = (hooks.clone(), cache.clone(), path.clone());
+                    async move {
+                        Ok::<_, std::convert::Infallible>(
+                            respond(request, &path, hooks, &cache).await,
+                        )
+                    }
+                });
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(stream), service)
+                    .await;
+            });
+        }
+    }))
+}
+
+async fn respond(
+    request: Request<Incoming>,
+    path: &str,
+    hooks: Arc<dyn Hooks>,
+    cache: &Mutex<Cache>,
+) -> Response<Full<Bytes>> {
+    if request.method() != Method::GET || request.uri().path() != path {
+        return Response::builder()
+            .status(StatusCode::NOT_FOUND)
+            .body(Full::new(Bytes::from_static(b"Not Found")))
+            .expect("a static response");
+    }
+    let mut cache = cache.lock().await;
+    if cache.at.is_none_or(|at| at.elapsed() >= MAX_AGE) {
+        cache.value = hooks.probe().await;
+        cache.at = Some(Instant::now());
+    }
+    Response::builder()
+        .header(http::header::CONTENT_TYPE, "application/json")
+        .body(Full::new(Bytes::from(
+            serde_json::to_vec(&cache.value).expect("JSON values serialise"),
+        )))
+        .expect("a valid response")
+}

@@ -1,0 +1,160 @@
+"""The operator's life around the handlers: activities, probes, embedding, KopfRunner, signals."""
+
+from __future__ import annotations
+
+import json
+import signal
+import socket
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+import kopf
+from conftest import kubectl
+from kopf.testing import KopfRunner
+from operators import OperatorProcess, eventually, get, write_script
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_activities_and_liveness_probes(cluster: dict[str, str], namespace: str, tmp_path: Path) -> None:
+    port = free_port()
+    script = write_script(tmp_path, """
+        import kopf
+
+        @kopf.on.startup()
+        def prepare(memo, logger, **_):
+            memo.calls = 0
+            logger.info("preparing")
+
+        @kopf.on.startup()
+        def flaky_start(retry, **_):
+            if retry < 2:
+                raise kopf.TemporaryError("not yet", delay=0.1)
+
+        @kopf.on.probe(id='calls')
+        def calls(memo, **_):
+            memo.calls += 1
+            return memo.calls
+
+        @kopf.on.cleanup()
+        def finish(logger, **_):
+            logger.info("finishing")
+    """)
+    operator = OperatorProcess(["run", "-n", namespace, "--liveness", f"http://127.0.0.1:{port}/healthz",
+                                str(script)], cwd=tmp_path)
+    try:
+        def probe() -> dict:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5) as response:
+                return json.loads(response.read())
+        first = eventually(probe, what="a liveness response")
+        second = probe()
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/other", timeout=5)
+            raise AssertionError("a wrong path must not be served")
+        except urllib.error.HTTPError as e:
+            assert e.code == 404
+    finally:
+        exit_code = operator.stop(signal.SIGTERM)
+    assert first == {"calls": 1}
+    assert second == first  # cached for 10 seconds, as Kopf does
+    output = operator.output
+    assert "Activity 'prepare' succeeded." in output
+    assert output.count("Activity 'flaky_start' failed temporarily: not yet") == 2
+    assert "Activity 'flaky_start' succeeded." in output
+    assert output.index("Activity 'flaky_start' succeeded.") < output.index("Initial authentication has finished.")
+    assert "Signal SIGTERM is received. Operator is stopping." in output
+    assert output.index("Operator is stopping.") < output.index("finishing")
+    assert exit_code == 0
+
+
+def test_failed_startup_stops_the_operator(cluster: dict[str, str], tmp_path: Path) -> None:
+    script = write_script(tmp_path, """
+        import kopf
+
+        @kopf.on.startup()
+        def impossible(**_):
+            raise kopf.PermanentError("cannot start")
+    """)
+    operator = OperatorProcess(["run", "-A", str(script)], cwd=tmp_path)
+    exit_code = operator.process.wait(timeout=30)
+    operator.stop()
+    assert exit_code != 0
+    assert "Activity 'impossible' failed permanently: cannot start" in operator.output
+
+
+def test_kopf_runner(crd: None, namespace: str, tmp_path: Path) -> None:
+    script = write_script(tmp_path, """
+        import kopf
+
+        @kopf.on.create('greetings')
+        def hello(name, settings=None, **_):
+            return {'hello': name}
+    """)
+    settings = kopf.OperatorSettings()
+    settings.persistence.finalizer = "example.com/custom-finalizer"
+    with KopfRunner(["run", "-n", namespace, "--verbose", str(script)], settings=settings, timeout=60) as runner:
+        kubectl("create", "-f", "-", input=json.dumps({
+            "apiVersion": "demo.kopf.dev/v1", "kind": "Greeting",
+            "metadata": {"name": "r1", "namespace": namespace}, "spec": {}}))
+        obj = eventually(lambda: (o := get("greeting", "r1", namespace)).get("status") and o, what="status")
+    assert runner.exit_code == 0
+    assert runner.exception is None
+    assert f"[{namespace}/r1] Handler 'hello' succeeded." in runner.output
+    assert obj["status"] == {"hello": {"hello": "r1"}}
+    assert "OS signals are ignored: running not in the main thread." in runner.output
+
+
+def test_embedded_operator_with_flags_and_memo(crd: None, namespace: str) -> None:
+    registry = kopf.OperatorRegistry()  # a bare registry: it needs a login handler of its own
+    kopf.on.login(registry=registry)(kopf.login_with_kubeconfig)
+    seen: list[str] = []
+
+    @kopf.on.create("greetings", registry=registry)
+    def remember(memo: kopf.Memo, name: str, **_: object) -> None:
+        seen.append(memo.prefix + name)
+
+    ready, stop = threading.Event(), threading.Event()
+
+    def operate() -> None:
+        import asyncio
+        asyncio.run(kopf.operator(registry=registry, namespaces=[namespace], ready_flag=ready, stop_flag=stop,
+                                  memo=kopf.Memo(prefix="seen:")))
+
+    thread = threading.Thread(target=operate)
+    thread.start()
+    try:
+        assert ready.wait(30), "the operator did not become ready"
+        kubectl("create", "-f", "-", input=json.dumps({
+            "apiVersion": "demo.kopf.dev/v1", "kind": "Greeting",
+            "metadata": {"name": "e1", "namespace": namespace}, "spec": {}}))
+        eventually(lambda: seen == ["seen:e1"], what="the handler's call")
+    finally:
+        stop.set()
+        thread.join(30)
+    assert not thread.is_alive()
+
+
+def test_sigterm_with_a_slow_handler_exits_cleanly(crd: None, namespace: str, tmp_path: Path) -> None:
+    script = write_script(tmp_path, """
+        import time
+        import kopf
+
+        @kopf.on.create('greetings')
+        def slow(logger, **_):
+            logger.info("slow handler started")
+            time.sleep(1)
+    """)
+    operator = OperatorProcess(["run", "-n", namespace, str(script)], cwd=tmp_path)
+    kubectl("create", "-f", "-", input=json.dumps({
+        "apiVersion": "demo.kopf.dev/v1", "kind": "Greeting",
+        "metadata": {"name": "s1", "namespace": namespace}, "spec": {}}))
+    operator.wait_for("slow handler started")
+    started = time.monotonic()
+    assert operator.stop(signal.SIGTERM) == 0
+    assert time.monotonic() - started < 15
