@@ -1,6 +1,7 @@
 //! Kubernetes Events about objects (`kopf.event/info/warn/exception`), posted in
 //! the background, in order per object; a failed post is logged, never fatal.
 
+use crate::encoding::to_python_repr;
 use crate::invoking::{Hooks, Level};
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -95,12 +96,26 @@ impl Poster {
         };
         if let Err(error) = result {
             if self.hooks.log_enabled(Level::Warning) {
+                let repr = |text: &str| to_python_repr(&Value::String(text.to_owned()));
+                let what = match &error {
+                    kube::Error::Api(status) => format!(
+                        "Code: {}. Message: {}. Details: {}",
+                        status.code,
+                        status.message,
+                        status.details.as_ref().map_or("None".into(), |d| {
+                            to_python_repr(&serde_json::to_value(d).unwrap_or_default())
+                        })
+                    ),
+                    other => format!("Message: {}.", crate::errors::chain(other)),
+                };
                 self.hooks.log(
                     Level::Warning,
                     None,
                     &format!(
-                        "Failed to post an event. Ignoring and continuing. {}. Event: type={:?}, reason={:?}, message={:?}.",
-                        crate::errors::chain(&error), event.type_, event.reason, event.message
+                        "Failed to post an event. Ignoring and continuing. {what}Event: type={}, reason={}, message={}.",
+                        repr(&event.type_),
+                        repr(&event.reason),
+                        repr(&event.message)
                     ),
                 );
             }

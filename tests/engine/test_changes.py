@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import signal
+import time
 from pathlib import Path
 
 import pytest
@@ -227,6 +228,8 @@ def test_event_handlers_and_kubernetes_events(crd: None, namespace: str, tmp_pat
         def notify(body, **_):
             kopf.info(body, reason='Greeted', message='A greeting was made.')
             kopf.warn(body, reason='Long', message='x' * 2000)
+            lost = {'apiVersion': 'v1', 'kind': 'ConfigMap', 'metadata': {'name': 'x', 'namespace': 'nowhere'}}
+            kopf.info(lost, reason='Lost', message='This cannot be posted.')
     """)
     kubectl("create", "-f", "-", input=greeting("g-before", namespace))
     operator = OperatorProcess(["run", "-n", namespace, str(script)], cwd=tmp_path)
@@ -243,8 +246,10 @@ def test_event_handlers_and_kubernetes_events(crd: None, namespace: str, tmp_pat
             return [e for e in items if e["involvedObject"].get("name") == "g-before"
                     and e["reason"] in ("Greeted", "Long")]
         found = eventually(lambda: len(events()) == 2 and events(), what="two Events")
+        operator.wait_for(r"Failed to post an event\. Ignoring and continuing\. Code: 404\..*reason='Lost'")
     finally:
         operator.stop()
+    assert "Handler 'notify' succeeded." in operator.output  # a failed post is not fatal
     by_reason = {e["reason"]: e for e in found}
     assert by_reason["Greeted"]["type"] == "Normal"
     assert by_reason["Greeted"]["message"] == "A greeting was made."
@@ -357,3 +362,29 @@ def test_log_formats(crd: None, namespace: str, tmp_path: Path, log_format: str)
         assert record["message"] == "hello from the handler"
         assert record["severity"] == "info"
         assert record["object"]["name"] == "g5" and record["object"]["namespace"] == namespace
+
+
+def test_namespace_globs_and_negations(crd: None, tmp_path: Path) -> None:
+    suffix = str(time.monotonic_ns())[-6:]
+    wanted, skipped, other = f"glob-{suffix}-a", f"glob-{suffix}-skip", f"other-{suffix}"
+    for ns in (wanted, skipped, other):
+        kubectl("create", "namespace", ns)
+    script = write_script(tmp_path, """
+        import kopf
+
+        @kopf.on.create('greetings')
+        def seen(namespace, name, logger, **_):
+            logger.info(f"seen in {namespace}")
+    """)
+    operator = OperatorProcess(["run", "-n", f"glob-{suffix}-*,!*-skip", str(script)], cwd=tmp_path)
+    try:
+        for ns in (wanted, skipped, other):
+            kubectl("create", "-f", "-", input=greeting("g", ns))
+        operator.wait_for(rf"seen in {wanted}")
+        time.sleep(2)  # the others would have been handled by now
+    finally:
+        operator.stop()
+        for ns in (wanted, skipped, other):
+            kubectl("delete", "namespace", ns, "--wait=false", check=False)
+    assert f"seen in {skipped}" not in operator.output
+    assert f"seen in {other}" not in operator.output
