@@ -38,18 +38,11 @@ pub async fn apply(
     let mut remaining = None;
     let mut resource_version = None;
 
+    let url = resource.url(namespace, Some(name), None);
     if let Some(op) = patch.finalizer {
         let with_finalizer = fold_finalizer(&main, body, finalizer, op);
-        let url = resource.url(namespace, Some(name), None);
-        object_log!(
-            hooks,
-            Level::Debug,
-            Some(&object),
-            "Merge-patching the resource with: {}",
-            crate::encoding::to_python_repr(&Value::Object(with_finalizer.clone()))
-        );
-        match send(client, &url, &Value::Object(with_finalizer)).await {
-            Ok(patched) => resource_version = version_of(&patched),
+        match send_logged(client, hooks, &object, &url, with_finalizer).await {
+            Ok(patched) => resource_version = patched,
             Err(kube::Error::Api(e)) if e.code == 409 || e.code == 422 => {
                 object_log!(hooks, Level::Debug, Some(&object), "Could not apply the patch in full due to conflicts with newer changes. Will try on the next cycle soon.");
                 remaining = Some(Patch {
@@ -64,16 +57,8 @@ pub async fn apply(
             Err(error) => return Err(error),
         }
     } else if !main.is_empty() {
-        let url = resource.url(namespace, Some(name), None);
-        object_log!(
-            hooks,
-            Level::Debug,
-            Some(&object),
-            "Merge-patching the resource with: {}",
-            crate::encoding::to_python_repr(&Value::Object(main.clone()))
-        );
-        match send(client, &url, &Value::Object(main)).await {
-            Ok(patched) => resource_version = version_of(&patched),
+        match send_logged(client, hooks, &object, &url, main).await {
+            Ok(patched) => resource_version = patched,
             Err(kube::Error::Api(e)) if e.code == 404 => return Ok(gone(&object, hooks)),
             Err(error) => return Err(error),
         }
@@ -146,6 +131,25 @@ fn fold_finalizer(
         }
     }
     merged
+}
+
+/// Merge-patch the main resource (logged as Kopf logs it); the new resourceVersion.
+async fn send_logged(
+    client: &kube::Client,
+    hooks: &dyn Hooks,
+    object: &ObjectRef,
+    url: &str,
+    patch: Map<String, Value>,
+) -> Result<Option<String>, kube::Error> {
+    let patch = Value::Object(patch);
+    object_log!(
+        hooks,
+        Level::Debug,
+        Some(object),
+        "Merge-patching the resource with: {}",
+        crate::encoding::to_python_repr(&patch)
+    );
+    Ok(version_of(&send(client, url, &patch).await?))
 }
 
 fn version_of(body: &Value) -> Option<String> {

@@ -238,26 +238,24 @@ async fn select<'h>(
     body: &Arc<Value>,
     change: &Change,
 ) -> Vec<&'h ChangingHandler> {
-    let undecided: Vec<Invocation> = candidates
-        .iter()
-        .filter(|(_, m)| *m == Match::AskPython)
-        // Callbacks get the whole cause (as in Kopf), not one reduced to the handler's field.
-        .map(|(h, _)| {
-            invocation(
-                ctx,
-                HandlerKind::Changing,
-                h.index,
-                None,
-                body,
-                Some(change),
-            )
-        })
-        .collect();
-    let mut verdicts = if undecided.is_empty() {
-        Vec::new()
-    } else {
-        ctx.hooks.check_callbacks(undecided).await
-    }
+    let mut verdicts = ask_python(
+        ctx,
+        candidates.iter().map(|(h, m)| {
+            // Callbacks get the whole cause (as in Kopf), not one reduced to the handler's field.
+            let call = || {
+                invocation(
+                    ctx,
+                    HandlerKind::Changing,
+                    h.index,
+                    None,
+                    body,
+                    Some(change),
+                )
+            };
+            (*m, call)
+        }),
+    )
+    .await
     .into_iter();
     candidates
         .into_iter()
@@ -268,6 +266,23 @@ async fn select<'h>(
         })
         .map(|(h, _)| h)
         .collect()
+}
+
+/// The callbacks' verdicts for the undecided (`AskPython`) candidates, in their order:
+/// one trip to Python for all of them, none if nothing is undecided.
+async fn ask_python<F: FnOnce() -> Invocation>(
+    ctx: &ResourceContext,
+    candidates: impl Iterator<Item = (Match, F)>,
+) -> Vec<bool> {
+    let undecided: Vec<Invocation> = candidates
+        .filter(|(m, _)| *m == Match::AskPython)
+        .map(|(_, call)| call())
+        .collect();
+    if undecided.is_empty() {
+        Vec::new()
+    } else {
+        ctx.hooks.check_callbacks(undecided).await
+    }
 }
 
 fn static_prematch(h: &ChangingHandler, body: &Value, change: &Change) -> Match {
@@ -519,16 +534,11 @@ pub async fn process_watching(ctx: &ResourceContext, event: &RawEvent) -> Patch 
             candidates.push((handler, call, m));
         }
     }
-    let undecided: Vec<Invocation> = candidates
-        .iter()
-        .filter(|(_, _, m)| *m == Match::AskPython)
-        .map(|(_, c, _)| c.clone())
-        .collect();
-    let mut verdicts = if undecided.is_empty() {
-        Vec::new()
-    } else {
-        ctx.hooks.check_callbacks(undecided).await
-    }
+    let mut verdicts = ask_python(
+        ctx,
+        candidates.iter().map(|(_, call, m)| (*m, || call.clone())),
+    )
+    .await
     .into_iter();
     for (handler, call, m) in candidates {
         let wanted = m == Match::Yes || verdicts.next().unwrap_or(false);

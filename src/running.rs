@@ -79,22 +79,21 @@ fn plan(
             ),
         );
     }
-    let mut planned: BTreeMap<String, (Resource, Vec<ChangingHandler>, Vec<WatchingHandler>)> =
-        BTreeMap::new();
+    type Plan = (Resource, Vec<ChangingHandler>, Vec<WatchingHandler>);
+    fn entry<'p>(planned: &'p mut BTreeMap<String, Plan>, resource: &Resource) -> &'p mut Plan {
+        planned
+            .entry(resource.name())
+            .or_insert_with(|| (resource.clone(), Vec::new(), Vec::new()))
+    }
+    let mut planned: BTreeMap<String, Plan> = BTreeMap::new();
     for handler in &spec.changing {
         for resource in handler.filters.selector.select(resources) {
-            let entry = planned
-                .entry(resource.name())
-                .or_insert_with(|| (resource.clone(), Vec::new(), Vec::new()));
-            entry.1.push(handler.clone());
+            entry(&mut planned, resource).1.push(handler.clone());
         }
     }
     for handler in &spec.watching {
         for resource in handler.filters.selector.select(resources) {
-            let entry = planned
-                .entry(resource.name())
-                .or_insert_with(|| (resource.clone(), Vec::new(), Vec::new()));
-            entry.2.push(handler.clone());
+            entry(&mut planned, resource).2.push(handler.clone());
         }
     }
     let mut result = Vec::new();
