@@ -89,7 +89,7 @@ pub async fn process_changing(
     let finalizer = &ctx.settings.persistence.finalizer;
     let mut change = Some(detect_change(ctx, memory, event));
     if let Some(c) = &change {
-        if !any_prematch(ctx, body, c).await {
+        if !any_prematch(ctx, ctx.changing.iter(), body, c).await {
             change = None;
         }
     }
@@ -97,7 +97,15 @@ pub async fn process_changing(
     let deletion_ongoing = is_deletion_ongoing(body);
     let deletion_blocked = is_deletion_blocked(body, finalizer);
     let must_block = match &change {
-        Some(c) => requires_finalizer(ctx, body, c).await,
+        Some(c) => {
+            any_prematch(
+                ctx,
+                ctx.changing.iter().filter(|h| h.requires_finalizer),
+                body,
+                c,
+            )
+            .await
+        }
         None => false,
     };
     if must_block && !deletion_blocked && !deletion_ongoing {
@@ -290,24 +298,14 @@ fn static_prematch(h: &ChangingHandler, body: &Value, change: &Change) -> Match 
         .prematch(body, Some((change.old.as_ref(), change.new.as_ref())))
 }
 
-async fn any_prematch(ctx: &ResourceContext, body: &Arc<Value>, change: &Change) -> bool {
-    let candidates: Vec<_> = ctx
-        .changing
-        .iter()
-        .map(|h| (h, static_prematch(h, body, change)))
-        .filter(|(_, m)| *m != Match::No)
-        .collect();
-    if candidates.iter().any(|(_, m)| *m == Match::Yes) {
-        return true;
-    }
-    !select(ctx, candidates, body, change).await.is_empty()
-}
-
-async fn requires_finalizer(ctx: &ResourceContext, body: &Arc<Value>, change: &Change) -> bool {
-    let candidates: Vec<_> = ctx
-        .changing
-        .iter()
-        .filter(|h| h.requires_finalizer)
+/// Does any of these handlers match (statically, or by its callbacks if needed)?
+async fn any_prematch<'h>(
+    ctx: &ResourceContext,
+    handlers: impl Iterator<Item = &'h ChangingHandler>,
+    body: &Arc<Value>,
+    change: &Change,
+) -> bool {
+    let candidates: Vec<_> = handlers
         .map(|h| (h, static_prematch(h, body, change)))
         .filter(|(_, m)| *m != Match::No)
         .collect();
