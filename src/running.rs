@@ -56,11 +56,13 @@ fn selectors(spec: &OperatorSpec) -> Vec<&Selector> {
     all
 }
 
-/// Which resources to serve, with the handlers of each.
+/// Which resources to serve, with the handlers of each; `warn` about the unresolved ones
+/// (at start; later rescans stay quiet, as the same warning would repeat on every CRD change).
 fn plan(
     spec: &OperatorSpec,
     resources: &[Resource],
     hooks: &dyn Hooks,
+    warn: bool,
 ) -> Vec<(Resource, Vec<ChangingHandler>, Vec<WatchingHandler>)> {
     let unresolved: Vec<String> = selectors(spec)
         .into_iter()
@@ -69,7 +71,7 @@ fn plan(
         .collect::<std::collections::BTreeSet<_>>()
         .into_iter()
         .collect();
-    if !unresolved.is_empty() {
+    if warn && !unresolved.is_empty() {
         hooks.log(
             Level::Warning,
             None,
@@ -98,30 +100,25 @@ fn plan(
     }
     let mut result = Vec::new();
     for (_, (resource, changing, watching)) in planned {
-        let watchable = ["list", "watch"]
-            .iter()
-            .all(|v| resource.verbs.iter().any(|rv| rv == v));
-        let patchable = resource.verbs.iter().any(|v| v == "patch");
-        if !watchable {
-            hooks.log(
-                Level::Warning,
-                None,
-                &format!(
-                    "Non-watchable resources will not be served: {}",
-                    resource.name()
-                ),
-            );
-        } else if !patchable && !changing.is_empty() {
-            hooks.log(
-                Level::Warning,
-                None,
-                &format!(
-                    "Non-patchable resources will not be served: {}",
-                    resource.name()
-                ),
-            );
+        let can = |verb: &str| resource.verbs.iter().any(|v| v == verb);
+        let problem = if !can("list") || !can("watch") {
+            Some("Non-watchable")
+        } else if !can("patch") && !changing.is_empty() {
+            Some("Non-patchable")
         } else {
-            result.push((resource, changing, watching));
+            None
+        };
+        match problem {
+            Some(problem) if warn => hooks.log(
+                Level::Warning,
+                None,
+                &format!(
+                    "{problem} resources will not be served: {}",
+                    resource.name()
+                ),
+            ),
+            Some(_) => {}
+            None => result.push((resource, changing, watching)),
         }
     }
     result
@@ -172,53 +169,136 @@ pub async fn run(
         .queueing
         .worker_limit
         .map(|n| Arc::new(Semaphore::new(n.max(1))));
-    let namespaced_targets: Vec<Option<String>> = if spec.namespaces.is_empty() {
-        vec![None]
-    } else {
-        match namespaces::specific_namespaces(&spec.namespaces) {
-            Some(specific) => specific.into_iter().map(Some).collect(),
-            None => vec![None], // globs: watch cluster-wide, filter below
-        }
+    let mut serving = Serving {
+        client: client.clone(),
+        settings: settings.clone(),
+        hooks: hooks.clone(),
+        limiter,
+        patterns: spec.namespaces.clone(),
+        watchers: BTreeMap::new(),
+        dispatchers: JoinSet::new(),
     };
+    serving.update(plan(&spec, &resources, hooks.as_ref(), true));
 
-    let mut watchers = JoinSet::new();
-    let mut dispatchers = JoinSet::new();
-    for (resource, changing, watching) in plan(&spec, &resources, hooks.as_ref()) {
+    // New CRDs (or removed ones) change what can be served: rescan on their events.
+    let (crd_tx, mut crd_rx) = mpsc::channel::<RawEvent>(64);
+    let crds = resources
+        .iter()
+        .find(|r| {
+            r.group == "apiextensions.k8s.io"
+                && r.plural == "customresourcedefinitions"
+                && r.preferred
+        })
+        .cloned();
+    let crd_watcher = crds.map(|crds| {
+        tokio::spawn(
+            Watcher {
+                client: client.clone(),
+                resource: Arc::new(crds),
+                namespace: None,
+                settings: settings.watching.clone(),
+                hooks: hooks.clone(),
+            }
+            .run(crd_tx),
+        )
+    });
+    ready();
+
+    loop {
+        tokio::select! {
+            changed = stop.changed() => if changed.is_err() || *stop.borrow() { break },
+            Some(_) = crd_rx.recv() => {
+                // Let a burst (a new CRD becoming established) settle, then look again.
+                tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+                while crd_rx.try_recv().is_ok() {}
+                match discovery::scan(&client).await {
+                    Ok(resources) => serving.update(plan(&spec, &resources, hooks.as_ref(), false)),
+                    Err(error) => hooks.log(Level::Warning, None, &format!("Re-scanning the API failed: {}", errors::chain(&error))),
+                }
+            }
+        }
+    }
+    if let Some(crd_watcher) = crd_watcher {
+        crd_watcher.abort();
+    }
+    // Stopping the watchers ends the streams; the dispatchers then let their workers
+    // finish the current cycles (within the exit timeout) and exit by themselves.
+    serving.stop().await;
+    poster.abort();
+    if let Some(liveness) = liveness {
+        liveness.abort();
+    }
+    Ok(())
+}
+
+/// The resources being served: their watchers by resource name, and all dispatchers.
+struct Serving {
+    client: kube::Client,
+    settings: Arc<Settings>,
+    hooks: Arc<dyn Hooks>,
+    limiter: Option<Arc<Semaphore>>,
+    patterns: Vec<String>,
+    watchers: BTreeMap<String, JoinSet<()>>,
+    dispatchers: JoinSet<()>,
+}
+
+impl Serving {
+    /// Serve what is planned and not served yet; stop serving what is gone from the plan.
+    fn update(&mut self, planned: Vec<(Resource, Vec<ChangingHandler>, Vec<WatchingHandler>)>) {
+        let names: Vec<String> = planned.iter().map(|(r, _, _)| r.name()).collect();
+        self.watchers.retain(|name, watchers| {
+            let keep = names.contains(name);
+            if !keep {
+                watchers.abort_all(); // its CRD is gone: the dispatchers drain and exit
+            }
+            keep
+        });
+        for (resource, changing, watching) in planned {
+            if !self.watchers.contains_key(&resource.name()) {
+                let name = resource.name();
+                let tasks = self.serve(resource, changing, watching);
+                self.watchers.insert(name, tasks);
+            }
+        }
+    }
+
+    fn serve(
+        &mut self,
+        resource: Resource,
+        changing: Vec<ChangingHandler>,
+        watching: Vec<WatchingHandler>,
+    ) -> JoinSet<()> {
         let resource = Arc::new(resource);
         let ctx = Arc::new(ResourceContext {
             resource: resource.clone(),
-            settings: settings.clone(),
-            hooks: hooks.clone(),
+            settings: self.settings.clone(),
+            hooks: self.hooks.clone(),
             extra_fields: extra_fields(&changing),
             changing,
             watching,
             progress: Arc::new(MultiProgressStorage::smart()),
             diffbase: Arc::new(AnnotationsDiffBaseStorage::default()),
         });
-        let targets = if resource.namespaced {
-            namespaced_targets.clone()
-        } else {
-            vec![None]
-        };
+        let specific = namespaces::specific_namespaces(&self.patterns);
+        let targets: Vec<Option<String>> =
+            match (&specific, resource.namespaced && !self.patterns.is_empty()) {
+                (Some(names), true) => names.iter().cloned().map(Some).collect(),
+                _ => vec![None], // cluster-scoped, cluster-wide, or globs (filtered below)
+            };
+        let filter_namespaces =
+            resource.namespaced && !self.patterns.is_empty() && specific.is_none();
+        let mut watchers = JoinSet::new();
         for namespace in targets {
             let (tx, rx) = mpsc::channel::<RawEvent>(1024);
+            let (filtered_tx, filtered_rx) = mpsc::channel::<RawEvent>(1024);
             let watcher = Watcher {
-                client: client.clone(),
+                client: self.client.clone(),
                 resource: resource.clone(),
                 namespace,
-                settings: settings.watching.clone(),
-                hooks: hooks.clone(),
+                settings: self.settings.watching.clone(),
+                hooks: self.hooks.clone(),
             };
-            let patterns = spec.namespaces.clone();
-            let filter_namespaces = resource.namespaced
-                && !patterns.is_empty()
-                && namespaces::specific_namespaces(&patterns).is_none();
-            let (filtered_tx, filtered_rx) = mpsc::channel::<RawEvent>(1024);
-            let dispatcher = Dispatcher {
-                ctx: ctx.clone(),
-                client: client.clone(),
-                limiter: limiter.clone(),
-            };
+            let patterns = self.patterns.clone();
             watchers.spawn(watcher.run(tx));
             watchers.spawn(filter(rx, filtered_tx, move |event: &RawEvent| {
                 !filter_namespaces
@@ -228,26 +308,23 @@ pub async fn run(
                         .and_then(|ns| ns.as_str())
                         .is_some_and(|ns| namespaces::matches_any(ns, &patterns))
             }));
-            dispatchers.spawn(dispatcher.run(filtered_rx));
+            let dispatcher = Dispatcher {
+                ctx: ctx.clone(),
+                client: self.client.clone(),
+                limiter: self.limiter.clone(),
+            };
+            self.dispatchers.spawn(dispatcher.run(filtered_rx));
         }
+        watchers
     }
-    ready();
 
-    while !*stop.borrow() {
-        if stop.changed().await.is_err() {
-            break;
+    async fn stop(mut self) {
+        for watchers in self.watchers.values_mut() {
+            watchers.abort_all();
+            while watchers.join_next().await.is_some() {}
         }
+        while self.dispatchers.join_next().await.is_some() {}
     }
-    // Stopping the watchers ends the streams; the dispatchers then let their workers
-    // finish the current cycles (within the exit timeout) and exit by themselves.
-    watchers.abort_all();
-    while watchers.join_next().await.is_some() {}
-    while dispatchers.join_next().await.is_some() {}
-    poster.abort();
-    if let Some(liveness) = liveness {
-        liveness.abort();
-    }
-    Ok(())
 }
 
 /// Discovery, retried with the networking backoffs: an API server that is still starting

@@ -388,3 +388,33 @@ def test_namespace_globs_and_negations(crd: None, tmp_path: Path) -> None:
             kubectl("delete", "namespace", ns, "--wait=false", check=False)
     assert f"seen in {skipped}" not in operator.output
     assert f"seen in {other}" not in operator.output
+
+
+def test_resources_whose_crd_appears_later(cluster: dict[str, str], namespace: str, tmp_path: Path) -> None:
+    group = f"late{str(time.monotonic_ns())[-6:]}.kopf.dev"
+    crd = {
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"latecomers.{group}"},
+        "spec": {"group": group, "scope": "Namespaced",
+                 "names": {"plural": "latecomers", "singular": "latecomer", "kind": "Latecomer"},
+                 "versions": [{"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": {
+                     "type": "object", "x-kubernetes-preserve-unknown-fields": True}}}]},
+    }
+    script = write_script(tmp_path, f"""
+        import kopf
+
+        @kopf.on.create('{group}', 'latecomers')
+        def welcome(name, logger, **_):
+            logger.info(f"welcome {{name}}")
+    """)
+    operator = OperatorProcess(["run", "-n", namespace, str(script)], cwd=tmp_path)
+    try:
+        operator.wait_for("Unresolved resources cannot be served")
+        kubectl("apply", "-f", "-", input=json.dumps(crd))
+        kubectl("wait", "--for=condition=Established", f"crd/latecomers.{group}", "--timeout=30s")
+        kubectl("create", "-f", "-", input=json.dumps({
+            "apiVersion": f"{group}/v1", "kind": "Latecomer", "metadata": {"name": "late", "namespace": namespace}}))
+        operator.wait_for("welcome late")
+    finally:
+        operator.stop()
+        kubectl("delete", "crd", f"latecomers.{group}", "--wait=false", check=False)
