@@ -418,3 +418,68 @@ def test_resources_whose_crd_appears_later(cluster: dict[str, str], namespace: s
     finally:
         operator.stop()
         kubectl("delete", "crd", f"latecomers.{group}", "--wait=false", check=False)
+
+
+def test_cluster_scoped_resources(cluster: dict[str, str], tmp_path: Path) -> None:
+    name = f"scoped-{str(time.monotonic_ns())[-6:]}"
+    script = write_script(tmp_path, """
+        import kopf
+
+        @kopf.on.create('namespaces', labels={'kopf-rs-test': 'scoped'})
+        def mark(patch, name, logger, **_):
+            patch.metadata.annotations['noticed'] = 'yes'
+            logger.info(f"namespace {name} noticed")
+    """)
+    operator = OperatorProcess(["run", "-A", str(script)], cwd=tmp_path)
+    try:
+        kubectl("create", "-f", "-", input=json.dumps({
+            "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": {"kopf-rs-test": "scoped"}}}))
+        annotations = eventually(lambda: json.loads(kubectl("get", "namespace", name, "-o", "json"))["metadata"]
+                                 .get("annotations", {}).get("noticed"), what="the namespace's annotation")
+    finally:
+        operator.stop()
+        kubectl("delete", "namespace", name, "--wait=false", check=False)
+    assert annotations == "yes"
+    assert f"[{name}] namespace {name} noticed" in operator.output  # no namespace in the prefix
+
+
+def test_objects_are_handled_concurrently(crd: None, namespace: str, tmp_path: Path) -> None:
+    script = write_script(tmp_path, """
+        import asyncio
+        import kopf
+
+        @kopf.on.create('greetings')
+        async def slow(name, logger, **_):
+            logger.info(f"start {name}")
+            await asyncio.sleep(2)
+            logger.info(f"end {name}")
+    """)
+    operator = OperatorProcess(["run", "-n", namespace, str(script)], cwd=tmp_path)
+    try:
+        for name in ("c1", "c2"):
+            kubectl("create", "-f", "-", input=greeting(name, namespace))
+        output = operator.wait_for(r"end c\d", count=2)
+    finally:
+        operator.stop()
+    order = re.findall(r"\] (start|end) (c\d)$", output, re.MULTILINE)
+    assert [event for event, _ in order] == ["start", "start", "end", "end"], order
+
+
+def test_handler_timeouts(crd: None, namespace: str, tmp_path: Path) -> None:
+    script = write_script(tmp_path, """
+        import kopf
+
+        @kopf.on.create('greetings', timeout=1.5)
+        def never_ready(**_):
+            raise kopf.TemporaryError("still waiting", delay=0.5)
+    """)
+    operator = OperatorProcess(["run", "-n", namespace, str(script)], cwd=tmp_path, env={"KOPF_RUN_VERBOSE": "1"})
+    try:
+        kubectl("create", "-f", "-", input=greeting("t1", namespace))
+        operator.wait_for(r"Creation is processed: 0 succeeded; 1 failed\.")
+    finally:
+        operator.stop()
+    assert "Handler 'never_ready' failed temporarily: still waiting" in operator.output
+    assert "Handler 'never_ready' failed temporarily but will time out after 1.5 seconds: still waiting" \
+        in operator.output
+    assert "Handler 'never_ready' is invoked." in operator.output  # KOPF_RUN_VERBOSE=1 is --verbose
