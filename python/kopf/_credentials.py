@@ -65,7 +65,8 @@ class ConnectionInfo:
         return {
             'server': self.server, 'ca_path': path(self.ca_path), 'ca_data': pem(self.ca_data),
             'insecure': self.insecure, 'username': self.username, 'password': self.password,
-            'scheme': self.scheme, 'token': self.token, 'token_path': token_path,
+            # A token file (re-read as it rotates) replaces the token read once: kube prefers inline tokens.
+            'scheme': self.scheme, 'token': None if token_path else self.token, 'token_path': token_path,
             'certificate_path': path(self.certificate_path), 'certificate_data': pem(self.certificate_data),
             'private_key_path': path(self.private_key_path), 'private_key_data': pem(self.private_key_data),
             'default_namespace': self.default_namespace,

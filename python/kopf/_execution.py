@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import dataclasses
+import datetime
 import functools
 import inspect
 import logging
@@ -130,5 +131,4 @@ async def execute_once(*, handler: Any, kwargs: dict[str, Any], logger: logging.
 
 
 def _timedelta_text(seconds: float) -> str:
-    import datetime
     return str(datetime.timedelta(seconds=seconds))

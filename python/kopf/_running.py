@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import datetime
 import json
 import logging
 import os
@@ -54,7 +55,6 @@ async def run_activity(*, registry: OperatorRegistry, settings: OperatorSettings
     while pending:
         delays = []
         for handler_id, handler in list(pending.items()):
-            import datetime
             runtime = loop.time() - started[handler_id]
             kwargs = {'logger': handler_logger, 'memo': memo, 'settings': settings, 'activity': activity,
                       'param': handler.param, 'retry': retries[handler_id],

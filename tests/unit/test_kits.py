@@ -98,3 +98,16 @@ def test_memo_attributes() -> None:
     assert memo == {"a": 1, "b": 2} and memo.a == 1
     with pytest.raises(AttributeError):
         _ = memo.missing
+
+
+def test_connection_info_for_the_engine() -> None:
+    import base64
+    pem = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
+    info = kopf.ConnectionInfo(server="https://h:6443", ca_data=base64.b64encode(pem.encode()).decode(),
+                               token="t0ken")
+    assert info.for_engine()["ca_data"] == pem  # kubeconfigs keep it base64-encoded; the core wants PEM
+    assert info.for_engine()["token"] == "t0ken"
+    rotating = info.for_engine(token_path="/var/run/secrets/kubernetes.io/serviceaccount/token")
+    assert rotating["token"] is None and rotating["token_path"].endswith("/token")
+    with pytest.raises(ValueError):
+        kopf.ConnectionInfo(server="https://h", ca_path="/ca", ca_data="x")
