@@ -2,6 +2,7 @@
 //! and the status subresource, with the finalizer change folded in under an
 //! optimistic lock (the object's resourceVersion), so most cycles cost one write.
 
+use crate::credentials::Credentials;
 use crate::invoking::{Hooks, Level, ObjectRef};
 use crate::object_log;
 use crate::patches::{FinalizerOp, Patch};
@@ -19,7 +20,7 @@ pub struct Applied {
 }
 
 pub async fn apply(
-    client: &kube::Client,
+    credentials: &Credentials,
     hooks: &dyn Hooks,
     resource: &Resource,
     body: &Value,
@@ -41,7 +42,7 @@ pub async fn apply(
     let url = resource.url(namespace, Some(name), None);
     if let Some(op) = patch.finalizer {
         let with_finalizer = fold_finalizer(&main, body, finalizer, op);
-        match send_logged(client, hooks, &object, &url, with_finalizer).await {
+        match send_logged(credentials, hooks, &object, &url, with_finalizer).await {
             Ok(patched) => resource_version = patched,
             Err(kube::Error::Api(e)) if e.code == 409 || e.code == 422 => {
                 object_log!(hooks, Level::Debug, Some(&object), "Could not apply the patch in full due to conflicts with newer changes. Will try on the next cycle soon.");
@@ -50,14 +51,15 @@ pub async fn apply(
                     finalizer: Some(op),
                 });
                 if !main.is_empty() {
-                    resource_version = version_of(&send(client, &url, &Value::Object(main)).await?);
+                    resource_version =
+                        version_of(&credentials.merge_patch(&url, &Value::Object(main)).await?);
                 }
             }
             Err(kube::Error::Api(e)) if e.code == 404 => return Ok(gone(&object, hooks)),
             Err(error) => return Err(error),
         }
     } else if !main.is_empty() {
-        match send_logged(client, hooks, &object, &url, main).await {
+        match send_logged(credentials, hooks, &object, &url, main).await {
             Ok(patched) => resource_version = patched,
             Err(kube::Error::Api(e)) if e.code == 404 => return Ok(gone(&object, hooks)),
             Err(error) => return Err(error),
@@ -74,7 +76,7 @@ pub async fn apply(
             "Merge-patching the status with: {}",
             crate::encoding::to_python_repr(&status_patch)
         );
-        match send(client, &url, &status_patch).await {
+        match credentials.merge_patch(&url, &status_patch).await {
             Ok(patched) => resource_version = version_of(&patched),
             Err(kube::Error::Api(e)) if e.code == 404 => return Ok(gone(&object, hooks)),
             Err(error) => return Err(error),
@@ -135,7 +137,7 @@ fn fold_finalizer(
 
 /// Merge-patch the main resource (logged as Kopf logs it); the new resourceVersion.
 async fn send_logged(
-    client: &kube::Client,
+    credentials: &Credentials,
     hooks: &dyn Hooks,
     object: &ObjectRef,
     url: &str,
@@ -149,21 +151,13 @@ async fn send_logged(
         "Merge-patching the resource with: {}",
         crate::encoding::to_python_repr(&patch)
     );
-    Ok(version_of(&send(client, url, &patch).await?))
+    Ok(version_of(&credentials.merge_patch(url, &patch).await?))
 }
 
 fn version_of(body: &Value) -> Option<String> {
     body.pointer("/metadata/resourceVersion")
         .and_then(Value::as_str)
         .map(str::to_owned)
-}
-
-async fn send(client: &kube::Client, url: &str, patch: &Value) -> Result<Value, kube::Error> {
-    let request = http::Request::patch(url)
-        .header(http::header::CONTENT_TYPE, "application/merge-patch+json")
-        .body(serde_json::to_vec(patch).expect("JSON values serialise"))
-        .map_err(kube::Error::HttpError)?;
-    client.request::<Value>(request).await
 }
 
 #[cfg(test)]

@@ -5,6 +5,7 @@
 pub mod applying;
 pub mod connection;
 pub mod conventions;
+pub mod credentials;
 pub mod dicts;
 pub mod diffbase;
 pub mod diffs;

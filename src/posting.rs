@@ -1,6 +1,7 @@
 //! Kubernetes Events about objects (`kopf.event/info/warn/exception`), posted in
 //! the background, in order per object; a failed post is logged, never fatal.
 
+use crate::credentials::Credentials;
 use crate::encoding::to_python_repr;
 use crate::invoking::{Hooks, Level};
 use serde::Deserialize;
@@ -23,7 +24,7 @@ pub struct K8sEvent {
 }
 
 pub struct Poster {
-    pub client: kube::Client,
+    pub credentials: Arc<Credentials>,
     pub hooks: Arc<dyn Hooks>,
     pub component: String,
     pub instance: String,
@@ -87,13 +88,7 @@ impl Poster {
             "eventTime": now,
         });
         let url = format!("/api/v1/namespaces/{namespace}/events");
-        let request = http::Request::post(url)
-            .header(http::header::CONTENT_TYPE, "application/json")
-            .body(serde_json::to_vec(&body).expect("JSON values serialise"));
-        let result = match request {
-            Ok(request) => self.client.request::<Value>(request).await.map(|_| ()),
-            Err(error) => Err(kube::Error::HttpError(error)),
-        };
+        let result = self.credentials.post(&url, &body).await;
         if let Err(error) = result {
             if self.hooks.log_enabled(Level::Warning) {
                 let repr = |text: &str| to_python_repr(&Value::String(text.to_owned()));

@@ -6,6 +6,7 @@
 //! the engine remembers of an object outlives them.
 
 use crate::applying;
+use crate::credentials::Credentials;
 use crate::invoking::{Hooks, Level, ObjectRef};
 use crate::object_log;
 use crate::patches::Patch;
@@ -23,7 +24,7 @@ const WAITING_KEEPALIVE: f64 = 600.0;
 
 pub struct Dispatcher {
     pub ctx: Arc<ResourceContext>,
-    pub client: kube::Client,
+    pub credentials: Arc<Credentials>,
     pub limiter: Option<Arc<Semaphore>>,
 }
 
@@ -243,7 +244,7 @@ impl Dispatcher {
         self.ctx.progress.touch(body, &mut patch, None);
         let finalizer = &self.ctx.settings.persistence.finalizer;
         applying::apply(
-            &self.client,
+            &self.credentials,
             self.ctx.hooks.as_ref(),
             &self.ctx.resource,
             body,

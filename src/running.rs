@@ -1,6 +1,7 @@
 //! The operator as a whole: resolve the handlers' resources through discovery,
 //! then one watcher and one dispatcher per resource and namespace, until told to stop.
 
+use crate::credentials::Credentials;
 use crate::dicts::FieldPath;
 use crate::diffbase::AnnotationsDiffBaseStorage;
 use crate::discovery;
@@ -137,7 +138,7 @@ fn extra_fields(changing: &[ChangingHandler]) -> Vec<FieldPath> {
 
 /// Run until `stop` becomes true; `ready` is called once all watchers are started.
 pub async fn run(
-    client: kube::Client,
+    credentials: Arc<Credentials>,
     server: &str,
     spec: OperatorSpec,
     hooks: Arc<dyn Hooks>,
@@ -150,7 +151,7 @@ pub async fn run(
         None => None,
     };
     let resources = discover(
-        &client,
+        &credentials,
         server,
         &spec.settings.networking.error_backoffs,
         hooks.as_ref(),
@@ -158,7 +159,7 @@ pub async fn run(
     .await?;
     let settings = Arc::new(spec.settings.clone());
     let poster = Poster {
-        client: client.clone(),
+        credentials: credentials.clone(),
         hooks: hooks.clone(),
         component: settings.posting.reporting_component.clone(),
         instance: settings.posting.reporting_instance.clone(),
@@ -170,7 +171,7 @@ pub async fn run(
         .worker_limit
         .map(|n| Arc::new(Semaphore::new(n.max(1))));
     let mut serving = Serving {
-        client: client.clone(),
+        credentials: credentials.clone(),
         settings: settings.clone(),
         hooks: hooks.clone(),
         limiter,
@@ -193,7 +194,7 @@ pub async fn run(
     let crd_watcher = crds.map(|crds| {
         tokio::spawn(
             Watcher {
-                client: client.clone(),
+                credentials: credentials.clone(),
                 resource: Arc::new(crds),
                 namespace: None,
                 settings: settings.watching.clone(),
@@ -211,7 +212,7 @@ pub async fn run(
                 // Let a burst (a new CRD becoming established) settle, then look again.
                 tokio::time::sleep(std::time::Duration::from_secs(1)).await;
                 while crd_rx.try_recv().is_ok() {}
-                match discovery::scan(&client).await {
+                match credentials.call(|client| async move { discovery::scan(&client).await }).await {
                     Ok(resources) => serving.update(plan(&spec, &resources, hooks.as_ref(), false)),
                     Err(error) => hooks.log(Level::Warning, None, &format!("Re-scanning the API failed: {}", errors::chain(&error))),
                 }
@@ -233,7 +234,7 @@ pub async fn run(
 
 /// The resources being served: their watchers by resource name, and all dispatchers.
 struct Serving {
-    client: kube::Client,
+    credentials: Arc<Credentials>,
     settings: Arc<Settings>,
     hooks: Arc<dyn Hooks>,
     limiter: Option<Arc<Semaphore>>,
@@ -292,7 +293,7 @@ impl Serving {
             let (tx, rx) = mpsc::channel::<RawEvent>(1024);
             let (filtered_tx, filtered_rx) = mpsc::channel::<RawEvent>(1024);
             let watcher = Watcher {
-                client: self.client.clone(),
+                credentials: self.credentials.clone(),
                 resource: resource.clone(),
                 namespace,
                 settings: self.settings.watching.clone(),
@@ -310,7 +311,7 @@ impl Serving {
             }));
             let dispatcher = Dispatcher {
                 ctx: ctx.clone(),
-                client: self.client.clone(),
+                credentials: self.credentials.clone(),
                 limiter: self.limiter.clone(),
             };
             self.dispatchers.spawn(dispatcher.run(filtered_rx));
@@ -330,14 +331,17 @@ impl Serving {
 /// Discovery, retried with the networking backoffs: an API server that is still starting
 /// (or briefly unreachable) is waited for; one that stays away ends the operator with an error.
 async fn discover(
-    client: &kube::Client,
+    credentials: &Credentials,
     server: &str,
     backoffs: &[f64],
     hooks: &dyn Hooks,
 ) -> Result<Vec<Resource>, RunError> {
     let what = format!("GET {server}/api & /apis (API discovery)");
     for attempt in 1.. {
-        let error = match discovery::scan(client).await {
+        let error = match credentials
+            .call(|client| async move { discovery::scan(&client).await })
+            .await
+        {
             Ok(resources) => return Ok(resources),
             Err(error) => errors::chain(&error),
         };

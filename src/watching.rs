@@ -4,6 +4,7 @@
 //! with jitter on errors. Listed objects are marked as such (no event type),
 //! so that nothing from before the listing is replayed as new.
 
+use crate::credentials::Credentials;
 use crate::invoking::{Hooks, Level};
 use crate::processing::RawEvent;
 use crate::resources::Resource;
@@ -27,7 +28,7 @@ enum Restart {
 }
 
 pub struct Watcher {
-    pub client: kube::Client,
+    pub credentials: Arc<Credentials>,
     pub resource: Arc<Resource>,
     pub namespace: Option<String>,
     pub settings: WatchingSettings,
@@ -124,10 +125,10 @@ impl Watcher {
             if let Some(token) = &token {
                 params.push(("continue", token.clone()));
             }
-            let request = http::Request::get(format!("{url}?{}", self.query(&params)))
-                .body(Vec::new())
-                .map_err(kube::Error::HttpError)?;
-            let page: Value = self.client.request(request).await?;
+            let page: Value = self
+                .credentials
+                .get(&format!("{url}?{}", self.query(&params)))
+                .await?;
             let items = page
                 .get("items")
                 .and_then(Value::as_array)
@@ -182,10 +183,10 @@ impl Watcher {
         if let Some(timeout) = self.settings.server_timeout {
             params.push(("timeoutSeconds", (timeout as u64).to_string()));
         }
-        let request = http::Request::get(format!("{url}?{}", self.query(&params)))
-            .body(Vec::new())
-            .map_err(kube::Error::HttpError)?;
-        let stream = self.client.request_events::<Value>(request).await?;
+        let stream = self
+            .credentials
+            .watch(&format!("{url}?{}", self.query(&params)))
+            .await?;
         let mut stream = std::pin::pin!(stream);
         let inactivity = Duration::from_secs_f64(self.settings.inactivity_timeout);
         loop {

@@ -8,6 +8,7 @@ use http_body_util::{BodyExt, Full, StreamBody};
 use hyper::body::{Bytes, Frame, Incoming};
 use hyper::{Request, Response};
 use hyper_util::rt::TokioIo;
+use kopf_rs::credentials::Credentials;
 use kopf_rs::invoking::{Hooks, Invocation, Invoked, Level, ObjectRef};
 use kopf_rs::processing::RawEvent;
 use kopf_rs::resources::Resource;
@@ -167,7 +168,7 @@ async fn collect(
         warnings: Mutex::default(),
     });
     let watcher = Watcher {
-        client,
+        credentials: Credentials::fixed(client),
         resource: resource(),
         namespace: Some("ns".into()),
         settings: WatchingSettings {

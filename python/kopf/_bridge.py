@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import datetime
+import json
 import logging
 from collections.abc import Mapping
 from typing import Any
@@ -82,6 +83,13 @@ class Bridge:
         from kopf._running import run_activity
         return await run_activity(registry=self.registry, settings=self.settings, activity=Activity.PROBE,
                                   memo=self.memobase)
+
+    async def relogin(self, _: None) -> str:
+        """The server refused the credentials (401): run the login handlers again."""
+        from kopf._running import authenticate  # not at the top: _running imports this module
+        connection = await authenticate(registry=self.registry, settings=self.settings, memo=self.memobase,
+                                        title="Re-authentication")
+        return json.dumps(connection)
 
     def forget(self, key: str) -> None:
         self.memos.pop(key, None)

@@ -78,16 +78,16 @@ async def run_activity(*, registry: OperatorRegistry, settings: OperatorSettings
     return results
 
 
-async def authenticate(*, registry: OperatorRegistry, settings: OperatorSettings, memo: Any) -> dict[str, Any]:
+async def authenticate(*, registry: OperatorRegistry, settings: OperatorSettings, memo: Any,
+                       title: str = "Initial authentication") -> dict[str, Any]:
     """The connection to use: the login handlers' result of the highest priority, for the core."""
-    activities_logger.info("Initial authentication has been initiated.")
+    activities_logger.info(f"{title} has been initiated.")
     results = await run_activity(registry=registry, settings=settings, activity=Activity.AUTHENTICATION, memo=memo)
     infos = [info for info in results.values() if isinstance(info, ConnectionInfo)]
     if infos:
-        activities_logger.info("Initial authentication has finished.")
+        activities_logger.info(f"{title} has finished.")
     else:
-        activities_logger.warning("Initial authentication has failed: no credentials were retrieved "
-                                  "from the login handlers.")
+        activities_logger.warning(f"{title} has failed: no credentials were retrieved from the login handlers.")
         raise LoginError("Ran out of valid credentials. Consider installing an API client library or adding "
                          "a login handler. See more: https://docs.kopf.dev/en/stable/authentication/")
     best = max(infos, key=lambda info: info.priority)

@@ -1,6 +1,7 @@
 //! [`Hooks`] implemented by a Python object (`kopf._core.bridge.Bridge`): handler calls
 //! become coroutines on the operator's loop; log lines go to Python's `logging`.
 
+use crate::connection::ConnectionInfo;
 use crate::diffs::Diff;
 use crate::invoking::{HandlerKind, Hooks, Invocation, Invoked, Level, ObjectRef};
 use crate::progression::Outcome;
@@ -40,6 +41,22 @@ impl PyHooks {
             pyo3_async_runtimes::into_future_with_locals(&self.locals, coroutine.into_bound(py))
         });
         Box::pin(async move { scheduled?.await })
+    }
+}
+
+impl PyHooks {
+    /// Run the login handlers again (`Bridge.relogin()`): the connection for a renewed client.
+    pub fn relogin(&self) -> BoxFuture<'static, Result<ConnectionInfo, String>> {
+        let future = self.call_async("relogin", |py| Ok(py.None().into_bound(py)));
+        Box::pin(async move {
+            let answer = future.await;
+            Python::attach(|py| {
+                let text: String = answer
+                    .and_then(|a| a.extract(py))
+                    .map_err(|e| e.to_string())?;
+                serde_json::from_str(&text).map_err(|e| format!("invalid connection info: {e}"))
+            })
+        })
     }
 }
 

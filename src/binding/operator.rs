@@ -2,6 +2,7 @@
 
 use super::hooks::PyHooks;
 use crate::connection::{self, ConnectionInfo};
+use crate::credentials::{Credentials, Login};
 use crate::posting::K8sEvent;
 use crate::running::{self, OperatorSpec};
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
@@ -55,13 +56,15 @@ impl Operator {
             .ok_or_else(|| PyRuntimeError::new_err("this operator has already run"))?;
         let networking = spec.settings.networking.clone();
         pyo3_async_runtimes::tokio::future_into_py(py, async move {
-            let client = connection::client(
-                &info,
-                networking.request_timeout,
-                networking.connect_timeout,
-            )
-            .await
-            .map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
+            let (request_timeout, connect_timeout) =
+                (networking.request_timeout, networking.connect_timeout);
+            let client = connection::client(&info, request_timeout, connect_timeout)
+                .await
+                .map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
+            let relogin_hooks = hooks.clone();
+            let login: Login = Arc::new(move || relogin_hooks.relogin());
+            let credentials =
+                Credentials::new(client, Some(login), request_timeout, connect_timeout);
             let ready = move || {
                 Python::attach(|py| {
                     if let Err(error) = ready_bridge.call_method0(py, "ready") {
@@ -69,7 +72,7 @@ impl Operator {
                     }
                 })
             };
-            running::run(client, &info.server, spec, hooks, stop, events, ready)
+            running::run(credentials, &info.server, spec, hooks, stop, events, ready)
                 .await
                 .map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
             Ok(())

@@ -11,6 +11,8 @@ import ssl
 import subprocess
 import sys
 import threading
+import urllib.error
+import urllib.request
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -291,3 +293,21 @@ def test_missing_go_toolchain(tmp_path: Path) -> None:
                          PATH=str(tmp_path / "empty"))
     assert result.returncode == 1
     assert "the Go toolchain is not on PATH" in result.stderr
+
+
+def test_bearer_token_admin(cluster: dict[str, str]) -> None:
+    pki = Path(cluster["KUBECONFIG"]).parent / "pki"
+    token = (pki / "admin.token").read_text().strip()
+    context = ssl.create_default_context(cafile=str(pki / "ca.crt"))
+    server = json.loads(Path(cluster["KUBECONFIG"]).read_text())["clusters"][0]["cluster"]["server"]
+
+    def get(bearer: str) -> int:
+        request = urllib.request.Request(f"{server}/api/v1/namespaces", headers={"Authorization": f"Bearer {bearer}"})
+        try:
+            with urllib.request.urlopen(request, context=context, timeout=5) as response:
+                return response.status
+        except urllib.error.HTTPError as error:
+            return error.code
+
+    assert get(token) == 200
+    assert get("not-the-token") == 401

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import socket
 import threading
@@ -158,3 +159,41 @@ def test_sigterm_with_a_slow_handler_exits_cleanly(crd: None, namespace: str, tm
     started = time.monotonic()
     assert operator.stop(signal.SIGTERM) == 0
     assert time.monotonic() - started < 15
+
+
+def test_relogin_when_the_server_refuses_the_credentials(crd: None, namespace: str, tmp_path: Path) -> None:
+    pki = Path(os.environ["KUBECONFIG"]).parent / "pki"
+    server = json.loads(Path(os.environ["KUBECONFIG"]).read_text())["clusters"][0]["cluster"]["server"]
+    script = write_script(tmp_path, """
+        import os
+        import kopf
+
+        attempts = []
+
+        @kopf.on.login()
+        def login(logger, **_):
+            attempts.append(1)
+            # The first token is refused (as an expired one would be); then the real one.
+            with open(os.environ['ADMIN_TOKEN_FILE']) as f:
+                token = 'expired-s3cr3t' if len(attempts) == 1 else f.read().strip()
+            logger.info(f"login attempt {len(attempts)}")
+            return kopf.ConnectionInfo(server=os.environ['SERVER'], ca_path=os.environ['CA_PATH'], token=token)
+
+        @kopf.on.create('greetings')
+        def hello(name, logger, **_):
+            logger.info(f"hello {name}")
+    """)
+    env = {"ADMIN_TOKEN_FILE": str(pki / "admin.token"), "SERVER": server, "CA_PATH": str(pki / "ca.crt")}
+    operator = OperatorProcess(["run", "-n", namespace, str(script)], cwd=tmp_path, env=env)
+    try:
+        kubectl("create", "-f", "-", input=json.dumps({
+            "apiVersion": "demo.kopf.dev/v1", "kind": "Greeting",
+            "metadata": {"name": "l1", "namespace": namespace}, "spec": {}}))
+        operator.wait_for("hello l1")
+    finally:
+        operator.stop()
+    output = operator.output
+    assert "login attempt 1" in output and "login attempt 2" in output
+    assert "Re-authentication has been initiated." in output
+    assert "Re-authentication has finished." in output
+    assert "expired-s3cr3t" not in output and (pki / "admin.token").read_text().strip() not in output
