@@ -11,9 +11,9 @@ import ssl
 import subprocess
 import sys
 import threading
+import time
 import urllib.error
 import urllib.request
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
