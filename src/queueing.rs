@@ -90,10 +90,15 @@ impl Dispatcher {
         let mut latest: Option<RawEvent> = None;
         let mut watching_patch = Patch::default();
         let mut error_delays = ctx.settings.queueing.error_delays.iter().copied();
+        let mut retry_now = false;
         loop {
-            // Wait for news: idly, or until our own patch should have come back.
-            let wait =
-                consistency_deadline.map_or(idle, |d| d.saturating_duration_since(Instant::now()));
+            // Wait for news: idly, or until our own patch should have come back;
+            // not at all after a throttled error (its delay has been waited already).
+            let wait = match (std::mem::take(&mut retry_now), consistency_deadline) {
+                (true, _) => Duration::ZERO,
+                (false, Some(deadline)) => deadline.saturating_duration_since(Instant::now()),
+                (false, None) => idle,
+            };
             let first = match tokio::time::timeout(wait, rx.recv()).await {
                 Ok(Some(event)) => Some(event),
                 Ok(None) => break,
@@ -150,6 +155,8 @@ impl Dispatcher {
             }
             let delay = cycle.delays.iter().copied().reduce(f64::min);
             let had_patch = !cycle.patch.is_empty();
+            // Kept until applied: handlers that ran must not run again because a write failed.
+            let unapplied = cycle.patch.clone();
             match self.apply(&event.object, cycle.patch).await {
                 Ok(Some(applied)) => {
                     error_delays = ctx.settings.queueing.error_delays.iter().copied();
@@ -170,6 +177,7 @@ impl Dispatcher {
                 }
                 Ok(None) => {}
                 Err(error) => {
+                    memory.remaining_patch = Some(unapplied);
                     let delay = error_delays
                         .next()
                         .or(ctx.settings.queueing.error_delays.last().copied())
@@ -181,11 +189,9 @@ impl Dispatcher {
                         "Throttling for {delay} seconds due to an unexpected error: {}",
                         crate::errors::chain(&error)
                     );
-                    if let Ok(Some(event)) =
-                        tokio::time::timeout(Duration::from_secs_f64(delay), rx.recv()).await
-                    {
-                        latest = Some(event);
-                    }
+                    // New events wait in the queue meanwhile: they come in the next batch.
+                    tokio::time::sleep(Duration::from_secs_f64(delay)).await;
+                    retry_now = true;
                     continue;
                 }
             }
