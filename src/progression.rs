@@ -211,10 +211,6 @@ impl State {
         self.states.get(id)
     }
 
-    pub fn ids(&self) -> impl Iterator<Item = &String> {
-        self.states.keys()
-    }
-
     /// Set the current purpose; re-purpose the given handlers' states to it.
     pub fn with_purpose(mut self, purpose: &str, handlers: &[String]) -> Self {
         for id in handlers {
@@ -374,9 +370,6 @@ mod indexmap_like {
                 Some(existing) => *existing = value,
                 None => self.entries.push((key, value)),
             }
-        }
-        pub fn keys(&self) -> impl Iterator<Item = &String> {
-            self.entries.iter().map(|(k, _)| k)
         }
         pub fn values(&self) -> impl Iterator<Item = &V> {
             self.entries.iter().map(|(_, v)| v)

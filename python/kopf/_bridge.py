@@ -13,13 +13,12 @@ from typing import Any
 
 from kopf._errors import ErrorsMode
 from kopf._execution import execute_once
-from kopf._filters import ABSENT, PRESENT
 from kopf._handlers import Activity, ChangingHandler, OperatorRegistry, Reason, ResourceHandler
 from kopf._kits import cause_body_var
 from kopf._logging import LocalObjectLogger, ObjectLogger, objects_logger
 from kopf._references import Resource
 from kopf._settings import OperatorSettings
-from kopf._structs import Body, Diff, Memo, Patch
+from kopf._structs import Body, Diff, Patch
 
 engine_logger = logging.getLogger('kopf._core.engine')
 _ABSENT_VALUE = object()
@@ -165,7 +164,7 @@ class Bridge:
         for pattern, content in ((handler.labels, meta.get('labels', {})),
                                  (handler.annotations, meta.get('annotations', {}))):
             for key, value in (pattern or {}).items():
-                if callable(value) and value not in (PRESENT, ABSENT) and not value(content.get(key), **kwargs):
+                if callable(value) and not value(content.get(key), **kwargs):
                     return False
         def field_of(data: Any) -> Any:
             found = _resolve(data, handler.field)
@@ -184,7 +183,3 @@ class Bridge:
         if handler.when is not None and not handler.when(**kwargs):
             return False
         return True
-
-
-def make_memo(memo: Any) -> Any:
-    return memo if memo is not None else Memo()

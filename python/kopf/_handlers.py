@@ -80,10 +80,6 @@ class ResourceHandler(BaseHandler):
             'has_when': self.when is not None,
         }
 
-    def has_callbacks(self) -> bool:
-        values = [*(self.labels or {}).values(), *(self.annotations or {}).values(), self.value]
-        return self.when is not None or any(callable(v) for v in values)
-
 
 @dataclasses.dataclass(frozen=True)
 class ChangingHandler(ResourceHandler):
@@ -94,9 +90,6 @@ class ChangingHandler(ResourceHandler):
     field_needs_change: bool | None
     old: Any
     new: Any
-
-    def has_callbacks(self) -> bool:
-        return super().has_callbacks() or callable(self.old) or callable(self.new)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -112,9 +105,6 @@ class OperatorRegistry:
         self._activities: list[ActivityHandler] = []
         self._changing: list[ChangingHandler] = []
         self._watching: list[WatchingHandler] = []
-
-    def all_resource_handlers(self) -> list[ResourceHandler]:
-        return [*self._changing, *self._watching]
 
 
 class SmartOperatorRegistry(OperatorRegistry):

@@ -16,13 +16,14 @@ from collections.abc import Collection, Coroutine
 from typing import Any
 
 from kopf import _engine
-from kopf._bridge import Bridge, make_memo
+from kopf._bridge import Bridge
 from kopf._credentials import SERVICE_ACCOUNT, ConnectionInfo
 from kopf._errors import LoginError, OperatorError
 from kopf._execution import execute_once
 from kopf._handlers import Activity, OperatorRegistry, get_default_registry
 from kopf._posting import engine_var, settings_var
 from kopf._settings import OperatorSettings
+from kopf._structs import Memo
 
 logger = logging.getLogger('kopf._core.reactor.running')
 activities_logger = logging.getLogger('kopf._core.engines.activities')
@@ -178,7 +179,7 @@ async def operator(
         settings.peering.standalone = standalone
     if priority is not None:
         settings.peering.priority = priority
-    memo = make_memo(memo)
+    memo = memo if memo is not None else Memo()
     loop = asyncio.get_running_loop()
     engine = _engine.Operator()
     engine_var.set(engine)
