@@ -86,6 +86,13 @@ pub trait Hooks: Send + Sync + 'static {
     fn invoke(&self, invocation: Invocation) -> BoxFuture<'static, Invoked>;
     /// The object is gone: drop what the Python side keeps for it (its `memo`).
     fn forget(&self, key: &str);
+    /// Ask a handler's callable resource selector which of these resources it wants.
+    fn select_resources(
+        &self,
+        kind: HandlerKind,
+        handler: usize,
+        resources: Vec<Resource>,
+    ) -> BoxFuture<'static, Vec<bool>>;
     /// Run the `@kopf.on.probe` handlers: their results by handler id.
     fn probe(&self) -> BoxFuture<'static, Value>;
 }

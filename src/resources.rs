@@ -66,7 +66,7 @@ impl Resource {
         self.subresources.iter().any(|s| s == "status")
     }
 
-    fn is_events(&self) -> bool {
+    pub fn is_events(&self) -> bool {
         self.plural == "events" && (self.group.is_empty() || self.group == "events.k8s.io")
     }
 }
@@ -86,8 +86,9 @@ pub struct Selector {
     /// `kopf.EVERYTHING`: all resources except events.
     pub everything: bool,
     /// How the Python side shows it, for log lines.
-    #[serde(default)]
     pub repr: String,
+    /// A Python callable decides (see `Hooks::select_resources`); the fields above are unset.
+    pub callable: bool,
 }
 
 impl Selector {

@@ -7,7 +7,7 @@ use crate::diffbase::AnnotationsDiffBaseStorage;
 use crate::discovery;
 use crate::errors;
 use crate::handlers::{ChangingHandler, WatchingHandler};
-use crate::invoking::{Hooks, Level};
+use crate::invoking::{HandlerKind, Hooks, Level};
 use crate::namespaces;
 use crate::posting::{K8sEvent, Poster};
 use crate::processing::{RawEvent, ResourceContext};
@@ -46,42 +46,36 @@ pub enum RunError {
     Discovery { server: String, reason: String },
 }
 
-fn selectors(spec: &OperatorSpec) -> Vec<&Selector> {
-    let mut all: Vec<&Selector> = spec
-        .changing
-        .iter()
-        .map(|h| &h.filters.selector)
-        .chain(spec.watching.iter().map(|h| &h.filters.selector))
-        .collect();
-    all.dedup();
-    all
+/// The resources a handler's selector picks; callable selectors are asked in Python.
+async fn select<'r>(
+    selector: &Selector,
+    kind: HandlerKind,
+    index: usize,
+    resources: &'r [Resource],
+    hooks: &dyn Hooks,
+) -> Vec<&'r Resource> {
+    if !selector.callable {
+        return selector.select(resources);
+    }
+    // As in Kopf: a callable sees every version of every resource, except events.
+    let candidates: Vec<&Resource> = resources.iter().filter(|r| !r.is_events()).collect();
+    let owned = candidates.iter().map(|r| (*r).clone()).collect();
+    let verdicts = hooks.select_resources(kind, index, owned).await;
+    candidates
+        .into_iter()
+        .zip(verdicts)
+        .filter_map(|(resource, wanted)| wanted.then_some(resource))
+        .collect()
 }
 
 /// Which resources to serve, with the handlers of each; `warn` about the unresolved ones
 /// (at start; later rescans stay quiet, as the same warning would repeat on every CRD change).
-fn plan(
+async fn plan(
     spec: &OperatorSpec,
     resources: &[Resource],
     hooks: &dyn Hooks,
     warn: bool,
 ) -> Vec<(Resource, Vec<ChangingHandler>, Vec<WatchingHandler>)> {
-    let unresolved: Vec<String> = selectors(spec)
-        .into_iter()
-        .filter(|s| s.select(resources).is_empty())
-        .map(|s| s.repr.clone())
-        .collect::<std::collections::BTreeSet<_>>()
-        .into_iter()
-        .collect();
-    if warn && !unresolved.is_empty() {
-        hooks.log(
-            Level::Warning,
-            None,
-            &format!(
-                "Unresolved resources cannot be served (try creating their CRDs): {}",
-                unresolved.join(", ")
-            ),
-        );
-    }
     type Plan = (Resource, Vec<ChangingHandler>, Vec<WatchingHandler>);
     fn entry<'p>(planned: &'p mut BTreeMap<String, Plan>, resource: &Resource) -> &'p mut Plan {
         planned
@@ -89,15 +83,51 @@ fn plan(
             .or_insert_with(|| (resource.clone(), Vec::new(), Vec::new()))
     }
     let mut planned: BTreeMap<String, Plan> = BTreeMap::new();
+    let mut unresolved = std::collections::BTreeSet::new();
     for handler in &spec.changing {
-        for resource in handler.filters.selector.select(resources) {
+        let selector = &handler.filters.selector;
+        let found = select(
+            selector,
+            HandlerKind::Changing,
+            handler.index,
+            resources,
+            hooks,
+        )
+        .await;
+        if found.is_empty() {
+            unresolved.insert(selector.repr.clone());
+        }
+        for resource in found {
             entry(&mut planned, resource).1.push(handler.clone());
         }
     }
     for handler in &spec.watching {
-        for resource in handler.filters.selector.select(resources) {
+        let selector = &handler.filters.selector;
+        let found = select(
+            selector,
+            HandlerKind::Watching,
+            handler.index,
+            resources,
+            hooks,
+        )
+        .await;
+        if found.is_empty() {
+            unresolved.insert(selector.repr.clone());
+        }
+        for resource in found {
             entry(&mut planned, resource).2.push(handler.clone());
         }
+    }
+    if warn && !unresolved.is_empty() {
+        let names: Vec<String> = unresolved.into_iter().collect();
+        hooks.log(
+            Level::Warning,
+            None,
+            &format!(
+                "Unresolved resources cannot be served (try creating their CRDs): {}",
+                names.join(", ")
+            ),
+        );
     }
     let mut result = Vec::new();
     for (_, (resource, changing, watching)) in planned {
@@ -179,7 +209,7 @@ pub async fn run(
         watchers: BTreeMap::new(),
         dispatchers: JoinSet::new(),
     };
-    serving.update(plan(&spec, &resources, hooks.as_ref(), true));
+    serving.update(plan(&spec, &resources, hooks.as_ref(), true).await);
 
     // New CRDs (or removed ones) change what can be served: rescan on their events.
     let (crd_tx, mut crd_rx) = mpsc::channel::<RawEvent>(64);
@@ -213,7 +243,7 @@ pub async fn run(
                 tokio::time::sleep(std::time::Duration::from_secs(1)).await;
                 while crd_rx.try_recv().is_ok() {}
                 match credentials.call(|client| async move { discovery::scan(&client).await }).await {
-                    Ok(resources) => serving.update(plan(&spec, &resources, hooks.as_ref(), false)),
+                    Ok(resources) => serving.update(plan(&spec, &resources, hooks.as_ref(), false).await),
                     Err(error) => hooks.log(Level::Warning, None, &format!("Re-scanning the API failed: {}", errors::chain(&error))),
                 }
             }

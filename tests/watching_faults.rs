@@ -9,7 +9,7 @@ use hyper::body::{Bytes, Frame, Incoming};
 use hyper::{Request, Response};
 use hyper_util::rt::TokioIo;
 use kopf_rs::credentials::Credentials;
-use kopf_rs::invoking::{Hooks, Invocation, Invoked, Level, ObjectRef};
+use kopf_rs::invoking::{HandlerKind, Hooks, Invocation, Invoked, Level, ObjectRef};
 use kopf_rs::processing::RawEvent;
 use kopf_rs::resources::Resource;
 use kopf_rs::settings::WatchingSettings;
@@ -136,6 +136,14 @@ impl Hooks for Quiet {
         Box::pin(async { Invoked::default() })
     }
     fn forget(&self, _: &str) {}
+    fn select_resources(
+        &self,
+        _: HandlerKind,
+        _: usize,
+        _: Vec<Resource>,
+    ) -> BoxFuture<'static, Vec<bool>> {
+        Box::pin(async { Vec::new() })
+    }
     fn probe(&self) -> BoxFuture<'static, Value> {
         Box::pin(async { Value::Null })
     }

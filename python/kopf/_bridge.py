@@ -78,6 +78,19 @@ class Bridge:
     def ready(self) -> None:
         self._loop.call_soon_threadsafe(self._ready.set)
 
+    async def select_resources(self, request: dict[str, Any]) -> list[bool]:
+        """Which of the resources a handler's callable selector wants (`@kopf.on.event(callable)`)."""
+        handler = (self.watching if request['kind'] == 'watching' else self.changing)[request['handler']]
+        assert handler.selector is not None and handler.selector.fn is not None
+        verdicts = []
+        for data in request['resources']:
+            try:
+                verdicts.append(bool(handler.selector.fn(Resource.from_engine(data))))
+            except Exception:
+                engine_logger.exception(f"The resource selector of {handler} has failed for {data['plural']}.")
+                verdicts.append(False)
+        return verdicts
+
     async def probe(self, _: None) -> dict[str, Any]:
         from kopf._running import run_activity
         return await run_activity(registry=self.registry, settings=self.settings, activity=Activity.PROBE,

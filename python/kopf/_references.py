@@ -136,9 +136,9 @@ class Selector:
         return f'{type(self).__name__}({text})'
 
     def for_engine(self) -> dict[str, Any]:
-        """The core's form of the selector (callable selectors are not supported there)."""
+        """The core's form of the selector; a callable one is asked back about each resource."""
         if self.fn is not None:
-            raise TypeError("Callable resource selectors are not supported by this engine yet.")
+            return {'callable': True, 'repr': repr(self)}
         return {
             'group': self.group, 'version': self.version, 'kind': self.kind, 'plural': self.plural,
             'singular': self.singular, 'shortcut': self.shortcut, 'category': self.category,

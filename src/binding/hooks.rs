@@ -216,6 +216,38 @@ impl Hooks for PyHooks {
         })
     }
 
+    fn select_resources(
+        &self,
+        kind: HandlerKind,
+        handler: usize,
+        resources: Vec<crate::resources::Resource>,
+    ) -> BoxFuture<'static, Vec<bool>> {
+        let count = resources.len();
+        let future = self.call_async("select_resources", move |py| {
+            let request = PyDict::new(py);
+            request.set_item(
+                "kind",
+                match kind {
+                    HandlerKind::Changing => "changing",
+                    HandlerKind::Watching => "watching",
+                },
+            )?;
+            request.set_item("handler", handler)?;
+            request.set_item("resources", pythonize::pythonize(py, &resources)?)?;
+            Ok(request.into_any())
+        });
+        Box::pin(async move {
+            let answer = future.await;
+            Python::attach(|py| match answer.and_then(|a| a.extract::<Vec<bool>>(py)) {
+                Ok(verdicts) => verdicts,
+                Err(error) => {
+                    error.print(py);
+                    vec![false; count]
+                }
+            })
+        })
+    }
+
     fn probe(&self) -> BoxFuture<'static, Value> {
         let future = self.call_async("probe", |py| Ok(py.None().into_bound(py)));
         Box::pin(async move {

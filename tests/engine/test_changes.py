@@ -483,3 +483,21 @@ def test_handler_timeouts(crd: None, namespace: str, tmp_path: Path) -> None:
     assert "Handler 'never_ready' failed temporarily but will time out after 1.5 seconds: still waiting" \
         in operator.output
     assert "Handler 'never_ready' is invoked." in operator.output  # KOPF_RUN_VERBOSE=1 is --verbose
+
+
+def test_callable_resource_selectors(crd: None, namespace: str, tmp_path: Path) -> None:
+    script = write_script(tmp_path, """
+        import kopf
+
+        @kopf.on.event(lambda resource: resource.plural == 'greetings' and resource.group == 'demo.kopf.dev')
+        def any_greeting(type, name, resource, logger, **_):
+            if type == 'ADDED':
+                logger.info(f"selected {resource.plural} {name}")
+    """)
+    operator = OperatorProcess(["run", "-n", namespace, str(script)], cwd=tmp_path)
+    try:
+        kubectl("create", "-f", "-", input=greeting("sel", namespace))
+        operator.wait_for(r"selected greetings sel")
+    finally:
+        operator.stop()
+    assert "Unresolved resources" not in operator.output
