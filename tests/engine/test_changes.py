@@ -490,9 +490,8 @@ def test_callable_resource_selectors(crd: None, namespace: str, tmp_path: Path) 
         import kopf
 
         @kopf.on.event(lambda resource: resource.plural == 'greetings' and resource.group == 'demo.kopf.dev')
-        def any_greeting(type, name, resource, logger, **_):
-            if type == 'ADDED':
-                logger.info(f"selected {resource.plural} {name}")
+        def any_greeting(name, resource, logger, **_):
+            logger.info(f"selected {resource.plural} {name}")  # listed or added: the start races
     """)
     operator = OperatorProcess(["run", "-n", namespace, str(script)], cwd=tmp_path)
     try:
