@@ -84,38 +84,22 @@ async fn plan(
     }
     let mut planned: BTreeMap<String, Plan> = BTreeMap::new();
     let mut unresolved = std::collections::BTreeSet::new();
-    for handler in &spec.changing {
-        let selector = &handler.filters.selector;
-        let found = select(
-            selector,
-            HandlerKind::Changing,
-            handler.index,
-            resources,
-            hooks,
-        )
-        .await;
+    // (kind, filters, the handler's index in Python, its position in the spec)
+    let changing = (spec.changing.iter().enumerate())
+        .map(|(at, h)| (HandlerKind::Changing, &h.filters, h.index, at));
+    let watching = (spec.watching.iter().enumerate())
+        .map(|(at, h)| (HandlerKind::Watching, &h.filters, h.index, at));
+    for (kind, filters, index, at) in changing.chain(watching) {
+        let found = select(&filters.selector, kind, index, resources, hooks).await;
         if found.is_empty() {
-            unresolved.insert(selector.repr.clone());
+            unresolved.insert(filters.selector.repr.clone());
         }
         for resource in found {
-            entry(&mut planned, resource).1.push(handler.clone());
-        }
-    }
-    for handler in &spec.watching {
-        let selector = &handler.filters.selector;
-        let found = select(
-            selector,
-            HandlerKind::Watching,
-            handler.index,
-            resources,
-            hooks,
-        )
-        .await;
-        if found.is_empty() {
-            unresolved.insert(selector.repr.clone());
-        }
-        for resource in found {
-            entry(&mut planned, resource).2.push(handler.clone());
+            let plan = entry(&mut planned, resource);
+            match kind {
+                HandlerKind::Changing => plan.1.push(spec.changing[at].clone()),
+                HandlerKind::Watching => plan.2.push(spec.watching[at].clone()),
+            }
         }
     }
     if warn && !unresolved.is_empty() {

@@ -60,6 +60,31 @@ impl PyHooks {
     }
 }
 
+/// A list of booleans from Python; on an error (printed), `false` for all `count` of them.
+fn verdicts(
+    future: BoxFuture<'static, PyResult<Py<PyAny>>>,
+    count: usize,
+) -> BoxFuture<'static, Vec<bool>> {
+    Box::pin(async move {
+        let answer = future.await;
+        Python::attach(|py| match answer.and_then(|a| a.extract::<Vec<bool>>(py)) {
+            Ok(verdicts) => verdicts,
+            Err(error) => {
+                error.print(py);
+                vec![false; count]
+            }
+        })
+    })
+}
+
+/// The kind's name, as the Python side calls it.
+fn kind_name(kind: HandlerKind) -> &'static str {
+    match kind {
+        HandlerKind::Changing => "changing",
+        HandlerKind::Watching => "watching",
+    }
+}
+
 fn level_number(level: Level) -> u8 {
     level as u8
 }
@@ -96,13 +121,7 @@ fn diff_list<'py>(py: Python<'py>, diff: &Diff) -> PyResult<Bound<'py, PyList>> 
 /// The invocation as a dict for `Bridge.invoke()`.
 fn invocation_dict<'py>(py: Python<'py>, call: &Invocation) -> PyResult<Bound<'py, PyDict>> {
     let dict = PyDict::new(py);
-    dict.set_item(
-        "kind",
-        match call.kind {
-            HandlerKind::Changing => "changing",
-            HandlerKind::Watching => "watching",
-        },
-    )?;
+    dict.set_item("kind", kind_name(call.kind))?;
     dict.set_item("handler", call.handler)?;
     dict.set_item(
         "resource",
@@ -178,16 +197,7 @@ impl Hooks for PyHooks {
             }
             Ok(list.into_any())
         });
-        Box::pin(async move {
-            let answer = future.await;
-            Python::attach(|py| match answer.and_then(|a| a.extract::<Vec<bool>>(py)) {
-                Ok(verdicts) => verdicts,
-                Err(error) => {
-                    error.print(py);
-                    vec![false; count]
-                }
-            })
-        })
+        verdicts(future, count)
     }
 
     fn invoke(&self, invocation: Invocation) -> BoxFuture<'static, Invoked> {
@@ -225,27 +235,12 @@ impl Hooks for PyHooks {
         let count = resources.len();
         let future = self.call_async("select_resources", move |py| {
             let request = PyDict::new(py);
-            request.set_item(
-                "kind",
-                match kind {
-                    HandlerKind::Changing => "changing",
-                    HandlerKind::Watching => "watching",
-                },
-            )?;
+            request.set_item("kind", kind_name(kind))?;
             request.set_item("handler", handler)?;
             request.set_item("resources", pythonize::pythonize(py, &resources)?)?;
             Ok(request.into_any())
         });
-        Box::pin(async move {
-            let answer = future.await;
-            Python::attach(|py| match answer.and_then(|a| a.extract::<Vec<bool>>(py)) {
-                Ok(verdicts) => verdicts,
-                Err(error) => {
-                    error.print(py);
-                    vec![false; count]
-                }
-            })
-        })
+        verdicts(future, count)
     }
 
     fn probe(&self) -> BoxFuture<'static, Value> {

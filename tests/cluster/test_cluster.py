@@ -2,24 +2,21 @@
 
 from __future__ import annotations
 
-import base64
-import http.server
 import json
 import os
 import socket
 import ssl
 import subprocess
 import sys
-import threading
 import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from conftest import CLUSTER, apply, kubectl, kubectl_json
+from webhooks import admission_server
 
 GROUP = "clustertest.kopf.dev"
 CRD = {
@@ -142,38 +139,12 @@ def test_leases(namespace: str) -> None:
 
 @pytest.fixture()
 def webhook_server(tmp_path: Path) -> Iterator[tuple[int, str]]:
-    """A tiny HTTPS admission server that denies objects labelled `deny=yes`."""
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
-                    "-keyout", "key.pem", "-out", "cert.pem", "-subj", "/CN=127.0.0.1",
-                    "-addext", "subjectAltName=IP:127.0.0.1"], cwd=tmp_path, check=True, capture_output=True)
-
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            review = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-            request = review["request"]
-            labels = request["object"].get("metadata", {}).get("labels", {})
-            allowed = labels.get("deny") != "yes"
-            body = json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": {
-                "uid": request["uid"], "allowed": allowed,
-                "status": {"code": 403, "message": "denied by the loopback webhook"},
-            }}).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.load_cert_chain(tmp_path / "cert.pem", tmp_path / "key.pem")
-    server.socket = context.wrap_socket(server.socket, server_side=True)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield server.server_address[1], base64.b64encode((tmp_path / "cert.pem").read_bytes()).decode()
-    server.shutdown()
+    """Denies objects labelled `deny=yes`."""
+    def decide(request: dict) -> tuple[bool, str]:
+        labels = request["object"].get("metadata", {}).get("labels", {})
+        return labels.get("deny") != "yes", "denied by the loopback webhook"
+    with admission_server(tmp_path, decide) as served:
+        yield served
 
 
 def test_admission_webhook_on_loopback(namespace: str, webhook_server: tuple[int, str]) -> None:

@@ -3,12 +3,7 @@ delays, and the handlers that already ran are not run again."""
 
 from __future__ import annotations
 
-import base64
-import http.server
 import json
-import ssl
-import subprocess
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,58 +11,36 @@ from typing import Any
 import pytest
 from conftest import apply, kubectl
 from operators import OperatorProcess, eventually, get, write_script
+from webhooks import admission_server
 
 
 @pytest.fixture()
 def refusing_webhook(tmp_path: Path, namespace: str) -> Iterator[list[str]]:
     """Deny the operator's first two writes of its state to greetings; record every UPDATE."""
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
-                    "-keyout", "key.pem", "-out", "cert.pem", "-subj", "/CN=127.0.0.1",
-                    "-addext", "subjectAltName=IP:127.0.0.1"], cwd=tmp_path, check=True, capture_output=True)
     seen: list[str] = []
 
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            review = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-            request = review["request"]
-            annotations = request["object"].get("metadata", {}).get("annotations", {})
-            state_write = "kopf.zalando.org/last-handled-configuration" in annotations
-            seen.append("state" if state_write else "other")
-            allowed = not state_write or seen.count("state") > 2
-            body = json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": {
-                "uid": request["uid"], "allowed": allowed,
-                "status": {"code": 500, "message": "temporarily refused"}}}).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+    def decide(request: dict[str, Any]) -> tuple[bool, str]:
+        annotations = request["object"].get("metadata", {}).get("annotations", {})
+        state_write = "kopf.zalando.org/last-handled-configuration" in annotations
+        seen.append("state" if state_write else "other")
+        return not state_write or seen.count("state") > 2, "temporarily refused"
 
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.load_cert_chain(tmp_path / "cert.pem", tmp_path / "key.pem")
-    server.socket = context.wrap_socket(server.socket, server_side=True)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
     name = f"refuse-{namespace}"
-    apply({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
-           "metadata": {"name": name},
-           "webhooks": [{
-               "name": "refuse.kopf-rs.dev",
-               "clientConfig": {"url": f"https://127.0.0.1:{server.server_address[1]}/",
-                                "caBundle": base64.b64encode((tmp_path / "cert.pem").read_bytes()).decode()},
-               "rules": [{"apiGroups": ["demo.kopf.dev"], "apiVersions": ["v1"], "operations": ["UPDATE"],
-                          "resources": ["greetings"]}],
-               "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
-               "admissionReviewVersions": ["v1"], "sideEffects": "None", "failurePolicy": "Fail",
-           }]})
-    try:
-        yield seen
-    finally:
-        kubectl("delete", "validatingwebhookconfiguration", name, check=False)
-        server.shutdown()
+    with admission_server(tmp_path, decide) as (port, ca_bundle):
+        apply({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
+               "metadata": {"name": name},
+               "webhooks": [{
+                   "name": "refuse.kopf-rs.dev",
+                   "clientConfig": {"url": f"https://127.0.0.1:{port}/", "caBundle": ca_bundle},
+                   "rules": [{"apiGroups": ["demo.kopf.dev"], "apiVersions": ["v1"], "operations": ["UPDATE"],
+                              "resources": ["greetings"]}],
+                   "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
+                   "admissionReviewVersions": ["v1"], "sideEffects": "None", "failurePolicy": "Fail",
+               }]})
+        try:
+            yield seen
+        finally:
+            kubectl("delete", "validatingwebhookconfiguration", name, check=False)
 
 
 def test_refused_writes_are_retried_without_rerunning_handlers(
