@@ -141,17 +141,12 @@ impl Credentials {
         url: &str,
         patch: &serde_json::Value,
     ) -> Result<serde_json::Value, kube::Error> {
-        self.call(|client| async move {
-            let body = json_bytes(patch);
-            client
-                .request(request(
-                    http::Method::PATCH,
-                    url,
-                    Some("application/merge-patch+json"),
-                    body,
-                )?)
-                .await
-        })
+        self.send(
+            http::Method::PATCH,
+            url,
+            "application/merge-patch+json",
+            patch,
+        )
         .await
     }
 
@@ -160,16 +155,25 @@ impl Credentials {
         url: &str,
         object: &serde_json::Value,
     ) -> Result<serde_json::Value, kube::Error> {
-        self.call(|client| async move {
-            let body = json_bytes(object);
-            client
-                .request(request(
-                    http::Method::POST,
-                    url,
-                    Some("application/json"),
-                    body,
-                )?)
-                .await
+        self.send(http::Method::POST, url, "application/json", object)
+            .await
+    }
+
+    async fn send(
+        &self,
+        method: http::Method,
+        url: &str,
+        content_type: &str,
+        payload: &serde_json::Value,
+    ) -> Result<serde_json::Value, kube::Error> {
+        self.call(|client| {
+            let method = method.clone();
+            async move {
+                let body = json_bytes(payload);
+                client
+                    .request(request(method, url, Some(content_type), body)?)
+                    .await
+            }
         })
         .await
     }

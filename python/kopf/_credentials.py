@@ -123,23 +123,7 @@ def login_via_client(*, logger: Any, settings: Any, **_: Any) -> ConnectionInfo 
         except kubernetes.config.ConfigException:
             raise LoginError("Cannot authenticate the client library "
                              "neither in-cluster, nor via kubeconfig.") from None
-    config = kubernetes.client.Configuration.get_default_copy()
-    header = config.get_api_key_with_prefix('BearerToken') or config.get_api_key_with_prefix('authorization')
-    parts: Sequence[str] = header.split(' ', 1) if header else []
-    scheme, token = (None, None) if not parts else (None, parts[0]) if len(parts) == 1 else (parts[0], parts[1])
-    return ConnectionInfo(
-        server=config.host,
-        ca_path=config.ssl_ca_cert,
-        insecure=not config.verify_ssl,
-        username=config.username or None,
-        password=config.password or None,
-        scheme=scheme,
-        token=token,
-        certificate_path=config.cert_file,
-        private_key_path=config.key_file,
-        trust_env=settings.networking.trust_env,
-        priority=PRIORITY_OF_CLIENT,
-    )
+    return _from_client_config(kubernetes.client.Configuration.get_default_copy(), settings, PRIORITY_OF_CLIENT)
 
 
 async def login_via_async_client(*, logger: Any, settings: Any, **_: Any) -> ConnectionInfo | None:
@@ -159,14 +143,26 @@ async def login_via_async_client(*, logger: Any, settings: Any, **_: Any) -> Con
             raise LoginError("Cannot authenticate the async client library "
                              "neither in-cluster, nor via kubeconfig.") from None
     config = kubernetes_asyncio.client.Configuration.get_default_copy()
+    return _from_client_config(config, settings, PRIORITY_OF_ASYNC_CLIENT)
+
+
+def _from_client_config(config: Any, settings: Any, priority: int) -> ConnectionInfo:
+    """The connection of an official client's configuration (sync or asyncio: the same fields)."""
     header = config.get_api_key_with_prefix('BearerToken') or config.get_api_key_with_prefix('authorization')
     parts: Sequence[str] = header.split(' ', 1) if header else []
     scheme, token = (None, None) if not parts else (None, parts[0]) if len(parts) == 1 else (parts[0], parts[1])
     return ConnectionInfo(
-        server=config.host, ca_path=config.ssl_ca_cert, insecure=not config.verify_ssl,
-        username=config.username or None, password=config.password or None, scheme=scheme, token=token,
-        certificate_path=config.cert_file, private_key_path=config.key_file,
-        trust_env=settings.networking.trust_env, priority=PRIORITY_OF_ASYNC_CLIENT,
+        server=config.host,
+        ca_path=config.ssl_ca_cert,
+        insecure=not config.verify_ssl,
+        username=config.username or None,
+        password=config.password or None,
+        scheme=scheme,
+        token=token,
+        certificate_path=config.cert_file,
+        private_key_path=config.key_file,
+        trust_env=settings.networking.trust_env,
+        priority=priority,
     )
 
 
