@@ -223,6 +223,54 @@ pub struct WatchingHandler {
     pub filters: ResourceFilters,
 }
 
+/// `@kopf.daemon` and `@kopf.timer` handlers: spawned per object, scheduled by the core.
+#[derive(Debug, Clone, Deserialize)]
+pub struct SpawningHandler {
+    pub index: usize,
+    pub id: String,
+    pub kind: SpawningKind,
+    /// Seconds before the first call; `None` with `initial_delay_callable` asks Python.
+    #[serde(default)]
+    pub initial_delay: Option<f64>,
+    #[serde(default)]
+    pub initial_delay_callable: bool,
+    #[serde(default)]
+    pub cancellation_backoff: Option<f64>,
+    #[serde(default)]
+    pub cancellation_timeout: Option<f64>,
+    #[serde(default)]
+    pub cancellation_polling: Option<f64>,
+    #[serde(default)]
+    pub interval: Option<f64>,
+    #[serde(default)]
+    pub idle: Option<f64>,
+    #[serde(default)]
+    pub sharp: bool,
+    #[serde(flatten)]
+    pub filters: ResourceFilters,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SpawningKind {
+    Daemon,
+    Timer,
+}
+
+impl SpawningHandler {
+    /// How Kopf names it in log lines: `Daemon 'id'` or `Timer 'id'`.
+    pub fn title(&self) -> String {
+        let kind = match self.kind {
+            SpawningKind::Daemon => "Daemon",
+            SpawningKind::Timer => "Timer",
+        };
+        format!(
+            "{kind} {}",
+            crate::encoding::to_python_repr(&Value::String(self.id.clone()))
+        )
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -47,6 +47,19 @@ impl ObjectRef {
 pub enum HandlerKind {
     Changing,
     Watching,
+    /// Daemons and timers.
+    Spawning,
+}
+
+/// What a daemon's or timer's call carries besides the usual: its stopper.
+#[derive(Debug, Clone)]
+pub struct DaemonCall {
+    /// Identifies the daemon's stopper on the Python side (the `stopped` kwarg).
+    pub token: u64,
+    /// The object's key, for the live body that long-running daemons see.
+    pub key: String,
+    /// The stopping reasons set so far (bits of `kopf.DaemonStoppingReason`).
+    pub reason: u32,
 }
 
 /// Everything a handler call needs that the core knows.
@@ -67,6 +80,8 @@ pub struct Invocation {
     pub retry: u64,
     pub started: Option<String>,
     pub runtime: f64,
+    /// For daemons and timers.
+    pub daemon: Option<DaemonCall>,
 }
 
 /// What came back from a handler call.
@@ -75,6 +90,8 @@ pub struct Invoked {
     pub outcome: Outcome,
     /// The handler's additions to the `patch` kwarg, as a merge-patch.
     pub patch: Option<Value>,
+    /// The call was cancelled (a daemon stopped by force): there is no outcome.
+    pub cancelled: bool,
 }
 
 /// What the core asks of the Python side.
@@ -95,6 +112,16 @@ pub trait Hooks: Send + Sync + 'static {
     ) -> BoxFuture<'static, Vec<bool>>;
     /// Run the `@kopf.on.probe` handlers: their results by handler id.
     fn probe(&self) -> BoxFuture<'static, Value>;
+    /// A daemon's or timer's `initial_delay` given as a function: its value for this object.
+    fn initial_delay(&self, invocation: Invocation) -> BoxFuture<'static, f64>;
+    /// Raise a daemon's `stopped` flag with these reasons (bits), waking its waits.
+    fn daemon_stopping(&self, token: u64, reason: u32);
+    /// Cancel a daemon's running call (async functions only; threads cannot be killed).
+    fn daemon_cancel(&self, token: u64);
+    /// The daemon's runner has exited: drop its stopper.
+    fn daemon_forget(&self, token: u64);
+    /// The object has changed: the long-running daemons' `body` shows the new state.
+    fn refresh_body(&self, key: &str, body: &Value);
 }
 
 /// Log with lazy formatting: the message is built only if the level is enabled.

@@ -6,6 +6,7 @@ pub mod applying;
 pub mod connection;
 pub mod conventions;
 pub mod credentials;
+pub mod daemons;
 pub mod dicts;
 pub mod diffbase;
 pub mod diffs;

@@ -2,11 +2,12 @@
 //! to call (causes, filters, progress) and the patch that records the outcome.
 //! The patch is applied by `applying`; the order of events is kept by `queueing`.
 
+use crate::daemons::{Daemons, ObjectDaemons};
 use crate::dicts::{self, FieldPath};
 use crate::diffbase::DiffBaseStorage;
 use crate::diffs::{self, Diff};
 use crate::encoding::to_python_repr;
-use crate::handlers::{ChangingHandler, Match, Reason, WatchingHandler};
+use crate::handlers::{ChangingHandler, Match, Reason, SpawningHandler, WatchingHandler};
 use crate::invoking::{HandlerKind, Hooks, Invocation, Level, ObjectRef};
 use crate::object_log;
 use crate::patches::{FinalizerOp, Patch};
@@ -43,6 +44,7 @@ pub struct ResourceContext {
     pub hooks: Arc<dyn Hooks>,
     pub changing: Vec<ChangingHandler>,
     pub watching: Vec<WatchingHandler>,
+    pub spawning: Vec<SpawningHandler>,
     pub progress: Arc<dyn ProgressStorage>,
     pub diffbase: Arc<dyn DiffBaseStorage>,
     /// Fields handlers watch outside the default essence (e.g. in `status`).
@@ -66,13 +68,18 @@ struct Change {
     initial: bool,
 }
 
-/// The change-handling part of a cycle, on the latest known state of an object.
-/// `patch` holds what must be applied anyway (e.g. from `on.event` handlers).
+/// An object's daemons and the registry they belong to (for resources with daemons or timers).
+pub type Spawning<'a> = Option<(&'a Arc<Daemons>, &'a Arc<ObjectDaemons>)>;
+
+/// The change-handling part of a cycle, on the latest known state of an object; daemons
+/// and timers are spawned or stopped first. `patch` holds what must be applied anyway
+/// (e.g. from `on.event` handlers).
 pub async fn process_changing(
     ctx: &ResourceContext,
     memory: &mut Memory,
     event: &RawEvent,
     patch: Patch,
+    spawning: Spawning<'_>,
 ) -> Cycle {
     let body = &event.object;
     let object = ObjectRef::of(body);
@@ -82,12 +89,21 @@ pub async fn process_changing(
     };
     cycle.patch.merge_from(&Value::Object(patch.merge));
     let patch_initially_empty = cycle.patch.is_empty();
-    if ctx.changing.is_empty() {
+    if ctx.changing.is_empty() && spawning.is_none() {
         return cycle;
     }
 
     let finalizer = &ctx.settings.persistence.finalizer;
-    let mut change = Some(detect_change(ctx, memory, event));
+    let detected = detect_change(ctx, memory, event);
+    let (spawning_delays, spawning_blocks) = match spawning {
+        Some((daemons, object)) => {
+            let deleted = event.event_type.as_deref() == Some("DELETED");
+            let essential = !detected.diff.is_empty();
+            process_spawning(ctx, daemons, object, body, deleted, essential).await
+        }
+        None => (Vec::new(), false),
+    };
+    let mut change = (!ctx.changing.is_empty()).then_some(detected);
     if let Some(c) = &change {
         if !any_prematch(ctx, ctx.changing.iter(), body, c).await {
             change = None;
@@ -96,18 +112,19 @@ pub async fn process_changing(
 
     let deletion_ongoing = is_deletion_ongoing(body);
     let deletion_blocked = is_deletion_blocked(body, finalizer);
-    let must_block = match &change {
-        Some(c) => {
-            any_prematch(
-                ctx,
-                ctx.changing.iter().filter(|h| h.requires_finalizer),
-                body,
-                c,
-            )
-            .await
-        }
-        None => false,
-    };
+    let must_block = spawning_blocks
+        || match &change {
+            Some(c) => {
+                any_prematch(
+                    ctx,
+                    ctx.changing.iter().filter(|h| h.requires_finalizer),
+                    body,
+                    c,
+                )
+                .await
+            }
+            None => false,
+        };
     if must_block && !deletion_blocked && !deletion_ongoing {
         object_log!(
             ctx.hooks,
@@ -128,6 +145,7 @@ pub async fn process_changing(
         cycle.patch.finalizer = Some(FinalizerOp::Remove);
         change = None;
     }
+    cycle.delays = spawning_delays;
     // Handlers run only on a consistent view: not while our own patch is still pending.
     if change.is_some() && !patch_initially_empty {
         return cycle;
@@ -135,7 +153,8 @@ pub async fn process_changing(
 
     if let Some(c) = &change {
         cycle.matched = true;
-        cycle.delays = process_change(ctx, memory, body, &object, c, &mut cycle.patch).await;
+        let delays = process_change(ctx, memory, body, &object, c, &mut cycle.patch).await;
+        cycle.delays.extend(delays);
     }
 
     let deleted = event.event_type.as_deref() == Some("DELETED");
@@ -149,6 +168,36 @@ pub async fn process_changing(
         cycle.patch.finalizer = Some(FinalizerOp::Remove);
     }
     cycle
+}
+
+/// Daemons and timers: refresh what they see, spawn the matching ones, stop the others
+/// (all of them if the object is being deleted). The delays until the stopping ones are
+/// checked again, and whether the object must keep the finalizer for them.
+async fn process_spawning(
+    ctx: &ResourceContext,
+    daemons: &Arc<Daemons>,
+    object: &Arc<ObjectDaemons>,
+    body: &Arc<Value>,
+    deleted: bool,
+    essential_change: bool,
+) -> (Vec<f64>, bool) {
+    object.refresh(body, essential_change, ctx.hooks.as_ref());
+    let excluded = object.forever_stopped();
+    let candidates: Vec<(&SpawningHandler, Match)> = (ctx.spawning.iter())
+        .filter(|h| !excluded.contains(&h.id))
+        .map(|h| (h, h.filters.prematch(body, None)))
+        .filter(|(_, m)| *m != Match::No)
+        .collect();
+    let matching = select_by(ctx, candidates, |h| {
+        invocation(ctx, HandlerKind::Spawning, h.index, None, body, None)
+    })
+    .await;
+    let delays = if deleted || is_deletion_ongoing(body) {
+        daemons.stop_for_deletion(object).await
+    } else {
+        daemons.spawn_and_match(object, &matching).await
+    };
+    (delays, !matching.is_empty())
 }
 
 fn is_deletion_ongoing(body: &Value) -> bool {
@@ -236,6 +285,7 @@ fn invocation(
         retry: 0,
         started: None,
         runtime: 0.0,
+        daemon: None,
     }
 }
 
@@ -246,25 +296,30 @@ async fn select<'h>(
     body: &Arc<Value>,
     change: &Change,
 ) -> Vec<&'h ChangingHandler> {
-    let mut verdicts = ask_python(
-        ctx,
-        candidates.iter().map(|(h, m)| {
-            // Callbacks get the whole cause (as in Kopf), not one reduced to the handler's field.
-            let call = || {
-                invocation(
-                    ctx,
-                    HandlerKind::Changing,
-                    h.index,
-                    None,
-                    body,
-                    Some(change),
-                )
-            };
-            (*m, call)
-        }),
-    )
+    // Callbacks get the whole cause (as in Kopf), not one reduced to the handler's field.
+    select_by(ctx, candidates, |h| {
+        invocation(
+            ctx,
+            HandlerKind::Changing,
+            h.index,
+            None,
+            body,
+            Some(change),
+        )
+    })
     .await
-    .into_iter();
+}
+
+/// The candidates that match: the static `Yes`es, and the undecided ones their callbacks
+/// accept (`call` describes a handler's call for its callbacks).
+async fn select_by<'h, H>(
+    ctx: &ResourceContext,
+    candidates: Vec<(&'h H, Match)>,
+    call: impl Fn(&H) -> Invocation,
+) -> Vec<&'h H> {
+    let mut verdicts = ask_python(ctx, candidates.iter().map(|(h, m)| (*m, || call(h))))
+        .await
+        .into_iter();
     candidates
         .into_iter()
         .filter(|(_, m)| match m {
@@ -497,7 +552,7 @@ async fn process_change(
 }
 
 /// Results go to `status.<handler id>`: dicts are merged in, other values replace.
-fn deliver_result(id: &str, outcome: &Outcome, patch: &mut Patch) {
+pub fn deliver_result(id: &str, outcome: &Outcome, patch: &mut Patch) {
     if outcome.exception.is_some() {
         return;
     }

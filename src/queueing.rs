@@ -7,6 +7,7 @@
 
 use crate::applying;
 use crate::credentials::Credentials;
+use crate::daemons::{Daemons, ObjectDaemons};
 use crate::invoking::{Hooks, Level, ObjectRef};
 use crate::object_log;
 use crate::patches::Patch;
@@ -26,6 +27,17 @@ pub struct Dispatcher {
     pub ctx: Arc<ResourceContext>,
     pub credentials: Arc<Credentials>,
     pub limiter: Option<Arc<Semaphore>>,
+    /// The objects' daemons and timers; they outlive the workers.
+    pub daemons: Arc<Daemons>,
+}
+
+/// How a sleep for the handlers' delays ended.
+enum Slept {
+    Fully,
+    /// New events came: they are in `latest` now.
+    Interrupted,
+    /// A daemon of the object has exited: a stopping may be complete.
+    DaemonExited,
 }
 
 type Memories = Arc<Mutex<HashMap<String, Arc<tokio::sync::Mutex<Memory>>>>>;
@@ -60,17 +72,21 @@ impl Dispatcher {
             queues.retain(|_, q| !q.is_closed());
             while workers.try_join_next().is_some() {}
         }
-        // The stream has ended (the operator stops): let the workers finish their cycles.
+        // The stream has ended (the operator stops): stop the daemons, and meanwhile
+        // let the workers finish their cycles.
         drop(queues);
         let exit_timeout = Duration::from_secs_f64(this.ctx.settings.queueing.exit_timeout);
-        if tokio::time::timeout(exit_timeout, async {
-            while workers.join_next().await.is_some() {}
-        })
-        .await
-        .is_err()
-        {
-            workers.abort_all();
-        }
+        let finishing = async {
+            if tokio::time::timeout(exit_timeout, async {
+                while workers.join_next().await.is_some() {}
+            })
+            .await
+            .is_err()
+            {
+                workers.abort_all();
+            }
+        };
+        tokio::join!(this.daemons.stop_all(), finishing);
     }
 
     async fn worker(
@@ -146,10 +162,15 @@ impl Dispatcher {
                 memory.noticed_by_listing = true;
             }
             let patch = std::mem::take(&mut watching_patch);
-            let cycle = processing::process_changing(ctx, &mut memory, &event, patch).await;
+            let object_daemons =
+                (!ctx.spawning.is_empty()).then(|| self.daemons.object(&key, &event.object));
+            let spawning = object_daemons.as_ref().map(|o| (&self.daemons, o));
+            let cycle =
+                processing::process_changing(ctx, &mut memory, &event, patch, spawning).await;
             let object = ObjectRef::of(&event.object);
             if deleted {
                 memories.lock().expect("not poisoned").remove(&key);
+                self.daemons.forget(&key);
                 ctx.hooks.forget(&key);
                 break;
             }
@@ -204,10 +225,20 @@ impl Dispatcher {
                     delay.unwrap_or(0.0)
                 );
             } else if let Some(delay) = delay {
-                if self
-                    .sleep_or_wake(&object, delay, &mut rx, &mut latest, &mut watching_patch)
-                    .await
-                {
+                let slept = self
+                    .sleep_or_wake(
+                        &object,
+                        delay,
+                        &mut rx,
+                        &mut latest,
+                        &mut watching_patch,
+                        object_daemons.as_deref(),
+                    )
+                    .await;
+                if matches!(slept, Slept::Interrupted | Slept::DaemonExited) {
+                    // The new state is in `latest` already (or the daemons are to be re-checked).
+                    retry_now = true;
+                } else {
                     // Slept in full: touch the object, so that a fresh event wakes the handlers.
                     let mut touch = Patch::default();
                     let now = chrono::Utc::now()
@@ -261,7 +292,7 @@ impl Dispatcher {
         .map(Some)
     }
 
-    /// Sleep for the handlers' delay, unless new events come first; true if slept in full.
+    /// Sleep for the handlers' delay, unless new events come first or a daemon exits.
     async fn sleep_or_wake(
         &self,
         object: &ObjectRef,
@@ -269,11 +300,12 @@ impl Dispatcher {
         rx: &mut mpsc::UnboundedReceiver<RawEvent>,
         latest: &mut Option<RawEvent>,
         watching_patch: &mut Patch,
-    ) -> bool {
+        daemons: Option<&ObjectDaemons>,
+    ) -> Slept {
         let hooks: &dyn Hooks = self.ctx.hooks.as_ref();
         let capped = delay.min(WAITING_KEEPALIVE);
         if delay <= 0.0 {
-            return true;
+            return Slept::Fully;
         }
         if capped < delay {
             object_log!(
@@ -291,7 +323,17 @@ impl Dispatcher {
             );
         }
         let started = Instant::now();
-        match tokio::time::timeout(Duration::from_secs_f64(capped), rx.recv()).await {
+        let exited = async {
+            match daemons {
+                Some(daemons) => daemons.exited.notified().await,
+                _ => std::future::pending().await,
+            }
+        };
+        let received = tokio::select! {
+            received = tokio::time::timeout(Duration::from_secs_f64(capped), rx.recv()) => received,
+            () = exited => return Slept::DaemonExited,
+        };
+        match received {
             Ok(Some(event)) => {
                 let left = capped - started.elapsed().as_secs_f64();
                 object_log!(
@@ -303,10 +345,10 @@ impl Dispatcher {
                 let patch = processing::process_watching(&self.ctx, &event).await;
                 watching_patch.merge_from(&Value::Object(patch.merge));
                 *latest = Some(event);
-                false
+                Slept::Interrupted
             }
-            Ok(None) => false,
-            Err(_) => true,
+            Ok(None) => Slept::Interrupted,
+            Err(_) => Slept::Fully,
         }
     }
 }

@@ -2,11 +2,12 @@
 //! then one watcher and one dispatcher per resource and namespace, until told to stop.
 
 use crate::credentials::Credentials;
+use crate::daemons::Daemons;
 use crate::dicts::FieldPath;
 use crate::diffbase::AnnotationsDiffBaseStorage;
 use crate::discovery;
 use crate::errors;
-use crate::handlers::{ChangingHandler, WatchingHandler};
+use crate::handlers::{ChangingHandler, SpawningHandler, WatchingHandler};
 use crate::invoking::{HandlerKind, Hooks, Level};
 use crate::namespaces;
 use crate::posting::{K8sEvent, Poster};
@@ -28,6 +29,8 @@ pub struct OperatorSpec {
     pub changing: Vec<ChangingHandler>,
     #[serde(default)]
     pub watching: Vec<WatchingHandler>,
+    #[serde(default)]
+    pub spawning: Vec<SpawningHandler>,
     /// Namespace patterns; empty means cluster-wide.
     #[serde(default)]
     pub namespaces: Vec<String>,
@@ -68,6 +71,14 @@ async fn select<'r>(
         .collect()
 }
 
+/// A resource to serve, with its handlers.
+struct Planned {
+    resource: Resource,
+    changing: Vec<ChangingHandler>,
+    watching: Vec<WatchingHandler>,
+    spawning: Vec<SpawningHandler>,
+}
+
 /// Which resources to serve, with the handlers of each; `warn` about the unresolved ones
 /// (at start; later rescans stay quiet, as the same warning would repeat on every CRD change).
 async fn plan(
@@ -75,30 +86,32 @@ async fn plan(
     resources: &[Resource],
     hooks: &dyn Hooks,
     warn: bool,
-) -> Vec<(Resource, Vec<ChangingHandler>, Vec<WatchingHandler>)> {
-    type Plan = (Resource, Vec<ChangingHandler>, Vec<WatchingHandler>);
-    fn entry<'p>(planned: &'p mut BTreeMap<String, Plan>, resource: &Resource) -> &'p mut Plan {
-        planned
-            .entry(resource.name())
-            .or_insert_with(|| (resource.clone(), Vec::new(), Vec::new()))
-    }
-    let mut planned: BTreeMap<String, Plan> = BTreeMap::new();
+) -> Vec<Planned> {
+    let mut planned: BTreeMap<String, Planned> = BTreeMap::new();
     let mut unresolved = std::collections::BTreeSet::new();
     // (kind, filters, the handler's index in Python, its position in the spec)
     let changing = (spec.changing.iter().enumerate())
         .map(|(at, h)| (HandlerKind::Changing, &h.filters, h.index, at));
     let watching = (spec.watching.iter().enumerate())
         .map(|(at, h)| (HandlerKind::Watching, &h.filters, h.index, at));
-    for (kind, filters, index, at) in changing.chain(watching) {
+    let spawning = (spec.spawning.iter().enumerate())
+        .map(|(at, h)| (HandlerKind::Spawning, &h.filters, h.index, at));
+    for (kind, filters, index, at) in changing.chain(watching).chain(spawning) {
         let found = select(&filters.selector, kind, index, resources, hooks).await;
         if found.is_empty() {
             unresolved.insert(filters.selector.repr.clone());
         }
         for resource in found {
-            let plan = entry(&mut planned, resource);
+            let plan = planned.entry(resource.name()).or_insert_with(|| Planned {
+                resource: resource.clone(),
+                changing: Vec::new(),
+                watching: Vec::new(),
+                spawning: Vec::new(),
+            });
             match kind {
-                HandlerKind::Changing => plan.1.push(spec.changing[at].clone()),
-                HandlerKind::Watching => plan.2.push(spec.watching[at].clone()),
+                HandlerKind::Changing => plan.changing.push(spec.changing[at].clone()),
+                HandlerKind::Watching => plan.watching.push(spec.watching[at].clone()),
+                HandlerKind::Spawning => plan.spawning.push(spec.spawning[at].clone()),
             }
         }
     }
@@ -114,11 +127,13 @@ async fn plan(
         );
     }
     let mut result = Vec::new();
-    for (_, (resource, changing, watching)) in planned {
+    for (_, plan) in planned {
+        let resource = &plan.resource;
         let can = |verb: &str| resource.verbs.iter().any(|v| v == verb);
+        let patches = !plan.changing.is_empty() || !plan.spawning.is_empty();
         let problem = if !can("list") || !can("watch") {
             Some("Non-watchable")
-        } else if !can("patch") && !changing.is_empty() {
+        } else if !can("patch") && patches {
             Some("Non-patchable")
         } else {
             None
@@ -133,17 +148,19 @@ async fn plan(
                 ),
             ),
             Some(_) => {}
-            None => result.push((resource, changing, watching)),
+            None => result.push(plan),
         }
     }
     result
 }
 
 /// Handlers' fields outside the default essence are added to it (e.g. `status.phase`).
-fn extra_fields(changing: &[ChangingHandler]) -> Vec<FieldPath> {
+fn extra_fields(plan: &Planned) -> Vec<FieldPath> {
+    let changing = plan.changing.iter().map(|h| &h.filters);
+    let spawning = plan.spawning.iter().map(|h| &h.filters);
     let mut fields: Vec<FieldPath> = changing
-        .iter()
-        .filter_map(|h| h.filters.field.clone())
+        .chain(spawning)
+        .filter_map(|f| f.field.clone())
         .collect();
     fields.sort();
     fields.dedup();
@@ -259,8 +276,8 @@ struct Serving {
 
 impl Serving {
     /// Serve what is planned and not served yet; stop serving what is gone from the plan.
-    fn update(&mut self, planned: Vec<(Resource, Vec<ChangingHandler>, Vec<WatchingHandler>)>) {
-        let names: Vec<String> = planned.iter().map(|(r, _, _)| r.name()).collect();
+    fn update(&mut self, planned: Vec<Planned>) {
+        let names: Vec<String> = planned.iter().map(|p| p.resource.name()).collect();
         self.watchers.retain(|name, watchers| {
             let keep = names.contains(name);
             if !keep {
@@ -268,29 +285,26 @@ impl Serving {
             }
             keep
         });
-        for (resource, changing, watching) in planned {
-            if !self.watchers.contains_key(&resource.name()) {
-                let name = resource.name();
-                let tasks = self.serve(resource, changing, watching);
+        for plan in planned {
+            let name = plan.resource.name();
+            if !self.watchers.contains_key(&name) {
+                let tasks = self.serve(plan);
                 self.watchers.insert(name, tasks);
             }
         }
     }
 
-    fn serve(
-        &mut self,
-        resource: Resource,
-        changing: Vec<ChangingHandler>,
-        watching: Vec<WatchingHandler>,
-    ) -> JoinSet<()> {
-        let resource = Arc::new(resource);
+    fn serve(&mut self, plan: Planned) -> JoinSet<()> {
+        let extra_fields = extra_fields(&plan);
+        let resource = Arc::new(plan.resource);
         let ctx = Arc::new(ResourceContext {
             resource: resource.clone(),
             settings: self.settings.clone(),
             hooks: self.hooks.clone(),
-            extra_fields: extra_fields(&changing),
-            changing,
-            watching,
+            extra_fields,
+            changing: plan.changing,
+            watching: plan.watching,
+            spawning: plan.spawning,
             progress: Arc::new(MultiProgressStorage::smart()),
             diffbase: Arc::new(AnnotationsDiffBaseStorage::default()),
         });
@@ -327,6 +341,7 @@ impl Serving {
                 ctx: ctx.clone(),
                 credentials: self.credentials.clone(),
                 limiter: self.limiter.clone(),
+                daemons: Arc::new(Daemons::new(ctx.clone(), self.credentials.clone())),
             };
             self.dispatchers.spawn(dispatcher.run(filtered_rx));
         }

@@ -11,6 +11,7 @@ pub struct Settings {
     pub persistence: PersistenceSettings,
     pub posting: PostingSettings,
     pub networking: NetworkingSettings,
+    pub background: BackgroundSettings,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -118,6 +119,42 @@ impl Default for NetworkingSettings {
             request_timeout: Some(300.0),
             connect_timeout: None,
             error_backoffs: vec![1.0, 1.0, 2.0, 3.0, 5.0, 8.0, 13.0, 21.0],
+        }
+    }
+}
+
+/// Daemons and timers: how stopping ones are waited for.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default)]
+pub struct BackgroundSettings {
+    /// How often a stopping daemon without a cancellation timeout is checked.
+    pub cancellation_polling: f64,
+    /// How long a daemon may take to exit "instantly" after being signalled.
+    pub instant_exit_timeout: Option<f64>,
+    /// Kopf's alternative: this many event-loop cycles; here, 10 ms each.
+    pub instant_exit_zero_time_cycles: Option<u32>,
+}
+
+impl Default for BackgroundSettings {
+    fn default() -> Self {
+        Self {
+            cancellation_polling: 60.0,
+            instant_exit_timeout: None,
+            instant_exit_zero_time_cycles: Some(10),
+        }
+    }
+}
+
+impl BackgroundSettings {
+    /// The wait for an instant exit, in seconds.
+    pub fn instant_exit(&self) -> f64 {
+        match (
+            self.instant_exit_timeout,
+            self.instant_exit_zero_time_cycles,
+        ) {
+            (Some(timeout), _) => timeout,
+            (None, Some(cycles)) => f64::from(cycles) * 0.01,
+            (None, None) => 0.0,
         }
     }
 }

@@ -147,6 +147,13 @@ impl Hooks for Quiet {
     fn probe(&self) -> BoxFuture<'static, Value> {
         Box::pin(async { Value::Null })
     }
+    fn initial_delay(&self, _: Invocation) -> BoxFuture<'static, f64> {
+        Box::pin(async { 0.0 })
+    }
+    fn daemon_stopping(&self, _: u64, _: u32) {}
+    fn daemon_cancel(&self, _: u64) {}
+    fn daemon_forget(&self, _: u64) {}
+    fn refresh_body(&self, _: &str, _: &Value) {}
 }
 
 fn resource() -> Arc<Resource> {

@@ -14,6 +14,12 @@ from kopf._credentials import (
     login_with_kubeconfig,
     login_with_service_account,
 )
+from kopf._daemons import (
+    AsyncDaemonStopperChecker,
+    DaemonStopped,
+    DaemonStoppingReason,
+    SyncDaemonStopperChecker,
+)
 from kopf._errors import (
     AdmissionError,
     ErrorsMode,
@@ -63,12 +69,13 @@ from kopf._structs import (
     build_object_reference,
     build_owner_reference,
 )
+from kopf.on import daemon, timer
 
 Logger = _stdlogging.Logger | _stdlogging.LoggerAdapter  # type: ignore[type-arg]
 """The type of the ``logger`` kwarg of handlers."""
 
 __all__ = [
-    'on', 'configure', 'LogFormat',
+    'on', 'daemon', 'timer', 'configure', 'LogFormat',
     'login_via_pykube', 'login_via_client', 'login_via_async_client',
     'login_with_kubeconfig', 'login_with_service_account',
     'LoginError', 'ConnectionInfo',
@@ -87,4 +94,5 @@ __all__ = [
     'ObjectReference', 'OwnerReference', 'Memo', 'Patch', 'Diff', 'DiffItem', 'DiffOperation',
     'Resource', 'Logger', 'Reason', 'ObjectLogger', 'LocalObjectLogger',
     'FieldPath', 'FieldSpec', 'HandlerId', 'PatchFn', 'RawEventType',
+    'DaemonStopped', 'DaemonStoppingReason', 'SyncDaemonStopperChecker', 'AsyncDaemonStopperChecker',
 ]

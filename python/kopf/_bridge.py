@@ -11,8 +11,9 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
+from kopf._daemons import AsyncDaemonStopperChecker, DaemonStopper, SyncDaemonStopperChecker
 from kopf._errors import ErrorsMode
-from kopf._execution import execute_once
+from kopf._execution import execute_once, is_async_fn
 from kopf._handlers import Activity, ChangingHandler, OperatorRegistry, Reason, ResourceHandler
 from kopf._kits import cause_body_var
 from kopf._logging import LocalObjectLogger, ObjectLogger, objects_logger
@@ -40,9 +41,12 @@ class Bridge:
         self.registry = registry
         self.changing = list(registry._changing)
         self.watching = list(registry._watching)
+        self.spawning = list(registry._spawning)
         self.settings = settings
         self.memobase = memo
         self.memos: dict[str, Any] = {}
+        self.stoppers: dict[int, DaemonStopper] = {}  # by the core's daemon tokens
+        self.live_bodies: dict[str, dict[str, Any]] = {}  # what long-running daemons see, by object
         self._ready = ready
         self._loop = loop
 
@@ -62,6 +66,8 @@ class Bridge:
         return {
             'changing': [changing(i, h) for i, h in enumerate(self.changing)],
             'watching': [{'index': i, 'id': h.id, **h.filters_for_engine()} for i, h in enumerate(self.watching)],
+            'spawning': [{'index': i, 'id': h.id, **h.filters_for_engine(), **h.spawning_for_engine()}
+                         for i, h in enumerate(self.spawning)],
         }
 
     # -- called by the core -------------------------------------------------------------------
@@ -105,27 +111,66 @@ class Bridge:
 
     def forget(self, key: str) -> None:
         self.memos.pop(key, None)
+        self.live_bodies.pop(key, None)
+
+    def daemon_stopping(self, token: int, reason: int) -> None:
+        self._stopper(token).set(reason)
+
+    def daemon_cancel(self, token: int) -> None:
+        self._stopper(token).cancel()
+
+    def daemon_forget(self, token: int) -> None:
+        self.stoppers.pop(token, None)
+
+    def refresh_body(self, key: str, raw: dict[str, Any]) -> None:
+        live = self.live_bodies.get(key)
+        if live is not None:
+            live.clear()
+            live.update(raw)
+
+    async def initial_delay(self, call: dict[str, Any]) -> float:
+        handler = self.spawning[call['handler']]
+        kwargs, _, _ = self._kwargs(call, handler)
+        assert callable(handler.initial_delay)
+        try:
+            return float(handler.initial_delay(**kwargs))
+        except Exception:
+            engine_logger.exception(f"The initial delay of {handler} has failed; starting with no delay.")
+            return 0.0
 
     async def invoke(self, call: dict[str, Any]) -> dict[str, Any]:
-        watching = call['kind'] == 'watching'
-        handler = (self.watching if watching else self.changing)[call['handler']]
+        handler = self._handler(call)
         kwargs, logger, patch = self._kwargs(call, handler)
         kwargs |= {'param': handler.param}
         cause_body_var.set(kwargs['body'])  # for kopf.adopt() & co without an explicit owner
-        if not watching:
+        if call['kind'] != 'watching':
             started = datetime.datetime.fromisoformat(call['started']) if call['started'] else None
             kwargs |= {'retry': call['retry'], 'started': started,
                        'runtime': datetime.timedelta(seconds=call['runtime'])}
-        outcome = await execute_once(
-            handler=handler, kwargs=kwargs, logger=logger, retry=call['retry'], runtime=call['runtime'],
-            settings=self.settings, default_errors=ErrorsMode.IGNORED if watching else ErrorsMode.TEMPORARY,
-        )
+        stopper = self._stopper(call['daemon']['token']) if call.get('daemon') else None
+        if stopper is not None and stopper.cancelled:
+            return {'final': True, 'cancelled': True}
+        try:
+            if stopper is not None:
+                stopper.task = asyncio.current_task()
+            outcome = await execute_once(
+                handler=handler, kwargs=kwargs, logger=logger, retry=call['retry'], runtime=call['runtime'],
+                settings=self.settings,
+                default_errors=ErrorsMode.IGNORED if call['kind'] == 'watching' else ErrorsMode.TEMPORARY,
+            )
+        except asyncio.CancelledError:
+            if stopper is None or not stopper.cancelled:
+                raise
+            return {'final': True, 'cancelled': True}  # stopped by force, as the core asked
+        finally:
+            if stopper is not None:
+                stopper.task = None
         return outcome.for_engine(dict(patch))
 
     async def check_callbacks(self, calls: list[dict[str, Any]]) -> list[bool]:
         verdicts = []
         for call in calls:
-            handler = (self.watching if call['kind'] == 'watching' else self.changing)[call['handler']]
+            handler = self._handler(call)
             kwargs, _, _ = self._kwargs(call, handler)
             try:
                 verdicts.append(self._callbacks_match(handler, call, kwargs))
@@ -136,6 +181,18 @@ class Bridge:
 
     # -- internals -----------------------------------------------------------------------------
 
+    def _handler(self, call: dict[str, Any]) -> ResourceHandler:
+        handlers: dict[str, list[Any]] = {'changing': self.changing, 'watching': self.watching,
+                                          'spawning': self.spawning}
+        return handlers[call['kind']][call['handler']]  # type: ignore[no-any-return]
+
+    def _stopper(self, token: int) -> DaemonStopper:
+        # The core may raise a flag before the daemon's first call: whoever comes first creates it.
+        stopper = self.stoppers.get(token)
+        if stopper is None:
+            stopper = self.stoppers.setdefault(token, DaemonStopper(self._loop))
+        return stopper
+
     def _memo(self, uid: str | None) -> Any:
         key = uid or ''
         if key not in self.memos:
@@ -144,6 +201,14 @@ class Bridge:
 
     def _kwargs(self, call: dict[str, Any], handler: ResourceHandler) -> tuple[dict[str, Any], Any, Patch]:
         raw = call['body']
+        daemon = call.get('daemon')
+        if daemon is not None:
+            # Daemons see one live body per object, refreshed by the core as the object changes.
+            live = self.live_bodies.setdefault(daemon['key'], raw)
+            if live is not raw:
+                live.clear()
+                live.update(raw)
+            raw = live
         body = Body(raw)
         patch = Patch(body=body)
         watching = call['kind'] == 'watching'
@@ -165,7 +230,13 @@ class Bridge:
         }
         if watching:
             kwargs |= {'type': call['event_type'], 'event': {'type': call['event_type'], 'object': raw}}
-        else:
+        elif daemon is not None:
+            stopper = self._stopper(daemon['token'])
+            if daemon['reason'] and not stopper.is_set():
+                stopper.set(daemon['reason'])
+            checker = AsyncDaemonStopperChecker if is_async_fn(handler.fn) else SyncDaemonStopperChecker
+            kwargs |= {'stopped': checker(stopper)}
+        elif call['kind'] == 'changing':
             kwargs |= {'reason': Reason(call['reason']), 'diff': Diff(call['diff'] or ()),
                        'old': call['old'], 'new': call['new']}
         return kwargs, logger, patch

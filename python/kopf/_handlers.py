@@ -97,14 +97,59 @@ class WatchingHandler(ResourceHandler):
     pass
 
 
+@dataclasses.dataclass(frozen=True)
+class SpawningHandler(ResourceHandler):
+    requires_finalizer: bool | None
+    initial_delay: float | Callable[..., float] | None
+
+    def spawning_for_engine(self) -> dict[str, Any]:
+        """The schedule the core keeps: delays, intervals, cancellation timings."""
+        delay = self.initial_delay
+        return {
+            'initial_delay': None if delay is None or callable(delay) else float(delay),
+            'initial_delay_callable': callable(delay),
+        }
+
+
+@dataclasses.dataclass(frozen=True)
+class DaemonHandler(SpawningHandler):
+    cancellation_backoff: float | None
+    cancellation_timeout: float | None
+    cancellation_polling: float | None
+
+    def __str__(self) -> str:
+        return f"Daemon {self.id!r}"
+
+    def spawning_for_engine(self) -> dict[str, Any]:
+        return {**super().spawning_for_engine(), 'kind': 'daemon',
+                'cancellation_backoff': self.cancellation_backoff,
+                'cancellation_timeout': self.cancellation_timeout,
+                'cancellation_polling': self.cancellation_polling}
+
+
+@dataclasses.dataclass(frozen=True)
+class TimerHandler(SpawningHandler):
+    sharp: bool | None
+    idle: float | None
+    interval: float | None
+
+    def __str__(self) -> str:
+        return f"Timer {self.id!r}"
+
+    def spawning_for_engine(self) -> dict[str, Any]:
+        return {**super().spawning_for_engine(), 'kind': 'timer',
+                'sharp': bool(self.sharp), 'idle': self.idle, 'interval': self.interval}
+
+
 class OperatorRegistry:
-    """All handlers of an operator: activities, change handlers, event watchers."""
+    """All handlers of an operator: activities, change handlers, event watchers, daemons & timers."""
 
     def __init__(self) -> None:
         super().__init__()
         self._activities: list[ActivityHandler] = []
         self._changing: list[ChangingHandler] = []
         self._watching: list[WatchingHandler] = []
+        self._spawning: list[SpawningHandler] = []
 
 
 class SmartOperatorRegistry(OperatorRegistry):

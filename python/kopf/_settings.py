@@ -162,6 +162,11 @@ class OperatorSettings:
                 'reporting_instance': self.posting.reporting_instance,
                 'event_name_prefix': self.posting.event_name_prefix,
             },
+            'background': {
+                'cancellation_polling': self.background.cancellation_polling,
+                'instant_exit_timeout': self.background.instant_exit_timeout,
+                'instant_exit_zero_time_cycles': self.background.instant_exit_zero_time_cycles,
+            },
             'networking': {
                 'request_timeout': self.networking.request_timeout,
                 'connect_timeout': self.networking.connect_timeout,

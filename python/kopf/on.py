@@ -13,9 +13,12 @@ from kopf._handlers import (
     Activity,
     ActivityHandler,
     ChangingHandler,
+    DaemonHandler,
     MetaFilter,
     OperatorRegistry,
     Reason,
+    SpawningHandler,
+    TimerHandler,
     WatchingHandler,
     generate_id,
     get_default_registry,
@@ -244,3 +247,80 @@ def event(
         ))
         return fn
     return decorator
+
+
+def _spawning(selector_args: tuple[ResourceArg, str | Marker | None, str | Marker | None], *,
+              selector_kwargs: dict[str, str | None], id: str | None, field: FieldSpec, value: Any,
+              labels: MetaFilter | None, annotations: MetaFilter | None,
+              registry: OperatorRegistry | None,
+              make: Callable[..., SpawningHandler], **options: Any) -> Callable[[FnT], FnT]:
+    def decorator(fn: FnT) -> FnT:
+        _verify_values(field, value)
+        _verify_filters(labels, annotations)
+        real_registry = registry if registry is not None else get_default_registry()
+        real_field = parse_field(field) or None
+        real_registry._spawning.append(make(
+            fn=fn, id=generate_id(fn=fn, id=id, suffix='.'.join(real_field or [])),
+            selector=Selector(*selector_args, **selector_kwargs), labels=labels, annotations=annotations,
+            field=real_field, value=value, requires_finalizer=True, **options,
+        ))
+        return fn
+    return decorator
+
+
+def daemon(
+        arg1: ResourceArg = None, arg2: str | Marker | None = None, arg3: str | Marker | None = None, /, *,
+        group: str | None = None, version: str | None = None, kind: str | None = None,
+        plural: str | None = None, singular: str | None = None, shortcut: str | None = None,
+        category: str | None = None, id: str | None = None, param: Any | None = None,
+        errors: ErrorsMode | None = None, timeout: float | None = None, retries: int | None = None,
+        backoff: float | None = None, initial_delay: float | Callable[..., float] | None = None,
+        cancellation_backoff: float | None = None, cancellation_timeout: float | None = None,
+        cancellation_polling: float | None = None,
+        labels: MetaFilter | None = None, annotations: MetaFilter | None = None,
+        when: Callable[..., bool] | None = None, field: FieldSpec = None, value: Any | None = None,
+        registry: OperatorRegistry | None = None,
+) -> Callable[[FnT], FnT]:
+    """``@kopf.daemon()``: a function that runs for as long as each matching object exists.
+
+    It gets a ``stopped`` kwarg: truthy when the daemon should exit (the object is deleted,
+    stops matching the filters, or the operator exits). Async daemons are also cancelled
+    after ``cancellation_backoff`` seconds, and abandoned after ``cancellation_timeout`` more.
+    A daemon that returns is not restarted; one that fails is retried as other handlers are.
+    """
+    return _spawning((arg1, arg2, arg3), selector_kwargs=dict(
+        group=group, version=version, kind=kind, plural=plural, singular=singular,
+        shortcut=shortcut, category=category,
+    ), id=id, field=field, value=value, labels=labels, annotations=annotations, registry=registry,
+        make=DaemonHandler, param=param, errors=errors, timeout=timeout, retries=retries,
+        backoff=backoff, when=when, initial_delay=initial_delay,
+        cancellation_backoff=cancellation_backoff, cancellation_timeout=cancellation_timeout,
+        cancellation_polling=cancellation_polling)
+
+
+def timer(
+        arg1: ResourceArg = None, arg2: str | Marker | None = None, arg3: str | Marker | None = None, /, *,
+        group: str | None = None, version: str | None = None, kind: str | None = None,
+        plural: str | None = None, singular: str | None = None, shortcut: str | None = None,
+        category: str | None = None, id: str | None = None, param: Any | None = None,
+        errors: ErrorsMode | None = None, timeout: float | None = None, retries: int | None = None,
+        backoff: float | None = None, interval: float | None = None,
+        initial_delay: float | Callable[..., float] | None = None,
+        sharp: bool | None = None, idle: float | None = None,
+        labels: MetaFilter | None = None, annotations: MetaFilter | None = None,
+        when: Callable[..., bool] | None = None, field: FieldSpec = None, value: Any | None = None,
+        registry: OperatorRegistry | None = None,
+) -> Callable[[FnT], FnT]:
+    """``@kopf.timer()``: a function called every ``interval`` seconds for each matching object.
+
+    With ``idle``, only once the object has not changed for that many seconds;
+    with ``sharp``, on a fixed grid of intervals however long each call takes.
+    Results and ``patch`` are applied to the object after each call.
+    """
+    return _spawning((arg1, arg2, arg3), selector_kwargs=dict(
+        group=group, version=version, kind=kind, plural=plural, singular=singular,
+        shortcut=shortcut, category=category,
+    ), id=id, field=field, value=value, labels=labels, annotations=annotations, registry=registry,
+        make=TimerHandler, param=param, errors=errors, timeout=timeout, retries=retries,
+        backoff=backoff, when=when, initial_delay=initial_delay, sharp=sharp, idle=idle,
+        interval=interval)

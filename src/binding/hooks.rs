@@ -7,7 +7,7 @@ use crate::invoking::{HandlerKind, Hooks, Invocation, Invoked, Level, ObjectRef}
 use crate::progression::Outcome;
 use futures::future::BoxFuture;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList};
+use pyo3::types::{PyDict, PyList, PyTuple};
 use pyo3_async_runtimes::TaskLocals;
 use serde_json::Value;
 use std::sync::Arc;
@@ -82,6 +82,7 @@ fn kind_name(kind: HandlerKind) -> &'static str {
     match kind {
         HandlerKind::Changing => "changing",
         HandlerKind::Watching => "watching",
+        HandlerKind::Spawning => "spawning",
     }
 }
 
@@ -111,7 +112,7 @@ fn diff_list<'py>(py: Python<'py>, diff: &Diff) -> PyResult<Bound<'py, PyList>> 
             crate::diffs::Operation::Change => "change",
             crate::diffs::Operation::Remove => "remove",
         };
-        let field = pyo3::types::PyTuple::new(py, &item.field)?;
+        let field = PyTuple::new(py, &item.field)?;
         let entry = (op, field, to_py(py, &item.old)?, to_py(py, &item.new)?);
         items.append(entry)?;
     }
@@ -139,15 +140,22 @@ fn invocation_dict<'py>(py: Python<'py>, call: &Invocation) -> PyResult<Bound<'p
     dict.set_item("retry", call.retry)?;
     dict.set_item("started", &call.started)?;
     dict.set_item("runtime", call.runtime)?;
+    if let Some(daemon) = &call.daemon {
+        let stopper = PyDict::new(py);
+        stopper.set_item("token", daemon.token)?;
+        stopper.set_item("key", &daemon.key)?;
+        stopper.set_item("reason", daemon.reason)?;
+        dict.set_item("daemon", stopper)?;
+    }
     Ok(dict)
 }
 
 /// The bridge's answer: `{"final", "delay", "result", "exception", "subrefs", "patch"}`.
 fn parse_invoked(py: Python<'_>, answer: &Py<PyAny>) -> PyResult<Invoked> {
-    let answer = answer.bind(py);
+    let answer = answer.bind(py).cast::<PyDict>()?;
+    // Absent and `None` are the same: a cancelled call has only `final` and `cancelled`.
     let get = |key: &str| -> PyResult<Option<Bound<'_, PyAny>>> {
-        let item = answer.get_item(key)?;
-        Ok((!item.is_none()).then_some(item))
+        Ok(answer.get_item(key)?.filter(|item| !item.is_none()))
     };
     let json = |item: Option<Bound<'_, PyAny>>| -> PyResult<Option<Value>> {
         item.map(|i| pythonize::depythonize::<Value>(&i).map_err(PyErr::from))
@@ -155,7 +163,7 @@ fn parse_invoked(py: Python<'_>, answer: &Py<PyAny>) -> PyResult<Invoked> {
     };
     Ok(Invoked {
         outcome: Outcome {
-            final_: answer.get_item("final")?.extract()?,
+            final_: get("final")?.is_some_and(|f| f.is_truthy().unwrap_or(false)),
             delay: get("delay")?.map(|d| d.extract()).transpose()?,
             result: json(get("result")?)?,
             exception: get("exception")?.map(|e| e.extract()).transpose()?,
@@ -165,6 +173,7 @@ fn parse_invoked(py: Python<'_>, answer: &Py<PyAny>) -> PyResult<Invoked> {
                 .unwrap_or_default(),
         },
         patch: json(get("patch")?)?,
+        cancelled: get("cancelled")?.is_some_and(|c| c.is_truthy().unwrap_or(false)),
     })
 }
 
@@ -220,6 +229,7 @@ impl Hooks for PyHooks {
                             ..Default::default()
                         },
                         patch: None,
+                        cancelled: false,
                     }
                 }
             })
@@ -260,8 +270,53 @@ impl Hooks for PyHooks {
     }
 
     fn forget(&self, key: &str) {
+        self.call_sync("forget", |py| (key,).into_pyobject(py));
+    }
+
+    fn initial_delay(&self, invocation: Invocation) -> BoxFuture<'static, f64> {
+        let future = self.call_async("initial_delay", move |py| {
+            Ok(invocation_dict(py, &invocation)?.into_any())
+        });
+        Box::pin(async move {
+            let answer = future.await;
+            Python::attach(|py| match answer.and_then(|a| a.extract::<f64>(py)) {
+                Ok(delay) => delay,
+                Err(error) => {
+                    error.print(py);
+                    0.0
+                }
+            })
+        })
+    }
+
+    fn daemon_stopping(&self, token: u64, reason: u32) {
+        self.call_sync("daemon_stopping", |py| (token, reason).into_pyobject(py));
+    }
+
+    fn daemon_cancel(&self, token: u64) {
+        self.call_sync("daemon_cancel", |py| (token,).into_pyobject(py));
+    }
+
+    fn daemon_forget(&self, token: u64) {
+        self.call_sync("daemon_forget", |py| (token,).into_pyobject(py));
+    }
+
+    fn refresh_body(&self, key: &str, body: &Value) {
+        self.call_sync("refresh_body", |py| {
+            (key, to_py(py, body)?).into_pyobject(py)
+        });
+    }
+}
+
+impl PyHooks {
+    /// Call a plain method of the bridge; its errors are printed (nobody to return them to).
+    fn call_sync(
+        &self,
+        method: &str,
+        args: impl for<'py> FnOnce(Python<'py>) -> PyResult<Bound<'py, PyTuple>>,
+    ) {
         Python::attach(|py| {
-            if let Err(error) = self.bridge.call_method1(py, "forget", (key,)) {
+            if let Err(error) = args(py).and_then(|a| self.bridge.call_method1(py, method, a)) {
                 error.print(py);
             }
         });

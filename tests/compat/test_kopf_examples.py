@@ -39,6 +39,7 @@ class Expectations:
     successes: dict[str, int] | None = None  # None: every handler that succeeded did so once
     failures: dict[str, int] | None = None   # None: no handler failed
     tracebacks: bool = False
+    logged: list[str] = dataclasses.field(default_factory=list)  # lines the example must log
     missing: str | None = None  # a feature our engine does not have yet (the example is expected to fail)
 
 
@@ -58,8 +59,18 @@ EXAMPLES: dict[str, Expectations] = {
     "08-events": Expectations(tracebacks=True, successes={"normal_event_fn": 2}, creation=[], deletion=[]),
     "13-hooks": Expectations(startup=["Served by the background task."], creation=[], deletion=[],
                              successes={"startup_fn_simple": 1, "startup_fn_retried": 1, "cleanup_fn": 1}),
-    "14-daemons": Expectations(missing="daemons (kopf.daemon): issue 4"),
-    "15-timers": Expectations(missing="timers (kopf.timer): issue 4"),
+    "14-daemons": Expectations(
+        creation=["Ping from a sync daemon"], deletion=["Daemon 'background_sync' has exited"],
+        logged=["Daemon 'background_sync' failed temporarily: Simulated failure.",
+                "=> Ping from a sync daemon: field='value', retry=3",
+                "=> Ping from an async daemon: field='value'",
+                "Daemon 'background_async' is signalled to exit by force.",
+                "Daemon 'background_sync' has exited on request and will not be retried or restarted."],
+    ),
+    "15-timers": Expectations(
+        creation=["Ping from a sync timer"], deletion=[],
+        logged=["Ping from a sync timer: field='value'", "Timer 'every_few_seconds_sync' succeeded."],
+    ),
     "16-indexing": Expectations(missing="indices (kopf.index)"),
     "17-admission": Expectations(missing="admission webhooks (kopf.on.validate/mutate, kopf.WebhookServer)"),
     "99-all-at-once": Expectations(
@@ -149,6 +160,8 @@ def test_kopf_example(name: str, kopf_source: Path, example_crd: None, caplog: p
         assert set(succeeded.values()) <= {1}, succeeded
     else:
         assert {k: v for k, v in succeeded.items() if k in expected.successes} == expected.successes
+    for line in expected.logged:
+        assert line in output, line
     failed = collections.Counter(re.findall(
         r"\] Handler '([^']+)' failed (?:permanently|with an exception and will stop)", output))
     assert dict(failed) == (expected.failures or {})

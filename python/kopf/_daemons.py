@@ -1,0 +1,147 @@
+"""The ``stopped`` kwarg of daemons and timers, and its Python-side state.
+
+The core decides when a daemon stops and tells this side by the daemon's token:
+the flag's reasons, a cancellation of its call, and its end (see ``_bridge``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import threading
+from collections.abc import Generator
+from typing import Any
+
+
+class DaemonStoppingReason(enum.Flag):
+    """Why a daemon or timer is asked to stop; several reasons can combine."""
+
+    DONE = enum.auto()
+    """The daemon's task has exited, for whatever reason."""
+    FILTERS_MISMATCH = enum.auto()
+    """The object does not match the handler's filters anymore."""
+    RESOURCE_DELETED = enum.auto()
+    """The object is being deleted."""
+    OPERATOR_PAUSING = enum.auto()
+    """The operator is pausing (peering)."""
+    OPERATOR_EXITING = enum.auto()
+    """The operator is exiting."""
+    DAEMON_SIGNALLED = enum.auto()
+    """The flag is raised and the daemon is waited for."""
+    DAEMON_CANCELLED = enum.auto()
+    """The daemon's asyncio task is cancelled (a thread may still run)."""
+    DAEMON_ABANDONED = enum.auto()
+    """The daemon did not exit in time and is left alone."""
+
+
+class DaemonStopper:
+    """The flag's state (internal): raised by the core, read by the daemon's ``stopped``."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self.reason: DaemonStoppingReason | None = None
+        self.sync_event = threading.Event()
+        self.async_event = asyncio.Event()
+        self.task: asyncio.Task[Any] | None = None
+        self.cancelled = False
+
+    def __repr__(self) -> str:
+        return f'<{self.__class__.__name__}: {self.is_set()}, reason={self.reason}>'
+
+    def is_set(self) -> bool:
+        return self.sync_event.is_set()
+
+    def set(self, bits: int) -> None:
+        """Raise the flag with these reasons; callable from any thread."""
+        self.reason = DaemonStoppingReason(bits) if bits else None
+        self.sync_event.set()
+        if self._in_loop():
+            self.async_event.set()
+        else:
+            self._call_in_loop(self.async_event.set)
+
+    def cancel(self) -> None:
+        """Cancel the daemon's running call (now, or as soon as it starts)."""
+        self.cancelled = True
+        if self.task is not None:
+            self._call_in_loop(self.task.cancel)
+
+    def _call_in_loop(self, fn: Any) -> None:
+        try:
+            self._loop.call_soon_threadsafe(fn)
+        except RuntimeError:
+            pass  # the loop is closed: only abandoned threads are left, and they see `sync_event`
+
+    def _in_loop(self) -> bool:
+        try:
+            return asyncio.get_running_loop() is self._loop
+        except RuntimeError:
+            return False
+
+
+class DaemonStopped:
+    """The ``stopped`` kwarg: truthy once the daemon should exit; ``.reason`` says why.
+
+    Sync daemons get a :class:`SyncDaemonStopperChecker` (``stopped.wait(60)`` blocks),
+    async ones an :class:`AsyncDaemonStopperChecker` (``await stopped.wait(60)``).
+    """
+
+    def __init__(self, stopper: DaemonStopper) -> None:
+        self._stopper = stopper
+
+    def __repr__(self) -> str:
+        return f'<{self.__class__.__name__}: {self.is_set()}, reason={self.reason}>'
+
+    def __bool__(self) -> bool:
+        return self._stopper.is_set()
+
+    def is_set(self) -> bool:
+        """Whether the daemon is asked to stop."""
+        return self._stopper.is_set()
+
+    @property
+    def reason(self) -> DaemonStoppingReason | None:
+        """Why the daemon is asked to stop (``None`` while it is not)."""
+        return self._stopper.reason
+
+    def wait(self, timeout: float | None = None) -> Any:
+        raise NotImplementedError("Use the stopped kwarg of a daemon or a timer to wait.")
+
+    def __await__(self) -> Generator[None, None, Any]:
+        raise NotImplementedError("The stopped kwarg cannot be awaited itself; use `await stopped.wait()`.")
+
+
+class SyncDaemonStopperChecker(DaemonStopped):
+    """``stopped`` for sync daemons: ``wait()`` blocks the thread."""
+
+    def wait(self, timeout: float | None = None) -> SyncDaemonStopperChecker:
+        """Sleep until stopped or for ``timeout`` seconds; returns itself (truthy if stopped)."""
+        self._stopper.sync_event.wait(timeout=timeout)
+        return self
+
+
+class AsyncDaemonStopperChecker(DaemonStopped):
+    """``stopped`` for async daemons: ``await stopped.wait()``."""
+
+    def wait(self, timeout: float | None = None) -> _StoppedPromise:
+        """An awaitable: sleep until stopped or for ``timeout`` seconds; gives this checker back."""
+        return _StoppedPromise(self, timeout=timeout)
+
+
+class _StoppedPromise(DaemonStopped):
+    """What ``AsyncDaemonStopperChecker.wait()`` returns: awaitable once, giving the checker."""
+
+    def __init__(self, checker: AsyncDaemonStopperChecker, *, timeout: float | None) -> None:
+        super().__init__(checker._stopper)
+        self._checker = checker
+        self._timeout = timeout
+
+    def __await__(self) -> Generator[None, None, AsyncDaemonStopperChecker]:
+        return self._wait().__await__()
+
+    async def _wait(self) -> AsyncDaemonStopperChecker:
+        try:
+            await asyncio.wait_for(self._stopper.async_event.wait(), timeout=self._timeout)
+        except TimeoutError:
+            pass
+        return self._checker

@@ -1,0 +1,655 @@
+//! Daemons and timers: for each object and each matching `@kopf.daemon` or
+//! `@kopf.timer`, one tokio task (a runner) that calls the Python function —
+//! once and for long (daemons) or on schedule (timers) — applies its results,
+//! and stops when the object is deleted, stops matching, or the operator exits.
+//! Python is called only when a function actually runs or a stop flag changes.
+
+use crate::applying;
+use crate::credentials::Credentials;
+use crate::handlers::{SpawningHandler, SpawningKind};
+use crate::invoking::{DaemonCall, HandlerKind, Hooks, Invocation, Level, ObjectRef};
+use crate::object_log;
+use crate::patches::Patch;
+use crate::processing::{deliver_result, ResourceContext};
+use crate::progression::format_time;
+use chrono::Utc;
+use serde_json::Value;
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::{watch, Notify};
+use tokio::time::Instant;
+
+/// The bits of `kopf.DaemonStoppingReason`, in Kopf's order.
+pub mod reasons {
+    pub const DONE: u32 = 1;
+    pub const FILTERS_MISMATCH: u32 = 2;
+    pub const RESOURCE_DELETED: u32 = 4;
+    pub const OPERATOR_PAUSING: u32 = 8;
+    pub const OPERATOR_EXITING: u32 = 16;
+    pub const DAEMON_SIGNALLED: u32 = 32;
+    pub const DAEMON_CANCELLED: u32 = 64;
+    pub const DAEMON_ABANDONED: u32 = 128;
+}
+
+/// Tokens are unique across all resources: the Python side keeps one table of stoppers.
+static NEXT_TOKEN: AtomicU64 = AtomicU64::new(1);
+
+/// A daemon's stop flag with its accumulated reasons; mirrored to Python's `stopped` kwarg.
+pub struct Stopper {
+    token: u64,
+    /// The reasons so far and when the flag was first raised.
+    state: Mutex<(u32, Option<Instant>)>,
+    flag: watch::Sender<bool>,
+}
+
+impl Stopper {
+    fn new(token: u64) -> Self {
+        Self {
+            token,
+            state: Mutex::new((0, None)),
+            flag: watch::channel(false).0,
+        }
+    }
+
+    fn set(&self, reason: u32, hooks: &dyn Hooks) {
+        let bits = {
+            let mut state = self.state.lock().expect("not poisoned");
+            state.0 |= reason;
+            state.1.get_or_insert_with(Instant::now);
+            state.0
+        };
+        self.flag.send_replace(true);
+        hooks.daemon_stopping(self.token, bits);
+    }
+
+    fn is_set(&self) -> bool {
+        *self.flag.borrow()
+    }
+
+    fn has(&self, reason: u32) -> bool {
+        self.reason() & reason != 0
+    }
+
+    fn reason(&self) -> u32 {
+        self.state.lock().expect("not poisoned").0
+    }
+
+    /// Seconds since the flag was first raised (zero if it is not).
+    fn age(&self) -> f64 {
+        let when = self.state.lock().expect("not poisoned").1;
+        when.map_or(0.0, |w| w.elapsed().as_secs_f64())
+    }
+
+    /// Sleep for this long unless stopped first; true if slept in full (and not stopped).
+    async fn sleep(&self, seconds: f64) -> bool {
+        if self.is_set() {
+            return false;
+        }
+        if seconds <= 0.0 {
+            return true;
+        }
+        let mut flag = self.flag.subscribe();
+        let duration = Duration::try_from_secs_f64(seconds).unwrap_or(Duration::MAX);
+        let stopped = tokio::time::timeout(duration, flag.wait_for(|stopped| *stopped)).await;
+        stopped.is_err()
+    }
+}
+
+/// A running daemon or timer of one object, as its stoppers see it.
+#[derive(Clone)]
+struct Daemon {
+    handler: Arc<SpawningHandler>,
+    stopper: Arc<Stopper>,
+    exited: watch::Receiver<bool>,
+    /// The object's latest state (for log lines about it).
+    body: watch::Receiver<Arc<Value>>,
+}
+
+impl Daemon {
+    fn object(&self) -> ObjectRef {
+        ObjectRef::of(&self.body.borrow())
+    }
+
+    fn done(&self) -> bool {
+        *self.exited.borrow()
+    }
+
+    /// Wait up to `seconds` for the runner to exit; true if it has.
+    async fn wait_exit(&self, seconds: f64) -> bool {
+        let mut exited = self.exited.clone();
+        let duration = Duration::try_from_secs_f64(seconds.max(0.0)).unwrap_or(Duration::MAX);
+        let waited = tokio::time::timeout(duration, exited.wait_for(|done| *done)).await;
+        drop(waited);
+        self.done()
+    }
+}
+
+#[derive(Default)]
+struct Running {
+    daemons: HashMap<String, Daemon>,
+    /// Handlers that exited on their own: never spawned again for this object.
+    forever_stopped: HashSet<String>,
+}
+
+/// The daemons of one object, and what they share: the live body and the idle clock.
+pub struct ObjectDaemons {
+    key: String,
+    running: Mutex<Running>,
+    body: watch::Sender<Arc<Value>>,
+    /// The last essential change (for `idle=` timers).
+    idle_reset: Mutex<Instant>,
+    /// Wakes the object's worker when a daemon exits (to finish a deletion promptly).
+    pub exited: Notify,
+}
+
+impl ObjectDaemons {
+    /// Take the object's latest state; an essential change restarts the idle clocks.
+    pub fn refresh(&self, body: &Arc<Value>, essential_change: bool, hooks: &dyn Hooks) {
+        self.body.send_replace(body.clone());
+        if essential_change {
+            *self.idle_reset.lock().expect("not poisoned") = Instant::now();
+        }
+        let long_running = (self.running.lock().expect("not poisoned").daemons.values())
+            .any(|d| d.handler.kind == SpawningKind::Daemon);
+        if long_running {
+            hooks.refresh_body(&self.key, body);
+        }
+    }
+
+    pub fn forever_stopped(&self) -> HashSet<String> {
+        self.running
+            .lock()
+            .expect("not poisoned")
+            .forever_stopped
+            .clone()
+    }
+
+    fn snapshot(&self) -> Vec<Daemon> {
+        let running = self.running.lock().expect("not poisoned");
+        running.daemons.values().cloned().collect()
+    }
+}
+
+/// All daemons of one resource's stream (one dispatcher).
+pub struct Daemons {
+    pub ctx: Arc<ResourceContext>,
+    pub credentials: Arc<Credentials>,
+    objects: Mutex<HashMap<String, Arc<ObjectDaemons>>>,
+    /// The operator is exiting: nothing new is spawned.
+    closing: AtomicBool,
+}
+
+impl Daemons {
+    pub fn new(ctx: Arc<ResourceContext>, credentials: Arc<Credentials>) -> Self {
+        Self {
+            ctx,
+            credentials,
+            objects: Mutex::default(),
+            closing: AtomicBool::new(false),
+        }
+    }
+
+    /// The object's daemons (created on first use, with this body as the live one).
+    pub fn object(&self, key: &str, body: &Arc<Value>) -> Arc<ObjectDaemons> {
+        let mut objects = self.objects.lock().expect("not poisoned");
+        objects
+            .entry(key.to_owned())
+            .or_insert_with(|| {
+                Arc::new(ObjectDaemons {
+                    key: key.to_owned(),
+                    running: Mutex::default(),
+                    body: watch::channel(body.clone()).0,
+                    idle_reset: Mutex::new(Instant::now()),
+                    exited: Notify::new(),
+                })
+            })
+            .clone()
+    }
+
+    /// The object is gone from the cluster: stop what may still run, and forget it.
+    pub fn forget(self: &Arc<Self>, key: &str) {
+        let removed = self.objects.lock().expect("not poisoned").remove(key);
+        if let Some(object) = removed {
+            let stoppable = (object.snapshot().into_iter())
+                .filter(|d| !d.stopper.has(reasons::DAEMON_ABANDONED));
+            for daemon in stoppable {
+                let this = self.clone();
+                tokio::spawn(
+                    async move { this.stop_daemon(&daemon, reasons::RESOURCE_DELETED).await },
+                );
+            }
+        }
+    }
+
+    /// Spawn the matching daemons that do not run yet; stop the running ones that do not match.
+    /// The delays until the stopping ones should be checked again.
+    pub async fn spawn_and_match(
+        self: &Arc<Self>,
+        object: &Arc<ObjectDaemons>,
+        matching: &[&SpawningHandler],
+    ) -> Vec<f64> {
+        if !self.closing.load(Ordering::SeqCst) {
+            for handler in matching {
+                self.spawn(object, handler);
+            }
+        }
+        let ids: HashSet<&str> = matching.iter().map(|h| h.id.as_str()).collect();
+        let mismatching: Vec<Daemon> = (object.snapshot().into_iter())
+            .filter(|d| !ids.contains(d.handler.id.as_str()))
+            .collect();
+        self.stop_daemons(&mismatching, reasons::FILTERS_MISMATCH)
+            .await
+    }
+
+    /// The object is being deleted: stop all its daemons, over several cycles if needed.
+    pub async fn stop_for_deletion(&self, object: &ObjectDaemons) -> Vec<f64> {
+        self.stop_daemons(&object.snapshot(), reasons::RESOURCE_DELETED)
+            .await
+    }
+
+    fn spawn(self: &Arc<Self>, object: &Arc<ObjectDaemons>, handler: &SpawningHandler) {
+        let mut running = object.running.lock().expect("not poisoned");
+        if running.daemons.contains_key(&handler.id)
+            || running.forever_stopped.contains(&handler.id)
+        {
+            return;
+        }
+        let token = NEXT_TOKEN.fetch_add(1, Ordering::Relaxed);
+        let (exited_tx, exited_rx) = watch::channel(false);
+        let daemon = Daemon {
+            handler: Arc::new(handler.clone()),
+            stopper: Arc::new(Stopper::new(token)),
+            exited: exited_rx,
+            body: object.body.subscribe(),
+        };
+        running.daemons.insert(handler.id.clone(), daemon.clone());
+        let runner = Runner {
+            daemons: self.clone(),
+            object: object.clone(),
+            handler: daemon.handler,
+            stopper: daemon.stopper,
+            exited: exited_tx,
+        };
+        tokio::spawn(runner.run());
+    }
+
+    /// Kopf's multi-cycle stopping (for deletion and mismatching filters): raise the flag,
+    /// then, as time passes, signal, cancel, and abandon; the delays until the next check.
+    async fn stop_daemons(&self, daemons: &[Daemon], reason: u32) -> Vec<f64> {
+        let hooks = self.ctx.hooks.as_ref();
+        let polling = self.ctx.settings.background.cancellation_polling;
+        let mut delays = Vec::new();
+        for daemon in daemons {
+            let handler = &daemon.handler;
+            let stopper = &daemon.stopper;
+            let age = stopper.age();
+            let (backoff, timeout, polling) = match handler.kind {
+                SpawningKind::Daemon => (
+                    handler.cancellation_backoff,
+                    handler.cancellation_timeout,
+                    handler.cancellation_polling.unwrap_or(polling),
+                ),
+                SpawningKind::Timer => (None, None, polling),
+            };
+            let object = daemon.object();
+            let object = Some(&object);
+            if !stopper.has(reason) {
+                stopper.set(reason, hooks);
+                self.wait_instant_exit(daemon).await;
+            }
+            if daemon.done() {
+                continue;
+            }
+            let title = handler.title();
+            if backoff.is_some_and(|b| age < b) {
+                if !stopper.has(reasons::DAEMON_SIGNALLED) {
+                    stopper.set(reasons::DAEMON_SIGNALLED, hooks);
+                    object_log!(
+                        hooks,
+                        Level::Debug,
+                        object,
+                        "{title} is signalled to exit gracefully."
+                    );
+                    self.wait_instant_exit(daemon).await;
+                }
+                if !daemon.done() {
+                    delays.push(backoff.unwrap_or(0.0) - age);
+                }
+            } else if let Some(timeout) = timeout.filter(|t| age < t + backoff.unwrap_or(0.0)) {
+                if !stopper.has(reasons::DAEMON_CANCELLED) {
+                    stopper.set(reasons::DAEMON_CANCELLED, hooks);
+                    object_log!(
+                        hooks,
+                        Level::Debug,
+                        object,
+                        "{title} is signalled to exit by force."
+                    );
+                    hooks.daemon_cancel(stopper.token);
+                    self.wait_instant_exit(daemon).await;
+                }
+                if !daemon.done() {
+                    delays.push(timeout + backoff.unwrap_or(0.0) - age);
+                }
+            } else if timeout.is_some() {
+                if !stopper.has(reasons::DAEMON_ABANDONED) {
+                    stopper.set(reasons::DAEMON_ABANDONED, hooks);
+                    object_log!(
+                        hooks,
+                        Level::Warning,
+                        object,
+                        "{title} did not exit in time. Leaving it orphaned."
+                    );
+                }
+            } else {
+                object_log!(
+                    hooks,
+                    Level::Debug,
+                    object,
+                    "{title} is still exiting. The next check is in {polling} seconds."
+                );
+                delays.push(polling);
+            }
+        }
+        delays
+    }
+
+    /// Kopf's one-go stopping (for the operator's exit): signal, wait the backoff,
+    /// cancel, wait the timeout, abandon.
+    async fn stop_daemon(&self, daemon: &Daemon, reason: u32) {
+        let hooks = self.ctx.hooks.as_ref();
+        let handler = &daemon.handler;
+        let (backoff, timeout) = match handler.kind {
+            SpawningKind::Daemon => (handler.cancellation_backoff, handler.cancellation_timeout),
+            SpawningKind::Timer => (None, None),
+        };
+        let object = daemon.object();
+        let object = Some(&object);
+        let title = handler.title();
+        daemon.stopper.set(reason, hooks);
+        if self.wait_instant_exit(daemon).await {
+            object_log!(
+                hooks,
+                Level::Debug,
+                object,
+                "{title} has exited gracefully."
+            );
+            return;
+        }
+        if let Some(backoff) = backoff {
+            daemon.stopper.set(reasons::DAEMON_SIGNALLED, hooks);
+            object_log!(
+                hooks,
+                Level::Debug,
+                object,
+                "{title} is signalled to exit gracefully."
+            );
+            if daemon.wait_exit(backoff).await {
+                return;
+            }
+        }
+        if let Some(timeout) = timeout {
+            daemon.stopper.set(reasons::DAEMON_CANCELLED, hooks);
+            object_log!(
+                hooks,
+                Level::Debug,
+                object,
+                "{title} is signalled to exit by force."
+            );
+            hooks.daemon_cancel(daemon.stopper.token);
+            if daemon.wait_exit(timeout).await {
+                return;
+            }
+        }
+        daemon.stopper.set(reasons::DAEMON_ABANDONED, hooks);
+        object_log!(
+            hooks,
+            Level::Warning,
+            object,
+            "{title} did not exit in time. Leaving it orphaned."
+        );
+    }
+
+    async fn wait_instant_exit(&self, daemon: &Daemon) -> bool {
+        daemon
+            .wait_exit(self.ctx.settings.background.instant_exit())
+            .await
+    }
+
+    /// The operator exits: stop all daemons of all objects at once, each in Kopf's one-go way.
+    pub async fn stop_all(&self) {
+        self.closing.store(true, Ordering::SeqCst);
+        let objects: Vec<Arc<ObjectDaemons>> = (self.objects.lock().expect("not poisoned"))
+            .values()
+            .cloned()
+            .collect();
+        let daemons = objects.iter().flat_map(|o| o.snapshot());
+        let stopping = daemons.map(|daemon| async move {
+            self.stop_daemon(&daemon, reasons::OPERATOR_EXITING).await
+        });
+        futures::future::join_all(stopping).await;
+    }
+}
+
+/// One daemon or timer of one object, from its spawning to its exit.
+struct Runner {
+    daemons: Arc<Daemons>,
+    object: Arc<ObjectDaemons>,
+    handler: Arc<SpawningHandler>,
+    stopper: Arc<Stopper>,
+    exited: watch::Sender<bool>,
+}
+
+/// A call's in-memory progress: retries and the first attempt's time (as in Kopf, not persisted).
+struct Attempts {
+    retry: u64,
+    started: chrono::DateTime<Utc>,
+}
+
+impl Attempts {
+    fn new() -> Self {
+        Self {
+            retry: 0,
+            started: Utc::now(),
+        }
+    }
+}
+
+impl Runner {
+    fn hooks(&self) -> &dyn Hooks {
+        self.daemons.ctx.hooks.as_ref()
+    }
+
+    fn body(&self) -> Arc<Value> {
+        self.object.body.borrow().clone()
+    }
+
+    fn invocation(&self, attempts: &Attempts) -> Invocation {
+        let now = Utc::now();
+        Invocation {
+            kind: HandlerKind::Spawning,
+            handler: self.handler.index,
+            resource: self.daemons.ctx.resource.clone(),
+            body: self.body(),
+            event_type: None,
+            reason: None,
+            old: None,
+            new: None,
+            diff: None,
+            retry: attempts.retry,
+            started: Some(format_time(attempts.started)),
+            runtime: (now - attempts.started).num_microseconds().unwrap_or(0) as f64 / 1e6,
+            daemon: Some(DaemonCall {
+                token: self.stopper.token,
+                key: self.object.key.clone(),
+                reason: self.stopper.reason(),
+            }),
+        }
+    }
+
+    async fn run(self) {
+        if self.initial_delay().await {
+            match self.handler.kind {
+                SpawningKind::Daemon => self.run_daemon().await,
+                SpawningKind::Timer => self.run_timer().await,
+            }
+        }
+        self.finish();
+    }
+
+    /// Sleep the initial delay; false if stopped meanwhile.
+    async fn initial_delay(&self) -> bool {
+        let delay = if self.handler.initial_delay_callable {
+            let call = self.invocation(&Attempts::new());
+            Some(self.hooks().initial_delay(call).await)
+        } else {
+            self.handler.initial_delay
+        };
+        match delay {
+            Some(delay) => self.stopper.sleep(delay).await,
+            None => !self.stopper.is_set(),
+        }
+    }
+
+    /// Call the function once; apply its results; `None` if the call was cancelled.
+    async fn call(&self, attempts: &mut Attempts) -> Option<crate::progression::Outcome> {
+        let invoked = self.hooks().invoke(self.invocation(attempts)).await;
+        if invoked.cancelled {
+            return None;
+        }
+        let mut patch = Patch::default();
+        if let Some(handler_patch) = &invoked.patch {
+            patch.merge_from(handler_patch);
+        }
+        deliver_result(&self.handler.id, &invoked.outcome, &mut patch);
+        self.apply(patch).await;
+        if invoked.outcome.final_ {
+            *attempts = Attempts::new();
+        } else {
+            attempts.retry += 1;
+        }
+        Some(invoked.outcome)
+    }
+
+    async fn apply(&self, patch: Patch) {
+        if patch.is_empty() {
+            return;
+        }
+        let ctx = &self.daemons.ctx;
+        let body = self.body();
+        let result = applying::apply(
+            &self.daemons.credentials,
+            self.hooks(),
+            &ctx.resource,
+            &body,
+            patch,
+            &ctx.settings.persistence.finalizer,
+        )
+        .await;
+        if let Err(error) = result {
+            object_log!(
+                self.hooks(),
+                Level::Error,
+                Some(&ObjectRef::of(&body)),
+                "Patching by {} failed: {}",
+                self.handler.title(),
+                crate::errors::chain(&error)
+            );
+        }
+    }
+
+    /// Kopf's daemons: call until done (retrying errors as configured) or stopped.
+    async fn run_daemon(&self) {
+        let mut attempts = Attempts::new();
+        while !self.stopper.is_set() {
+            let Some(outcome) = self.call(&mut attempts).await else {
+                return; // cancelled: the stopper has logged why
+            };
+            if outcome.final_ {
+                break;
+            }
+            self.stopper.sleep(outcome.delay.unwrap_or(0.0)).await;
+        }
+        let object = ObjectRef::of(&self.body());
+        let title = self.handler.title();
+        if self.stopper.is_set() {
+            object_log!(
+                self.hooks(),
+                Level::Debug,
+                Some(&object),
+                "{title} has exited on request and will not be retried or restarted."
+            );
+        } else {
+            object_log!(
+                self.hooks(),
+                Level::Debug,
+                Some(&object),
+                "{title} has exited on its own and will not be retried or restarted."
+            );
+        }
+    }
+
+    /// Kopf's timers: wait for idleness, call, then sleep the interval (or the error's delay).
+    async fn run_timer(&self) {
+        let handler = &self.handler;
+        let mut attempts = Attempts::new();
+        while !self.stopper.is_set() {
+            if let Some(idle) = handler.idle {
+                loop {
+                    let reset = *self.object.idle_reset.lock().expect("not poisoned");
+                    let left = idle - reset.elapsed().as_secs_f64();
+                    if left <= 0.0 || !self.stopper.sleep(left).await {
+                        break;
+                    }
+                }
+                if self.stopper.is_set() {
+                    break;
+                }
+            }
+            let started = Instant::now();
+            let Some(outcome) = self.call(&mut attempts).await else {
+                return;
+            };
+            if !outcome.final_ {
+                self.stopper.sleep(outcome.delay.unwrap_or(0.0)).await;
+            } else if let Some(interval) = handler.interval.filter(|_| handler.sharp) {
+                // Stay on the grid of intervals from the call's start, however long it took.
+                let passed = started.elapsed().as_secs_f64();
+                self.stopper.sleep(interval - passed % interval).await;
+            } else if let Some(interval) = handler.interval {
+                self.stopper.sleep(interval).await;
+            } else if let Some(idle) = handler.idle {
+                // Idle-only: wait for a change (the idle clock restarting) and the idleness after it.
+                while *self.object.idle_reset.lock().expect("not poisoned") <= started {
+                    if !self.stopper.sleep(idle).await {
+                        break;
+                    }
+                }
+            } else {
+                break; // neither interval nor idle: a one-shot timer
+            }
+        }
+    }
+
+    /// The runner ends: forget the daemon, remember if it finished for good, wake the worker.
+    fn finish(&self) {
+        let hooks = self.hooks();
+        let on_its_own = !self.stopper.is_set();
+        {
+            let mut running = self.object.running.lock().expect("not poisoned");
+            let ours = (running.daemons.get(&self.handler.id))
+                .is_some_and(|d| Arc::ptr_eq(&d.stopper, &self.stopper));
+            if ours {
+                running.daemons.remove(&self.handler.id);
+            }
+            if on_its_own {
+                running.forever_stopped.insert(self.handler.id.clone());
+            }
+        }
+        self.exited.send_replace(true);
+        self.stopper.set(reasons::DONE, hooks);
+        hooks.daemon_forget(self.stopper.token);
+        self.object.exited.notify_one();
+    }
+}
