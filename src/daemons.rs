@@ -271,6 +271,7 @@ impl Daemons {
             handler: daemon.handler,
             stopper: daemon.stopper,
             exited: exited_tx,
+            last_body: Mutex::default(),
         };
         tokio::spawn(runner.run());
     }
@@ -439,6 +440,8 @@ struct Runner {
     handler: Arc<SpawningHandler>,
     stopper: Arc<Stopper>,
     exited: watch::Sender<bool>,
+    /// The body of the previous call: an unchanged one is not converted for Python again.
+    last_body: Mutex<Option<Arc<Value>>>,
 }
 
 /// A call's in-memory progress: retries and the first attempt's time (as in Kopf, not persisted).
@@ -467,11 +470,18 @@ impl Runner {
 
     fn invocation(&self, attempts: &Attempts) -> Invocation {
         let now = Utc::now();
+        let body = self.body();
+        let previous = self
+            .last_body
+            .lock()
+            .expect("not poisoned")
+            .replace(body.clone());
+        let fresh = !previous.is_some_and(|p| Arc::ptr_eq(&p, &body));
         Invocation {
             kind: HandlerKind::Spawning,
             handler: self.handler.index,
             resource: self.daemons.ctx.resource.clone(),
-            body: self.body(),
+            body,
             event_type: None,
             reason: None,
             old: None,
@@ -484,6 +494,7 @@ impl Runner {
                 token: self.stopper.token,
                 key: self.object.key.clone(),
                 reason: self.stopper.reason(),
+                fresh,
             }),
         }
     }

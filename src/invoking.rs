@@ -60,6 +60,8 @@ pub struct DaemonCall {
     pub key: String,
     /// The stopping reasons set so far (bits of `kopf.DaemonStoppingReason`).
     pub reason: u32,
+    /// The body differs from the one this daemon's previous call had (else it is not sent).
+    pub fresh: bool,
 }
 
 /// Everything a handler call needs that the core knows.

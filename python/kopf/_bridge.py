@@ -46,9 +46,12 @@ class Bridge:
         self.memobase = memo
         self.memos: dict[str, Any] = {}
         self.stoppers: dict[int, DaemonStopper] = {}  # by the core's daemon tokens
-        self.live_bodies: dict[str, dict[str, Any]] = {}  # what long-running daemons see, by object
+        self.live_bodies: dict[str, dict[str, Any]] = {}  # what daemons & timers see, by object
+        self.live_users: dict[str, int] = {}  # how many daemons & timers use each live body
         self._ready = ready
         self._loop = loop
+        self._queue: Any = None
+        self._serving: set[asyncio.Task[None]] = set()
 
     def spec(self) -> dict[str, Any]:
         """The handlers as the core needs them (their positions identify them in calls back)."""
@@ -69,6 +72,33 @@ class Bridge:
             'spawning': [{'index': i, 'id': h.id, **h.filters_for_engine(), **h.spawning_for_engine()}
                          for i, h in enumerate(self.spawning)],
         }
+
+    # -- the core's calls: queued by the core, served on this loop ------------------------------
+
+    def attach(self, queue: Any) -> None:
+        """Serve the core's calls (``kopf._engine.CallQueue``) whenever its socket is readable."""
+        self._queue = queue
+        self._loop.add_reader(queue.fileno(), self._drain)
+
+    def detach(self) -> None:
+        if self._queue is not None:
+            self._loop.remove_reader(self._queue.fileno())
+
+    def _drain(self) -> None:
+        for call_id, method, argument in self._queue.take():
+            task = self._loop.create_task(self._serve(call_id, getattr(self, method), argument))
+            self._serving.add(task)
+            task.add_done_callback(self._serving.discard)
+
+    async def _serve(self, call_id: int, method: Any, argument: Any) -> None:
+        try:
+            result = await method(argument)
+        except BaseException as e:
+            self._queue.fail(call_id, e)
+            if not isinstance(e, Exception | asyncio.CancelledError):
+                raise
+        else:
+            self._queue.complete(call_id, result)
 
     # -- called by the core -------------------------------------------------------------------
 
@@ -111,7 +141,6 @@ class Bridge:
 
     def forget(self, key: str) -> None:
         self.memos.pop(key, None)
-        self.live_bodies.pop(key, None)
 
     def daemon_stopping(self, token: int, reason: int) -> None:
         self._stopper(token).set(reason)
@@ -120,7 +149,11 @@ class Bridge:
         self._stopper(token).cancel()
 
     def daemon_forget(self, token: int) -> None:
-        self.stoppers.pop(token, None)
+        stopper = self.stoppers.pop(token, None)
+        if stopper is not None and stopper.key is not None:
+            self.live_users[stopper.key] -= 1
+            if not self.live_users[stopper.key]:
+                del self.live_users[stopper.key], self.live_bodies[stopper.key]
 
     def refresh_body(self, key: str, raw: dict[str, Any]) -> None:
         live = self.live_bodies.get(key)
@@ -193,6 +226,22 @@ class Bridge:
             stopper = self.stoppers.setdefault(token, DaemonStopper(self._loop))
         return stopper
 
+    def _live_body(self, daemon: dict[str, Any], raw: dict[str, Any] | None) -> dict[str, Any]:
+        """Daemons and timers see one live body per object, updated in place as it changes;
+        the core sends a body only when it has changed since the daemon's previous call."""
+        key = daemon['key']
+        stopper = self._stopper(daemon['token'])
+        if stopper.key is None:
+            stopper.key = key
+            self.live_users[key] = self.live_users.get(key, 0) + 1
+        live = self.live_bodies.get(key)
+        if live is None:
+            live = self.live_bodies[key] = raw if raw is not None else {}
+        elif raw is not None and raw is not live:
+            live.clear()
+            live.update(raw)
+        return live
+
     def _memo(self, uid: str | None) -> Any:
         key = uid or ''
         if key not in self.memos:
@@ -203,12 +252,7 @@ class Bridge:
         raw = call['body']
         daemon = call.get('daemon')
         if daemon is not None:
-            # Daemons see one live body per object, refreshed by the core as the object changes.
-            live = self.live_bodies.setdefault(daemon['key'], raw)
-            if live is not raw:
-                live.clear()
-                live.update(raw)
-            raw = live
+            raw = self._live_body(daemon, raw)
         body = Body(raw)
         patch = Patch(body=body)
         watching = call['kind'] == 'watching'

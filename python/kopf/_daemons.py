@@ -44,6 +44,7 @@ class DaemonStopper:
         self.async_event = asyncio.Event()
         self.task: asyncio.Task[Any] | None = None
         self.cancelled = False
+        self.key: str | None = None  # the object whose live body the daemon uses
 
     def __repr__(self) -> str:
         return f'<{self.__class__.__name__}: {self.is_set()}, reason={self.reason}>'

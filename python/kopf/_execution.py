@@ -76,7 +76,8 @@ async def execute_once(*, handler: Any, kwargs: dict[str, Any], logger: logging.
     backoff = handler.backoff if handler.backoff is not None else settings.execution.default_backoff
     timeout, retries = handler.timeout, handler.retries
     try:
-        logger.debug(f"{handler} is invoked.")
+        if logger.isEnabledFor(logging.DEBUG):  # spare the formatting: timers call this often
+            logger.debug(f"{handler} is invoked.")
         if timeout is not None and runtime >= timeout:
             raise HandlerTimeoutError(f"{handler} has timed out after {_timedelta_text(runtime)}.")
         if retries is not None and retry >= retries:

@@ -190,6 +190,7 @@ async def operator(
     watchers = [asyncio.create_task(_wait_flag(stop_flag), name='stop-flag')] if stop_flag is not None else []
 
     engine_task: asyncio.Task[None] | None = None
+    bridge: Bridge | None = None
     try:
         await run_activity(registry=registry, settings=settings, activity=Activity.STARTUP, memo=memo)
         connection = await authenticate(registry=registry, settings=settings, memo=memo)
@@ -221,6 +222,8 @@ async def operator(
         engine.stop()
         if engine_task is not None and not engine_task.done():
             await asyncio.wait({engine_task}, timeout=settings.process.ultimate_exiting_timeout)
+        if bridge is not None:
+            bridge.detach()
         for task in watchers:
             task.cancel()
         _uninstall_signals(loop)

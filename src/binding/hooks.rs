@@ -1,6 +1,8 @@
-//! [`Hooks`] implemented by a Python object (`kopf._core.bridge.Bridge`): handler calls
-//! become coroutines on the operator's loop; log lines go to Python's `logging`.
+//! [`Hooks`] implemented by a Python object (`kopf._bridge.Bridge`): handler calls
+//! become coroutines on the operator's loop (queued, see `calls`); log lines go to
+//! Python's `logging`.
 
+use super::calls::{Calls, Closed};
 use crate::connection::ConnectionInfo;
 use crate::diffs::Diff;
 use crate::invoking::{HandlerKind, Hooks, Invocation, Invoked, Level, ObjectRef};
@@ -8,73 +10,85 @@ use crate::progression::Outcome;
 use futures::future::BoxFuture;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
-use pyo3_async_runtimes::TaskLocals;
 use serde_json::Value;
 use std::sync::Arc;
 
 pub struct PyHooks {
     bridge: Py<PyAny>,
-    locals: Arc<TaskLocals>,
+    calls: Calls,
     /// The effective level of the `kopf.objects` logger, read once at start.
     level: u8,
 }
 
 impl PyHooks {
-    pub fn new(py: Python<'_>, bridge: Py<PyAny>, locals: TaskLocals) -> PyResult<Self> {
+    pub fn new(py: Python<'_>, bridge: Py<PyAny>, calls: Calls) -> PyResult<Self> {
         let level: u8 = bridge.call_method0(py, "log_level")?.extract(py)?;
         Ok(Self {
             bridge,
-            locals: Arc::new(locals),
+            calls,
             level,
         })
     }
 
-    /// Call a coroutine method of the bridge on the loop and await its result here.
-    fn call_async(
+    /// Call a coroutine method of the bridge on the operator's loop; `parse` its result there.
+    /// If it raises or cannot be parsed (the error is printed), or the loop has stopped
+    /// serving, the result is `fallback(the error's text)`.
+    fn call<T: Send + 'static>(
         &self,
         method: &'static str,
-        arg: impl FnOnce(Python<'_>) -> PyResult<Bound<'_, PyAny>> + Send + 'static,
-    ) -> BoxFuture<'static, PyResult<Py<PyAny>>> {
-        let scheduled = Python::attach(|py| {
-            let argument = arg(py)?;
-            let coroutine = self.bridge.call_method1(py, method, (argument,))?;
-            pyo3_async_runtimes::into_future_with_locals(&self.locals, coroutine.into_bound(py))
+        arg: impl for<'py> FnOnce(Python<'py>) -> PyResult<Bound<'py, PyAny>> + Send + 'static,
+        parse: impl for<'py> FnOnce(Python<'py>, Bound<'py, PyAny>) -> PyResult<T> + Send + 'static,
+        fallback: impl Fn(String) -> T + Send + Sync + 'static,
+    ) -> BoxFuture<'static, T> {
+        let fallback = Arc::new(fallback);
+        let on_error = fallback.clone();
+        let answer = self.calls.call(method, arg, move |py, result| {
+            match result.and_then(|r| parse(py, r)) {
+                Ok(value) => value,
+                Err(error) => {
+                    let message = error.to_string();
+                    error.print(py);
+                    on_error(message)
+                }
+            }
         });
-        Box::pin(async move { scheduled?.await })
+        Box::pin(async move {
+            answer
+                .await
+                .unwrap_or_else(|Closed| fallback("the operator's loop has stopped".into()))
+        })
     }
-}
 
-impl PyHooks {
     /// Run the login handlers again (`Bridge.relogin()`): the connection for a renewed client.
     pub fn relogin(&self) -> BoxFuture<'static, Result<ConnectionInfo, String>> {
-        let future = self.call_async("relogin", |py| Ok(py.None().into_bound(py)));
-        Box::pin(async move {
-            let answer = future.await;
-            Python::attach(|py| {
-                let text: String = answer
-                    .and_then(|a| a.extract(py))
-                    .map_err(|e| e.to_string())?;
-                serde_json::from_str(&text).map_err(|e| format!("invalid connection info: {e}"))
-            })
-        })
+        self.call(
+            "relogin",
+            |py| Ok(py.None().into_bound(py)),
+            |_, answer| {
+                let text: String = answer.extract()?;
+                Ok(
+                    serde_json::from_str(&text)
+                        .map_err(|e| format!("invalid connection info: {e}")),
+                )
+            },
+            Err,
+        )
     }
-}
 
-/// A list of booleans from Python; on an error (printed), `false` for all `count` of them.
-fn verdicts(
-    future: BoxFuture<'static, PyResult<Py<PyAny>>>,
-    count: usize,
-) -> BoxFuture<'static, Vec<bool>> {
-    Box::pin(async move {
-        let answer = future.await;
-        Python::attach(|py| match answer.and_then(|a| a.extract::<Vec<bool>>(py)) {
-            Ok(verdicts) => verdicts,
-            Err(error) => {
-                error.print(py);
-                vec![false; count]
-            }
-        })
-    })
+    /// A list of booleans from Python; on an error, `false` for all `count` of them.
+    fn verdicts(
+        &self,
+        method: &'static str,
+        count: usize,
+        arg: impl for<'py> FnOnce(Python<'py>) -> PyResult<Bound<'py, PyAny>> + Send + 'static,
+    ) -> BoxFuture<'static, Vec<bool>> {
+        self.call(
+            method,
+            arg,
+            |_, answer| answer.extract(),
+            move |_| vec![false; count],
+        )
+    }
 }
 
 /// The kind's name, as the Python side calls it.
@@ -128,7 +142,12 @@ fn invocation_dict<'py>(py: Python<'py>, call: &Invocation) -> PyResult<Bound<'p
         "resource",
         pythonize::pythonize(py, call.resource.as_ref())?,
     )?;
-    dict.set_item("body", to_py(py, &call.body)?)?;
+    // A daemon's unchanged body is not sent again: the Python side keeps the live one.
+    if call.daemon.as_ref().is_none_or(|d| d.fresh) {
+        dict.set_item("body", to_py(py, &call.body)?)?;
+    } else {
+        dict.set_item("body", py.None())?;
+    }
     dict.set_item("event_type", &call.event_type)?;
     dict.set_item("reason", &call.reason)?;
     dict.set_item("old", call.old.as_ref().map(|v| to_py(py, v)).transpose()?)?;
@@ -145,14 +164,15 @@ fn invocation_dict<'py>(py: Python<'py>, call: &Invocation) -> PyResult<Bound<'p
         stopper.set_item("token", daemon.token)?;
         stopper.set_item("key", &daemon.key)?;
         stopper.set_item("reason", daemon.reason)?;
+        stopper.set_item("fresh", daemon.fresh)?;
         dict.set_item("daemon", stopper)?;
     }
     Ok(dict)
 }
 
 /// The bridge's answer: `{"final", "delay", "result", "exception", "subrefs", "patch"}`.
-fn parse_invoked(py: Python<'_>, answer: &Py<PyAny>) -> PyResult<Invoked> {
-    let answer = answer.bind(py).cast::<PyDict>()?;
+fn parse_invoked(answer: &Bound<'_, PyAny>) -> PyResult<Invoked> {
+    let answer = answer.cast::<PyDict>()?;
     // Absent and `None` are the same: a cancelled call has only `final` and `cancelled`.
     let get = |key: &str| -> PyResult<Option<Bound<'_, PyAny>>> {
         Ok(answer.get_item(key)?.filter(|item| !item.is_none()))
@@ -198,42 +218,32 @@ impl Hooks for PyHooks {
     }
 
     fn check_callbacks(&self, invocations: Vec<Invocation>) -> BoxFuture<'static, Vec<bool>> {
-        let count = invocations.len();
-        let future = self.call_async("check_callbacks", move |py| {
+        self.verdicts("check_callbacks", invocations.len(), move |py| {
             let list = PyList::empty(py);
             for call in &invocations {
                 list.append(invocation_dict(py, call)?)?;
             }
             Ok(list.into_any())
-        });
-        verdicts(future, count)
+        })
     }
 
     fn invoke(&self, invocation: Invocation) -> BoxFuture<'static, Invoked> {
-        let future = self.call_async("invoke", move |py| {
-            Ok(invocation_dict(py, &invocation)?.into_any())
-        });
-        Box::pin(async move {
-            let answer = future.await;
-            Python::attach(|py| match answer.and_then(|a| parse_invoked(py, &a)) {
-                Ok(invoked) => invoked,
-                Err(error) => {
-                    // A failure of the bridge itself (not of the handler): retry later.
-                    let message = error.to_string();
-                    error.print(py);
-                    Invoked {
-                        outcome: Outcome {
-                            final_: false,
-                            delay: Some(60.0),
-                            exception: Some(message),
-                            ..Default::default()
-                        },
-                        patch: None,
-                        cancelled: false,
-                    }
-                }
-            })
-        })
+        self.call(
+            "invoke",
+            move |py| Ok(invocation_dict(py, &invocation)?.into_any()),
+            |_, answer| parse_invoked(&answer),
+            // A failure of the bridge itself (not of the handler): retry later.
+            |message| Invoked {
+                outcome: Outcome {
+                    final_: false,
+                    delay: Some(60.0),
+                    exception: Some(message),
+                    ..Default::default()
+                },
+                patch: None,
+                cancelled: false,
+            },
+        )
     }
 
     fn select_resources(
@@ -242,31 +252,22 @@ impl Hooks for PyHooks {
         handler: usize,
         resources: Vec<crate::resources::Resource>,
     ) -> BoxFuture<'static, Vec<bool>> {
-        let count = resources.len();
-        let future = self.call_async("select_resources", move |py| {
+        self.verdicts("select_resources", resources.len(), move |py| {
             let request = PyDict::new(py);
             request.set_item("kind", kind_name(kind))?;
             request.set_item("handler", handler)?;
             request.set_item("resources", pythonize::pythonize(py, &resources)?)?;
             Ok(request.into_any())
-        });
-        verdicts(future, count)
+        })
     }
 
     fn probe(&self) -> BoxFuture<'static, Value> {
-        let future = self.call_async("probe", |py| Ok(py.None().into_bound(py)));
-        Box::pin(async move {
-            let answer = future.await;
-            Python::attach(|py| {
-                match answer.and_then(|a| Ok(pythonize::depythonize::<Value>(a.bind(py))?)) {
-                    Ok(value) => value,
-                    Err(error) => {
-                        error.print(py);
-                        Value::Object(Default::default())
-                    }
-                }
-            })
-        })
+        self.call(
+            "probe",
+            |py| Ok(py.None().into_bound(py)),
+            |_, answer| Ok(pythonize::depythonize::<Value>(&answer)?),
+            |_| Value::Object(Default::default()),
+        )
     }
 
     fn forget(&self, key: &str) {
@@ -274,19 +275,12 @@ impl Hooks for PyHooks {
     }
 
     fn initial_delay(&self, invocation: Invocation) -> BoxFuture<'static, f64> {
-        let future = self.call_async("initial_delay", move |py| {
-            Ok(invocation_dict(py, &invocation)?.into_any())
-        });
-        Box::pin(async move {
-            let answer = future.await;
-            Python::attach(|py| match answer.and_then(|a| a.extract::<f64>(py)) {
-                Ok(delay) => delay,
-                Err(error) => {
-                    error.print(py);
-                    0.0
-                }
-            })
-        })
+        self.call(
+            "initial_delay",
+            move |py| Ok(invocation_dict(py, &invocation)?.into_any()),
+            |_, answer| answer.extract(),
+            |_| 0.0,
+        )
     }
 
     fn daemon_stopping(&self, token: u64, reason: u32) {

@@ -1,5 +1,6 @@
 //! `kopf._engine.Operator`: runs the core for a Python-side operator and stops it on request.
 
+use super::calls::Calls;
 use super::hooks::PyHooks;
 use crate::connection::{self, ConnectionInfo};
 use crate::credentials::{Credentials, Login};
@@ -44,9 +45,11 @@ impl Operator {
             .map_err(|e| PyValueError::new_err(format!("invalid operator spec: {e}")))?;
         let info: ConnectionInfo = serde_json::from_str(connection)
             .map_err(|e| PyValueError::new_err(format!("invalid connection info: {e}")))?;
-        let locals = pyo3_async_runtimes::tokio::get_current_locals(py)?;
+        let calls = Calls::new()
+            .map_err(|e| PyRuntimeError::new_err(format!("cannot create the call queue: {e}")))?;
+        bridge.call_method1(py, "attach", (calls.queue(),))?;
         let ready_bridge = bridge.clone_ref(py);
-        let hooks = Arc::new(PyHooks::new(py, bridge, locals)?);
+        let hooks = Arc::new(PyHooks::new(py, bridge, calls)?);
         let stop = self.stop.subscribe();
         let events = self
             .pending

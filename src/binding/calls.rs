@@ -1,0 +1,150 @@
+//! Calls from the core into the operator's asyncio loop without taking the GIL on the
+//! core's threads: a call is queued with its argument builder and its result parser,
+//! the loop is woken through a socket (once per batch), and the loop's own thread
+//! builds the arguments, runs the coroutines, and parses their results — all while it
+//! holds the GIL anyway. Tokio threads only push to a queue and await a channel.
+
+use futures::future::BoxFuture;
+use pyo3::prelude::*;
+use pyo3::types::PyList;
+use std::collections::HashMap;
+use std::io::Write;
+use std::os::fd::AsRawFd;
+use std::os::unix::net::UnixStream;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use tokio::sync::oneshot;
+
+type Argument = Box<dyn for<'py> FnOnce(Python<'py>) -> PyResult<Bound<'py, PyAny>> + Send>;
+type Completion = Box<dyn for<'py> FnOnce(Python<'py>, PyResult<Bound<'py, PyAny>>) + Send>;
+
+/// The call could not be made or answered: the operator's loop has stopped serving.
+#[derive(Debug)]
+pub struct Closed;
+
+struct Shared {
+    ready: Mutex<Vec<(u64, &'static str, Argument)>>,
+    waiting: Mutex<HashMap<u64, Completion>>,
+    next_id: AtomicU64,
+    /// A wake-up byte is in the socket and not consumed yet: no need for another.
+    woken: AtomicBool,
+    sender: UnixStream,
+    receiver: UnixStream,
+}
+
+/// The core's side: queue calls.
+#[derive(Clone)]
+pub struct Calls {
+    shared: Arc<Shared>,
+}
+
+impl Calls {
+    pub fn new() -> std::io::Result<Self> {
+        let (sender, receiver) = UnixStream::pair()?;
+        sender.set_nonblocking(true)?;
+        receiver.set_nonblocking(true)?;
+        Ok(Self {
+            shared: Arc::new(Shared {
+                ready: Mutex::default(),
+                waiting: Mutex::default(),
+                next_id: AtomicU64::new(1),
+                woken: AtomicBool::new(false),
+                sender,
+                receiver,
+            }),
+        })
+    }
+
+    /// Call `bridge.<method>(argument)` (a coroutine) on the loop; `parse` turns its result
+    /// (or exception) into `T` on the loop's thread.
+    pub fn call<T: Send + 'static>(
+        &self,
+        method: &'static str,
+        argument: impl for<'py> FnOnce(Python<'py>) -> PyResult<Bound<'py, PyAny>> + Send + 'static,
+        parse: impl for<'py> FnOnce(Python<'py>, PyResult<Bound<'py, PyAny>>) -> T + Send + 'static,
+    ) -> BoxFuture<'static, Result<T, Closed>> {
+        let (tx, rx) = oneshot::channel();
+        let completion: Completion = Box::new(move |py, result| {
+            let _ = tx.send(parse(py, result)); // the caller may have given up: fine
+        });
+        let shared = &self.shared;
+        let id = shared.next_id.fetch_add(1, Ordering::Relaxed);
+        shared
+            .waiting
+            .lock()
+            .expect("not poisoned")
+            .insert(id, completion);
+        shared
+            .ready
+            .lock()
+            .expect("not poisoned")
+            .push((id, method, Box::new(argument)));
+        if !shared.woken.swap(true, Ordering::SeqCst) {
+            // A full socket means a wake-up is pending already: nothing is lost.
+            let _ = (&shared.sender).write(&[1]);
+        }
+        Box::pin(async move { rx.await.map_err(|_| Closed) })
+    }
+
+    pub fn queue(&self) -> CallQueue {
+        CallQueue {
+            shared: self.shared.clone(),
+        }
+    }
+}
+
+/// The loop's side (`kopf._engine.CallQueue`): a readable socket, and the calls behind it.
+#[pyclass(module = "kopf._engine")]
+pub struct CallQueue {
+    shared: Arc<Shared>,
+}
+
+#[pymethods]
+impl CallQueue {
+    /// The socket to watch with `loop.add_reader()`.
+    fn fileno(&self) -> i32 {
+        self.shared.receiver.as_raw_fd()
+    }
+
+    /// The queued calls as `(id, method, argument)`, consuming the wake-ups.
+    fn take<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let mut buffer = [0u8; 256];
+        while matches!(std::io::Read::read(&mut &self.shared.receiver, &mut buffer), Ok(n) if n > 0)
+        {
+        }
+        self.shared.woken.store(false, Ordering::SeqCst);
+        let ready = std::mem::take(&mut *self.shared.ready.lock().expect("not poisoned"));
+        let calls = PyList::empty(py);
+        for (id, method, argument) in ready {
+            match argument(py) {
+                Ok(argument) => calls.append((id, method, argument))?,
+                Err(error) => self.finish(py, id, Err(error)),
+            }
+        }
+        Ok(calls)
+    }
+
+    /// A call has returned.
+    fn complete(&self, py: Python<'_>, id: u64, result: Bound<'_, PyAny>) {
+        self.finish(py, id, Ok(result));
+    }
+
+    /// A call has raised.
+    fn fail(&self, py: Python<'_>, id: u64, error: Bound<'_, PyAny>) {
+        self.finish(py, id, Err(PyErr::from_value(error)));
+    }
+}
+
+impl CallQueue {
+    fn finish<'py>(&self, py: Python<'py>, id: u64, result: PyResult<Bound<'py, PyAny>>) {
+        let completion = self
+            .shared
+            .waiting
+            .lock()
+            .expect("not poisoned")
+            .remove(&id);
+        if let Some(completion) = completion {
+            completion(py, result);
+        }
+    }
+}
