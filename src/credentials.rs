@@ -8,6 +8,12 @@ use futures::future::BoxFuture;
 use std::future::Future;
 use std::sync::{Arc, RwLock};
 
+/// One-shot requests in flight at once (watches are not counted). Each needs a TLS
+/// connection of its own (HTTP/1.1), kept in the client's pool afterwards: unbounded,
+/// a burst of a thousand objects left a thousand connections and 60 MiB behind, while a
+/// few dozen already saturate an API server.
+const MAX_CONCURRENT_REQUESTS: usize = 32;
+
 /// Runs the login handlers again; their best connection, or why there is none.
 pub type Login = Arc<dyn Fn() -> BoxFuture<'static, Result<ConnectionInfo, String>> + Send + Sync>;
 
@@ -15,6 +21,7 @@ pub struct Credentials {
     /// The client with its generation (how many times it was renewed).
     current: RwLock<(u64, kube::Client)>,
     renewing: tokio::sync::Mutex<()>,
+    requests: tokio::sync::Semaphore,
     login: Option<Login>,
     request_timeout: Option<f64>,
     connect_timeout: Option<f64>,
@@ -34,6 +41,7 @@ impl Credentials {
         Arc::new(Self {
             current: RwLock::new((0, client)),
             renewing: tokio::sync::Mutex::new(()),
+            requests: tokio::sync::Semaphore::new(MAX_CONCURRENT_REQUESTS),
             login,
             request_timeout,
             connect_timeout,
@@ -107,6 +115,7 @@ fn json_bytes(value: &serde_json::Value) -> Vec<u8> {
 /// The requests the engine makes, each renewing the credentials on a 401.
 impl Credentials {
     pub async fn get(&self, url: &str) -> Result<serde_json::Value, kube::Error> {
+        let _slot = self.requests.acquire().await.expect("never closed");
         self.call(|client| async move {
             client
                 .request(request(http::Method::GET, url, None, Vec::new())?)
@@ -166,6 +175,7 @@ impl Credentials {
         content_type: &str,
         payload: &serde_json::Value,
     ) -> Result<serde_json::Value, kube::Error> {
+        let _slot = self.requests.acquire().await.expect("never closed");
         self.call(|client| {
             let method = method.clone();
             async move {

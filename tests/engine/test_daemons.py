@@ -224,6 +224,14 @@ def test_interval_timer_patches_status_and_retries_errors(crd: None, namespace: 
         @kopf.timer('greetings', interval=0.4, initial_delay=1.0)
         async def delayed(logger, **_):
             logger.info("delayed timer fired")
+
+        def per_object_delay(name, stopped, **_):
+            assert not stopped
+            return 0.2 if name == 't1' else 60
+
+        @kopf.timer('greetings', interval=0.5, sharp=True, initial_delay=per_object_delay)
+        def sharp(logger, **_):
+            logger.info("sharp timer fired")
     """)
     operator = OperatorProcess(["run", "-n", namespace, "--verbose", str(script)], cwd=tmp_path)
     try:
@@ -240,6 +248,7 @@ def test_interval_timer_patches_status_and_retries_errors(crd: None, namespace: 
     assert obj["status"]["last-retry"] == 0  # the retry counter restarts after a success
     assert "retry" not in obj["status"]["counter"]
     assert output.index("Timer 'counter' succeeded.") < output.index("delayed timer fired")
+    assert output.count("sharp timer fired") >= 2
     assert f"{prefix} Timer 'counter' has exited gracefully." in operator.output
     assert exit_code == 0
 
