@@ -120,8 +120,7 @@ impl Daemon {
     async fn wait_exit(&self, seconds: f64) -> bool {
         let mut exited = self.exited.clone();
         let duration = Duration::try_from_secs_f64(seconds.max(0.0)).unwrap_or(Duration::MAX);
-        let waited = tokio::time::timeout(duration, exited.wait_for(|done| *done)).await;
-        drop(waited);
+        let _ = tokio::time::timeout(duration, exited.wait_for(|done| *done)).await;
         self.done()
     }
 }
@@ -286,14 +285,10 @@ impl Daemons {
             let handler = &daemon.handler;
             let stopper = &daemon.stopper;
             let age = stopper.age();
-            let (backoff, timeout, polling) = match handler.kind {
-                SpawningKind::Daemon => (
-                    handler.cancellation_backoff,
-                    handler.cancellation_timeout,
-                    handler.cancellation_polling.unwrap_or(polling),
-                ),
-                SpawningKind::Timer => (None, None, polling),
-            };
+            let (backoff, timeout) = cancellation(handler);
+            let polling = (handler.cancellation_polling)
+                .filter(|_| handler.kind == SpawningKind::Daemon)
+                .unwrap_or(polling);
             let object = daemon.object();
             let object = Some(&object);
             if !stopper.has(reason) {
@@ -361,10 +356,7 @@ impl Daemons {
     async fn stop_daemon(&self, daemon: &Daemon, reason: u32) {
         let hooks = self.ctx.hooks.as_ref();
         let handler = &daemon.handler;
-        let (backoff, timeout) = match handler.kind {
-            SpawningKind::Daemon => (handler.cancellation_backoff, handler.cancellation_timeout),
-            SpawningKind::Timer => (None, None),
-        };
+        let (backoff, timeout) = cancellation(handler);
         let object = daemon.object();
         let object = Some(&object);
         let title = handler.title();
@@ -430,6 +422,14 @@ impl Daemons {
             self.stop_daemon(&daemon, reasons::OPERATOR_EXITING).await
         });
         futures::future::join_all(stopping).await;
+    }
+}
+
+/// A handler's cancellation backoff and timeout: timers have none (they are only signalled).
+fn cancellation(handler: &SpawningHandler) -> (Option<f64>, Option<f64>) {
+    match handler.kind {
+        SpawningKind::Daemon => (handler.cancellation_backoff, handler.cancellation_timeout),
+        SpawningKind::Timer => (None, None),
     }
 }
 

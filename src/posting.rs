@@ -68,9 +68,7 @@ impl Poster {
             .to_owned();
         let mut involved = reference.clone();
         involved["namespace"] = Value::String(namespace.clone());
-        let now = chrono::Utc::now()
-            .format("%Y-%m-%dT%H:%M:%S%.6f+00:00")
-            .to_string();
+        let now = crate::progression::format_time(chrono::Utc::now());
         let body = json!({
             "apiVersion": "v1",
             "kind": "Event",

@@ -241,9 +241,7 @@ impl Dispatcher {
                 } else {
                     // Slept in full: touch the object, so that a fresh event wakes the handlers.
                     let mut touch = Patch::default();
-                    let now = chrono::Utc::now()
-                        .format("%Y-%m-%dT%H:%M:%S%.6f+00:00")
-                        .to_string();
+                    let now = crate::progression::format_time(chrono::Utc::now());
                     ctx.progress.touch(&event.object, &mut touch, Some(&now));
                     if let Ok(Some(applied)) = self.apply(&event.object, touch).await {
                         expected_version = applied.resource_version;

@@ -42,6 +42,8 @@ class Bridge:
         self.changing = list(registry._changing)
         self.watching = list(registry._watching)
         self.spawning = list(registry._spawning)
+        self._by_kind: dict[str, list[Any]] = {'changing': self.changing, 'watching': self.watching,
+                                               'spawning': self.spawning}
         self.settings = settings
         self.memobase = memo
         self.memos: dict[str, Any] = {}
@@ -116,7 +118,7 @@ class Bridge:
 
     async def select_resources(self, request: dict[str, Any]) -> list[bool]:
         """Which of the resources a handler's callable selector wants (`@kopf.on.event(callable)`)."""
-        handler = (self.watching if request['kind'] == 'watching' else self.changing)[request['handler']]
+        handler = self._by_kind[request['kind']][request['handler']]
         assert handler.selector is not None and handler.selector.fn is not None
         verdicts = []
         for data in request['resources']:
@@ -215,9 +217,7 @@ class Bridge:
     # -- internals -----------------------------------------------------------------------------
 
     def _handler(self, call: dict[str, Any]) -> ResourceHandler:
-        handlers: dict[str, list[Any]] = {'changing': self.changing, 'watching': self.watching,
-                                          'spawning': self.spawning}
-        return handlers[call['kind']][call['handler']]  # type: ignore[no-any-return]
+        return self._by_kind[call['kind']][call['handler']]  # type: ignore[no-any-return]
 
     def _stopper(self, token: int) -> DaemonStopper:
         # The core may raise a flag before the daemon's first call: whoever comes first creates it.

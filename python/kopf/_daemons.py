@@ -105,6 +105,7 @@ class DaemonStopped:
         """Why the daemon is asked to stop (``None`` while it is not)."""
         return self._stopper.reason
 
+    # Kopf's contract, kept on purpose: only the sync/async checkers that handlers get can wait.
     def wait(self, timeout: float | None = None) -> Any:
         raise NotImplementedError("Use the stopped kwarg of a daemon or a timer to wait.")
 

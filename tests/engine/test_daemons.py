@@ -300,3 +300,25 @@ def test_the_daemons_example(crd: None, namespace: str, tmp_path: Path) -> None:
     assert re.fullmatch(r"\d\d:\d\d:\d\d", obj["status"]["heartbeat"])
     assert "Daemon 'watcher' has exited on request" in output
     assert exit_code == 0
+
+
+def test_a_timer_with_a_callable_resource_selector(crd: None, namespace: str, tmp_path: Path) -> None:
+    script = write_script(tmp_path, """
+        import kopf
+
+        @kopf.on.create('greetings', id='other')
+        def other(**_):
+            pass
+
+        @kopf.timer(lambda resource: resource.plural == 'greetings', interval=0.3)
+        def chosen(resource, logger, **_):
+            logger.info(f"timer for {resource.plural}")
+    """)
+    operator = OperatorProcess(["run", "-n", namespace, "--verbose", str(script)], cwd=tmp_path)
+    try:
+        kubectl("create", "-f", "-", input=greeting("t3", namespace))
+        output = operator.wait_for(r"timer for greetings", count=2)
+    finally:
+        exit_code = operator.stop()
+    assert "Traceback" not in output
+    assert exit_code == 0
