@@ -118,5 +118,10 @@ pub async fn client(
     config.read_timeout = None;
     config.write_timeout = request_timeout.map(Duration::from_secs_f64);
     config.connect_timeout = Some(Duration::from_secs_f64(connect_timeout.unwrap_or(30.0)));
+    // Told apart from other clients in the apiserver's audit log (as Kopf is by `kopf/x.y.z`).
+    config.headers.push((
+        http::header::USER_AGENT,
+        http::HeaderValue::from_static(concat!("kopf-rs/", env!("CARGO_PKG_VERSION"))),
+    ));
     kube::Client::try_from(config).map_err(|source| ConnectionError::Client { server, source })
 }

@@ -47,6 +47,27 @@ pub fn remove(value: &mut Value, path: &[String]) -> Option<Value> {
     current.as_object_mut()?.shift_remove(last)
 }
 
+/// Remove the value at a path, then every object on the path that is (or already was)
+/// empty, as Kopf's storages clean essences: `{"status": {"kopf": {}}}` leaves nothing.
+pub fn remove_pruning(value: &mut Value, path: &[String]) {
+    let Some((head, rest)) = path.split_first() else {
+        return;
+    };
+    let Some(fields) = value.as_object_mut() else {
+        return;
+    };
+    if rest.is_empty() {
+        fields.shift_remove(head);
+    } else if let Some(child) = fields.get_mut(head) {
+        if child.is_object() {
+            remove_pruning(child, rest);
+            if child.as_object().is_some_and(Map::is_empty) {
+                fields.shift_remove(head);
+            }
+        }
+    }
+}
+
 /// Copy the given fields (if present) from `src` into `dst` at the same paths.
 pub fn cherrypick(src: &Value, dst: &mut Value, fields: &[FieldPath]) {
     for field in fields {
@@ -106,6 +127,19 @@ fn object_mut(value: &mut Value) -> &mut Map<String, Value> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn pruning_removal_drops_emptied_and_empty_parents() {
+        let mut v = json!({"status": {"kopf": {"progress": {"h": 1}}}, "spec": {}});
+        remove_pruning(&mut v, &parse_field("status.kopf.progress"));
+        assert_eq!(v, json!({"spec": {}}));
+        let mut v = json!({"status": {"kopf": {}, "x": 1}});
+        remove_pruning(&mut v, &parse_field("status.kopf.progress"));
+        assert_eq!(v, json!({"status": {"x": 1}}));
+        let mut v = json!({"spec": "text"});
+        remove_pruning(&mut v, &parse_field("spec.x"));
+        assert_eq!(v, json!({"spec": "text"}));
+    }
 
     #[test]
     fn resolving_and_ensuring() {

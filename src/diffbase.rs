@@ -5,14 +5,16 @@ use crate::conventions::{detect_marked_prefixes, KeyForming};
 use crate::dicts::{self, FieldPath};
 use crate::encoding::to_python_json;
 use crate::patches::Patch;
-use crate::progress::remove_empty_stanzas;
+use crate::persistence::StorageResult;
+use crate::progress::{decode_stored, remove_empty_stanzas};
 use serde_json::{Map, Value};
+use std::sync::Arc;
 
 pub trait DiffBaseStorage: Send + Sync {
     /// The essence of a body: spec and the like, labels, useful annotations, extra fields.
-    fn build(&self, body: &Value, extra_fields: &[FieldPath]) -> Value;
-    fn fetch(&self, body: &Value) -> Option<Value>;
-    fn store(&self, body: &Value, patch: &mut Patch, essence: &Value);
+    fn build(&self, body: &Value, extra_fields: &[FieldPath]) -> StorageResult<Value>;
+    fn fetch(&self, body: &Value) -> StorageResult<Option<Value>>;
+    fn store(&self, body: &Value, patch: &mut Patch, essence: &Value) -> StorageResult<()>;
 }
 
 /// The storage-independent part of building an essence (Kopf's `DiffBaseStorage.build`).
@@ -43,7 +45,7 @@ pub fn build_essence(body: &Value, extra_fields: &[FieldPath], ignored: &[FieldP
     dicts::cherrypick(body, &mut essence, extra_fields);
     remove_empty_stanzas(&mut essence);
     for field in ignored {
-        dicts::remove(&mut essence, field);
+        dicts::remove_pruning(&mut essence, field);
     }
     essence
 }
@@ -77,7 +79,7 @@ impl Default for AnnotationsDiffBaseStorage {
 }
 
 impl DiffBaseStorage for AnnotationsDiffBaseStorage {
-    fn build(&self, body: &Value, extra_fields: &[FieldPath]) -> Value {
+    fn build(&self, body: &Value, extra_fields: &[FieldPath]) -> StorageResult<Value> {
         let mut essence = build_essence(body, extra_fields, &self.ignored_fields);
         let own_keys = self.keys.make_keys(&self.key, Some(body));
         if let Some(annotations) = essence
@@ -87,20 +89,27 @@ impl DiffBaseStorage for AnnotationsDiffBaseStorage {
             annotations.retain(|key, _| !own_keys.contains(key));
         }
         remove_empty_stanzas(&mut essence);
-        essence
+        Ok(essence)
     }
 
-    fn fetch(&self, body: &Value) -> Option<Value> {
-        let annotations = body.pointer("/metadata/annotations")?;
-        self.keys
-            .make_keys(&self.key, Some(body))
-            .iter()
-            .filter_map(|key| annotations.get(key)?.as_str())
-            .filter_map(|encoded| serde_json::from_str::<Value>(encoded).ok())
-            .find(|decoded| !decoded.is_null())
+    fn fetch(&self, body: &Value) -> StorageResult<Option<Value>> {
+        let Some(annotations) = body.pointer("/metadata/annotations") else {
+            return Ok(None);
+        };
+        for key in self.keys.make_keys(&self.key, Some(body)) {
+            if let Some(encoded) = annotations.get(&key) {
+                let location = format!("annotation {key}");
+                let decoded =
+                    decode_stored(encoded, "AnnotationsDiffBaseStorage", "fetch", &location)?;
+                if !decoded.is_null() {
+                    return Ok(Some(decoded));
+                }
+            }
+        }
+        Ok(None)
     }
 
-    fn store(&self, body: &Value, patch: &mut Patch, essence: &Value) {
+    fn store(&self, body: &Value, patch: &mut Patch, essence: &Value) -> StorageResult<()> {
         // The newline makes kubectl show it unwrapped, as kubectl's own annotation.
         let encoded = format!("{}\n", to_python_json(essence));
         for key in self.keys.make_keys(&self.key, Some(body)) {
@@ -115,6 +124,67 @@ impl DiffBaseStorage for AnnotationsDiffBaseStorage {
                 patch.set_annotation(&marker, Value::String("yes".into()));
             }
         }
+        Ok(())
+    }
+}
+
+/// The essence as a JSON string in a status field (Kopf's `StatusDiffBaseStorage`).
+pub struct StatusDiffBaseStorage {
+    pub field: FieldPath,
+    pub ignored_fields: Vec<FieldPath>,
+}
+
+impl DiffBaseStorage for StatusDiffBaseStorage {
+    fn build(&self, body: &Value, extra_fields: &[FieldPath]) -> StorageResult<Value> {
+        let mut essence = build_essence(body, extra_fields, &self.ignored_fields);
+        dicts::remove_pruning(&mut essence, &self.field);
+        Ok(essence)
+    }
+
+    fn fetch(&self, body: &Value) -> StorageResult<Option<Value>> {
+        match dicts::resolve(body, &self.field) {
+            None | Some(Value::Null) => Ok(None),
+            Some(encoded) => {
+                let location = format!("field {}", self.field.join("."));
+                decode_stored(encoded, "StatusDiffBaseStorage", "fetch", &location).map(Some)
+            }
+        }
+    }
+
+    fn store(&self, _body: &Value, patch: &mut Patch, essence: &Value) -> StorageResult<()> {
+        patch.set(&self.field, Value::String(to_python_json(essence)));
+        Ok(())
+    }
+}
+
+/// Several storages: the first stored essence is read, all are written; each storage
+/// also takes its own fields out of the essence (Kopf's `MultiDiffBaseStorage`).
+pub struct MultiDiffBaseStorage {
+    pub storages: Vec<Arc<dyn DiffBaseStorage>>,
+    pub ignored_fields: Vec<FieldPath>,
+}
+
+impl DiffBaseStorage for MultiDiffBaseStorage {
+    fn build(&self, body: &Value, extra_fields: &[FieldPath]) -> StorageResult<Value> {
+        let mut essence = build_essence(body, extra_fields, &self.ignored_fields);
+        for storage in &self.storages {
+            // What is left of the body so far is the body the next storage sees.
+            essence = storage.build(&essence, extra_fields)?;
+        }
+        Ok(essence)
+    }
+
+    fn fetch(&self, body: &Value) -> StorageResult<Option<Value>> {
+        for storage in &self.storages {
+            if let Some(essence) = storage.fetch(body)? {
+                return Ok(Some(essence));
+            }
+        }
+        Ok(None)
+    }
+
+    fn store(&self, body: &Value, patch: &mut Patch, essence: &Value) -> StorageResult<()> {
+        (self.storages.iter()).try_for_each(|s| s.store(body, patch, essence))
     }
 }
 
@@ -137,7 +207,9 @@ mod tests {
             "spec": {"s": 1}, "status": {"st": 1, "kopf": {}}, "data": {"d": "e"},
         });
         let storage = AnnotationsDiffBaseStorage::default();
-        let essence = storage.build(&body, &[dicts::parse_field("status.st")]);
+        let essence = storage
+            .build(&body, &[dicts::parse_field("status.st")])
+            .unwrap();
         assert_eq!(
             essence,
             json!({"spec": {"s": 1}, "data": {"d": "e"},
@@ -151,13 +223,51 @@ mod tests {
         let storage = AnnotationsDiffBaseStorage::default();
         let mut patch = Patch::default();
         let essence = json!({"spec": {"field": "välue", "n": 1}});
-        storage.store(&json!({}), &mut patch, &essence);
+        storage.store(&json!({}), &mut patch, &essence).unwrap();
         let expected = "{\"spec\":{\"field\":\"v\\u00e4lue\",\"n\":1}}\n";
         assert_eq!(
             patch.annotation("kopf.zalando.org/last-handled-configuration"),
             Some(&json!(expected))
         );
         let body = json!({"metadata": {"annotations": {"kopf.zalando.org/last-handled-configuration": expected}}});
-        assert_eq!(storage.fetch(&body), Some(essence));
+        assert_eq!(storage.fetch(&body).unwrap(), Some(essence));
+    }
+
+    #[test]
+    fn status_and_multi_storages_as_kopf_has_them() {
+        let status = StatusDiffBaseStorage {
+            field: dicts::parse_field("status.kopf.last-handled-configuration"),
+            ignored_fields: vec![dicts::parse_field("spec.skip")],
+        };
+        let body = json!({"spec": {"a": 1, "skip": 2}, "status": {"kopf": {"last-handled-configuration": "{}"}}});
+        let extra = [dicts::parse_field("status.kopf")];
+        assert_eq!(
+            status.build(&body, &extra).unwrap(),
+            json!({"spec": {"a": 1}})
+        );
+        let mut patch = Patch::default();
+        status
+            .store(&body, &mut patch, &json!({"spec": {"a": 1}}))
+            .unwrap();
+        assert_eq!(
+            Value::Object(patch.merge.clone()),
+            json!({"status": {"kopf": {"last-handled-configuration": "{\"spec\":{\"a\":1}}"}}})
+        );
+        assert_eq!(status.fetch(&body).unwrap(), Some(json!({})));
+
+        let multi = MultiDiffBaseStorage {
+            storages: vec![
+                Arc::new(status),
+                Arc::new(AnnotationsDiffBaseStorage::default()),
+            ],
+            ignored_fields: Vec::new(),
+        };
+        let mut patch = Patch::default();
+        multi
+            .store(&json!({}), &mut patch, &json!({"spec": {}}))
+            .unwrap();
+        assert_eq!(patch.merge.len(), 2, "both storages write: {patch:?}");
+        let broken = json!({"status": {"kopf": {"last-handled-configuration": 5}}});
+        assert!(multi.fetch(&broken).is_err());
     }
 }

@@ -124,6 +124,10 @@ pub trait Hooks: Send + Sync + 'static {
     fn daemon_forget(&self, token: u64);
     /// The object has changed: the long-running daemons' `body` shows the new state.
     fn refresh_body(&self, key: &str, body: &Value);
+    /// The operator's own storages, which `settings.persistence` refers to by index.
+    fn custom_storages(&self) -> &dyn crate::persistence::CustomStorages {
+        &crate::persistence::NoCustomStorages
+    }
 }
 
 /// Log with lazy formatting: the message is built only if the level is enabled.

@@ -11,6 +11,7 @@ use crate::handlers::{ChangingHandler, Match, Reason, SpawningHandler, WatchingH
 use crate::invoking::{HandlerKind, Hooks, Invocation, Level, ObjectRef};
 use crate::object_log;
 use crate::patches::{FinalizerOp, Patch};
+use crate::persistence::StorageResult;
 use crate::progress::ProgressStorage;
 use crate::progression::{Outcome, State};
 use crate::resources::Resource;
@@ -74,27 +75,44 @@ pub type Spawning<'a> = Option<(&'a Arc<Daemons>, &'a Arc<ObjectDaemons>)>;
 /// The change-handling part of a cycle, on the latest known state of an object; daemons
 /// and timers are spawned or stopped first. `patch` holds what must be applied anyway
 /// (e.g. from `on.event` handlers).
+///
+/// If a storage fails, what the cycle wanted to patch so far is kept for the next cycle.
 pub async fn process_changing(
     ctx: &ResourceContext,
     memory: &mut Memory,
     event: &RawEvent,
     patch: Patch,
     spawning: Spawning<'_>,
-) -> Cycle {
-    let body = &event.object;
-    let object = ObjectRef::of(body);
+) -> StorageResult<Cycle> {
     let mut cycle = Cycle {
         patch: memory.remaining_patch.take().unwrap_or_default(),
         ..Default::default()
     };
     cycle.patch.merge_from(&Value::Object(patch.merge));
-    let patch_initially_empty = cycle.patch.is_empty();
     if ctx.changing.is_empty() && spawning.is_none() {
-        return cycle;
+        return Ok(cycle);
     }
+    match process_cycle(ctx, memory, event, &mut cycle, spawning).await {
+        Ok(()) => Ok(cycle),
+        Err(error) => {
+            memory.remaining_patch = Some(cycle.patch);
+            Err(error)
+        }
+    }
+}
 
+async fn process_cycle(
+    ctx: &ResourceContext,
+    memory: &mut Memory,
+    event: &RawEvent,
+    cycle: &mut Cycle,
+    spawning: Spawning<'_>,
+) -> StorageResult<()> {
+    let body = &event.object;
+    let object = ObjectRef::of(body);
+    let patch_initially_empty = cycle.patch.is_empty();
     let finalizer = &ctx.settings.persistence.finalizer;
-    let detected = detect_change(ctx, memory, event);
+    let detected = detect_change(ctx, memory, event)?;
     let (spawning_delays, spawning_blocks) = match spawning {
         Some((daemons, object)) => {
             let deleted = event.event_type.as_deref() == Some("DELETED");
@@ -148,12 +166,12 @@ pub async fn process_changing(
     cycle.delays = spawning_delays;
     // Handlers run only on a consistent view: not while our own patch is still pending.
     if change.is_some() && !patch_initially_empty {
-        return cycle;
+        return Ok(());
     }
 
     if let Some(c) = &change {
         cycle.matched = true;
-        let delays = process_change(ctx, memory, body, &object, c, &mut cycle.patch).await;
+        let delays = process_change(ctx, memory, body, &object, c, &mut cycle.patch).await?;
         cycle.delays.extend(delays);
     }
 
@@ -167,7 +185,7 @@ pub async fn process_changing(
         );
         cycle.patch.finalizer = Some(FinalizerOp::Remove);
     }
-    cycle
+    Ok(())
 }
 
 /// Daemons and timers: refresh what they see, spawn the matching ones, stop the others
@@ -211,14 +229,18 @@ fn is_deletion_blocked(body: &Value, finalizer: &str) -> bool {
         .is_some_and(|list| list.iter().any(|f| f.as_str() == Some(finalizer)))
 }
 
-fn detect_change(ctx: &ResourceContext, memory: &Memory, event: &RawEvent) -> Change {
+fn detect_change(
+    ctx: &ResourceContext,
+    memory: &Memory,
+    event: &RawEvent,
+) -> StorageResult<Change> {
     let body = &event.object;
-    let mut old = ctx.diffbase.fetch(body);
-    let mut new = ctx.diffbase.build(body, &ctx.extra_fields);
+    let mut old = ctx.diffbase.fetch(body)?;
+    let mut new = ctx.diffbase.build(body, &ctx.extra_fields)?;
     if let Some(old) = old.as_mut() {
-        ctx.progress.clear(old);
+        ctx.progress.clear(old)?;
     }
-    ctx.progress.clear(&mut new);
+    ctx.progress.clear(&mut new)?;
     let diff = diffs::diff(old.as_ref(), Some(&new));
     let initial = memory.noticed_by_listing && !memory.fully_handled_once;
     let finalizer = &ctx.settings.persistence.finalizer;
@@ -239,13 +261,13 @@ fn detect_change(ctx: &ResourceContext, memory: &Memory, event: &RawEvent) -> Ch
     };
     // A creation is never mixed with resuming, even if first seen in a listing.
     let initial = initial && reason != Reason::Create;
-    Change {
+    Ok(Change {
         reason,
         old,
         new: Some(new),
         diff,
         initial,
-    }
+    })
 }
 
 /// Prepare a call of a handler (with the cause reduced to its field, if any).
@@ -414,7 +436,7 @@ async fn process_change(
     object: &ObjectRef,
     change: &Change,
     patch: &mut Patch,
-) -> Vec<f64> {
+) -> StorageResult<Vec<f64>> {
     let hooks = &ctx.hooks;
     let mut delays = Vec::new();
     let mut done_or_skipped = false;
@@ -428,7 +450,7 @@ async fn process_change(
         let handler_ids: Vec<String> = handlers.iter().map(|h| h.id.clone()).collect();
         let storage = ctx.progress.as_ref();
 
-        let mut state = State::from_storage(body, storage, &owned_ids, now)
+        let mut state = State::from_storage(body, storage, &owned_ids, now)?
             .with_purpose(purpose, &[])
             .with_handlers(&handler_ids, now);
         let extras = state.extras();
@@ -447,7 +469,7 @@ async fn process_change(
             state = state.with_purpose(purpose, &handler_ids);
         }
         if !extras.is_empty() {
-            state.purge(body, patch, storage, &owned_ids);
+            state.purge(body, patch, storage, &owned_ids)?;
         }
 
         object_log!(
@@ -500,7 +522,7 @@ async fn process_change(
                 deliver_result(&handler.id, &invoked.outcome, patch);
                 state = state.with_outcome(&handler.id, &invoked.outcome, Utc::now());
             }
-            state.store(body, patch, storage);
+            state.store(body, patch, storage)?;
             if state.done() {
                 let counters = state.counts();
                 object_log!(
@@ -512,7 +534,7 @@ async fn process_change(
                     counters.success,
                     counters.failure
                 );
-                state.purge(body, patch, storage, &owned_ids);
+                state.purge(body, patch, storage, &owned_ids)?;
                 done_or_skipped = true;
             }
             delays = state.delays(Utc::now());
@@ -522,7 +544,7 @@ async fn process_change(
     if done_or_skipped {
         if let Some(new) = &change.new {
             if change.old.as_ref() != Some(new) {
-                ctx.diffbase.store(body, patch, new);
+                ctx.diffbase.store(body, patch, new)?;
             }
         }
         memory.fully_handled_once = true;
@@ -548,7 +570,7 @@ async fn process_change(
         ),
         _ => {}
     }
-    delays
+    Ok(delays)
 }
 
 /// Results go to `status.<handler id>`: dicts are merged in, other values replace.

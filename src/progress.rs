@@ -7,16 +7,46 @@ use crate::conventions::KeyForming;
 use crate::dicts::{self, FieldPath};
 use crate::encoding::to_python_json;
 use crate::patches::Patch;
+use crate::persistence::{StorageError, StorageResult};
 use serde_json::Value;
+use std::sync::Arc;
 
 /// One storage of handlers' progress records.
 pub trait ProgressStorage: Send + Sync {
-    fn fetch(&self, key: &str, body: &Value) -> Option<Value>;
-    fn store(&self, key: &str, record: &Value, body: &Value, patch: &mut Patch);
-    fn purge(&self, key: &str, body: &Value, patch: &mut Patch);
-    fn touch(&self, body: &Value, patch: &mut Patch, value: Option<&str>);
+    fn fetch(&self, key: &str, body: &Value) -> StorageResult<Option<Value>>;
+    fn store(
+        &self,
+        key: &str,
+        record: &Value,
+        body: &Value,
+        patch: &mut Patch,
+    ) -> StorageResult<()>;
+    fn purge(&self, key: &str, body: &Value, patch: &mut Patch) -> StorageResult<()>;
+    fn touch(&self, body: &Value, patch: &mut Patch, value: Option<&str>) -> StorageResult<()>;
     /// Remove the storage's own traces from an essence, so they never count as changes.
-    fn clear(&self, essence: &mut Value);
+    fn clear(&self, essence: &mut Value) -> StorageResult<()>;
+    /// Called after a batch of stores or purges (for storages that write in batches).
+    fn flush(&self) -> StorageResult<()> {
+        Ok(())
+    }
+}
+
+/// A JSON string that a storage wrote itself, decoded; anything else is an error.
+pub fn decode_stored(
+    encoded: &Value,
+    storage: &str,
+    method: &'static str,
+    location: &str,
+) -> StorageResult<Value> {
+    let error = |message: String| StorageError {
+        storage: storage.to_owned(),
+        method,
+        message: format!("{location}: {message}"),
+    };
+    let text = encoded
+        .as_str()
+        .ok_or_else(|| error(format!("expected a JSON string, found {encoded}")))?;
+    serde_json::from_str(text).map_err(|e| error(format!("malformed JSON ({e})")))
 }
 
 /// Progress as JSON strings in annotations (Kopf's `AnnotationsProgressStorage`).
@@ -48,26 +78,41 @@ fn annotation<'a>(body: &'a Value, key: &str) -> Option<&'a Value> {
     body.get("metadata")?.get("annotations")?.get(key)
 }
 
-/// Set a key to null in the patch if the object has it; drop it from the patch otherwise.
-fn purge_annotation(key: &str, body: &Value, patch: &mut Patch) {
-    if annotation(body, key).is_some() {
-        patch.set_annotation(key, Value::Null);
-    } else if patch.annotation(key).is_some() {
-        patch.unset(&["metadata".into(), "annotations".into(), key.into()]);
+/// Null a field in the patch if the object has it; drop it from the patch otherwise.
+fn purge_field(path: &[String], body: &Value, patch: &mut Patch) {
+    if dicts::resolve(body, path).is_some() {
+        patch.set(path, Value::Null);
+    } else if patch.get(path).is_some() {
+        patch.unset(path);
     }
 }
 
+fn annotation_path(key: &str) -> FieldPath {
+    vec!["metadata".into(), "annotations".into(), key.into()]
+}
+
 impl ProgressStorage for AnnotationsProgressStorage {
-    fn fetch(&self, key: &str, body: &Value) -> Option<Value> {
-        self.keys
-            .make_keys(key, Some(body))
-            .iter()
-            .filter_map(|full_key| annotation(body, full_key)?.as_str())
-            .filter_map(|encoded| serde_json::from_str::<Value>(encoded).ok())
-            .find(|decoded| !decoded.is_null())
+    fn fetch(&self, key: &str, body: &Value) -> StorageResult<Option<Value>> {
+        for full_key in self.keys.make_keys(key, Some(body)) {
+            if let Some(encoded) = annotation(body, &full_key) {
+                let location = format!("annotation {full_key}");
+                let decoded =
+                    decode_stored(encoded, "AnnotationsProgressStorage", "fetch", &location)?;
+                if !decoded.is_null() {
+                    return Ok(Some(decoded));
+                }
+            }
+        }
+        Ok(None)
     }
 
-    fn store(&self, key: &str, record: &Value, body: &Value, patch: &mut Patch) {
+    fn store(
+        &self,
+        key: &str,
+        record: &Value,
+        body: &Value,
+        patch: &mut Patch,
+    ) -> StorageResult<()> {
         let mut decoded = record.clone();
         if let (false, Some(fields)) = (self.verbose, decoded.as_object_mut()) {
             fields.retain(|_, v| !v.is_null());
@@ -77,15 +122,17 @@ impl ProgressStorage for AnnotationsProgressStorage {
             patch.set_annotation(&full_key, Value::String(encoded.clone()));
         }
         self.store_marker(body, patch);
+        Ok(())
     }
 
-    fn purge(&self, key: &str, body: &Value, patch: &mut Patch) {
+    fn purge(&self, key: &str, body: &Value, patch: &mut Patch) -> StorageResult<()> {
         for full_key in self.keys.make_keys(key, Some(body)) {
-            purge_annotation(&full_key, body, patch);
+            purge_field(&annotation_path(&full_key), body, patch);
         }
+        Ok(())
     }
 
-    fn touch(&self, body: &Value, patch: &mut Patch, value: Option<&str>) {
+    fn touch(&self, body: &Value, patch: &mut Patch, value: Option<&str>) -> StorageResult<()> {
         for full_key in self.keys.make_keys(&self.touch_key, Some(body)) {
             let current = annotation(body, &full_key).and_then(Value::as_str);
             if current != value {
@@ -93,12 +140,10 @@ impl ProgressStorage for AnnotationsProgressStorage {
                 self.store_marker(body, patch);
             }
         }
+        Ok(())
     }
 
-    fn clear(&self, essence: &mut Value) {
-        if self.keys.prefix.is_empty() {
-            return;
-        }
+    fn clear(&self, essence: &mut Value) -> StorageResult<()> {
         let prefix = format!("{}/", self.keys.prefix);
         if let Some(annotations) = essence
             .pointer_mut("/metadata/annotations")
@@ -107,6 +152,7 @@ impl ProgressStorage for AnnotationsProgressStorage {
             annotations.retain(|key, _| !key.starts_with(&prefix));
         }
         remove_empty_stanzas(essence);
+        Ok(())
     }
 }
 
@@ -134,45 +180,50 @@ impl StatusProgressStorage {
 }
 
 impl ProgressStorage for StatusProgressStorage {
-    fn fetch(&self, key: &str, body: &Value) -> Option<Value> {
-        dicts::resolve(body, &self.key_field(key))
+    fn fetch(&self, key: &str, body: &Value) -> StorageResult<Option<Value>> {
+        Ok(dicts::resolve(body, &self.key_field(key))
             .filter(|v| !v.is_null())
-            .cloned()
+            .cloned())
     }
 
-    fn store(&self, key: &str, record: &Value, _body: &Value, patch: &mut Patch) {
+    fn store(
+        &self,
+        key: &str,
+        record: &Value,
+        _body: &Value,
+        patch: &mut Patch,
+    ) -> StorageResult<()> {
         if self.writable {
             patch.set(&self.key_field(key), record.clone());
         }
+        Ok(())
     }
 
-    fn purge(&self, key: &str, body: &Value, patch: &mut Patch) {
-        let path = self.key_field(key);
-        if dicts::resolve(body, &path).is_some() {
-            patch.set(&path, Value::Null);
-        } else if patch.get(&path).is_some() {
-            patch.unset(&path);
-        }
+    fn purge(&self, key: &str, body: &Value, patch: &mut Patch) -> StorageResult<()> {
+        purge_field(&self.key_field(key), body, patch);
+        Ok(())
     }
 
-    fn touch(&self, body: &Value, patch: &mut Patch, value: Option<&str>) {
+    fn touch(&self, body: &Value, patch: &mut Patch, value: Option<&str>) -> StorageResult<()> {
         if self.writable {
             let current = dicts::resolve(body, &self.touch_field).and_then(Value::as_str);
             if current != value {
                 patch.set(&self.touch_field, value.map_or(Value::Null, Value::from));
             }
         }
+        Ok(())
     }
 
-    fn clear(&self, essence: &mut Value) {
-        dicts::remove(essence, &self.field);
+    fn clear(&self, essence: &mut Value) -> StorageResult<()> {
+        dicts::remove_pruning(essence, &self.field);
         remove_empty_stanzas(essence);
+        Ok(())
     }
 }
 
 /// Several storages: read from the first that has a record, write to all.
 pub struct MultiProgressStorage {
-    pub storages: Vec<Box<dyn ProgressStorage>>,
+    pub storages: Vec<Arc<dyn ProgressStorage>>,
 }
 
 impl MultiProgressStorage {
@@ -180,13 +231,13 @@ impl MultiProgressStorage {
     pub fn smart() -> Self {
         Self {
             storages: vec![
-                Box::new(AnnotationsProgressStorage::new(
+                Arc::new(AnnotationsProgressStorage::new(
                     "kopf.zalando.org",
                     false,
                     "touch-dummy",
                     true,
                 )),
-                Box::new(StatusProgressStorage::new(
+                Arc::new(StatusProgressStorage::new(
                     "kopf",
                     "status.{name}.progress",
                     "status.{name}.dummy",
@@ -198,24 +249,34 @@ impl MultiProgressStorage {
 }
 
 impl ProgressStorage for MultiProgressStorage {
-    fn fetch(&self, key: &str, body: &Value) -> Option<Value> {
-        self.storages.iter().find_map(|s| s.fetch(key, body))
+    fn fetch(&self, key: &str, body: &Value) -> StorageResult<Option<Value>> {
+        for storage in &self.storages {
+            if let Some(record) = storage.fetch(key, body)? {
+                return Ok(Some(record));
+            }
+        }
+        Ok(None)
     }
-    fn store(&self, key: &str, record: &Value, body: &Value, patch: &mut Patch) {
-        self.storages
-            .iter()
-            .for_each(|s| s.store(key, record, body, patch));
+    fn store(
+        &self,
+        key: &str,
+        record: &Value,
+        body: &Value,
+        patch: &mut Patch,
+    ) -> StorageResult<()> {
+        (self.storages.iter()).try_for_each(|s| s.store(key, record, body, patch))
     }
-    fn purge(&self, key: &str, body: &Value, patch: &mut Patch) {
-        self.storages.iter().for_each(|s| s.purge(key, body, patch));
+    fn purge(&self, key: &str, body: &Value, patch: &mut Patch) -> StorageResult<()> {
+        (self.storages.iter()).try_for_each(|s| s.purge(key, body, patch))
     }
-    fn touch(&self, body: &Value, patch: &mut Patch, value: Option<&str>) {
-        self.storages
-            .iter()
-            .for_each(|s| s.touch(body, patch, value));
+    fn touch(&self, body: &Value, patch: &mut Patch, value: Option<&str>) -> StorageResult<()> {
+        (self.storages.iter()).try_for_each(|s| s.touch(body, patch, value))
     }
-    fn clear(&self, essence: &mut Value) {
-        self.storages.iter().for_each(|s| s.clear(essence));
+    fn clear(&self, essence: &mut Value) -> StorageResult<()> {
+        (self.storages.iter()).try_for_each(|s| s.clear(essence))
+    }
+    fn flush(&self) -> StorageResult<()> {
+        self.storages.iter().try_for_each(|s| s.flush())
     }
 }
 
@@ -253,7 +314,9 @@ mod tests {
         let record = json!({"started": "2026-01-01T00:00:00.000000+00:00", "stopped": null,
                             "delayed": null, "purpose": "create", "retries": 1, "success": true,
                             "failure": false, "message": null, "subrefs": null});
-        storage.store("create_fn", &record, &body, &mut patch);
+        storage
+            .store("create_fn", &record, &body, &mut patch)
+            .unwrap();
         assert_eq!(
             patch.annotation("kopf.zalando.org/create_fn"),
             Some(&json!(
@@ -265,12 +328,12 @@ mod tests {
         let mut stored = body.clone();
         dicts::merge(&mut stored, &Value::Object(patch.merge.clone()));
         assert_eq!(
-            storage.fetch("create_fn", &stored).unwrap()["retries"],
+            storage.fetch("create_fn", &stored).unwrap().unwrap()["retries"],
             json!(1)
         );
 
         let mut purge = Patch::default();
-        storage.purge("create_fn", &stored, &mut purge);
+        storage.purge("create_fn", &stored, &mut purge).unwrap();
         assert_eq!(
             purge.annotation("kopf.zalando.org/create_fn"),
             Some(&Value::Null)
@@ -281,9 +344,12 @@ mod tests {
     fn legacy_status_progress_is_read_and_purged() {
         let storage = MultiProgressStorage::smart();
         let body = json!({"status": {"kopf": {"progress": {"h": {"retries": 2}}}}});
-        assert_eq!(storage.fetch("h", &body), Some(json!({"retries": 2})));
+        assert_eq!(
+            storage.fetch("h", &body).unwrap(),
+            Some(json!({"retries": 2}))
+        );
         let mut patch = Patch::default();
-        storage.purge("h", &body, &mut patch);
+        storage.purge("h", &body, &mut patch).unwrap();
         assert_eq!(
             Value::Object(patch.merge),
             json!({"status": {"kopf": {"progress": {"h": null}}}})
@@ -295,7 +361,9 @@ mod tests {
         let storage =
             AnnotationsProgressStorage::new("my-op.example.com", false, "touch-dummy", true);
         let mut patch = Patch::default();
-        storage.store("h", &json!({"retries": 0}), &json!({}), &mut patch);
+        storage
+            .store("h", &json!({"retries": 0}), &json!({}), &mut patch)
+            .unwrap();
         assert_eq!(
             patch.annotation("my-op.example.com/kopf-managed"),
             Some(&json!("yes"))
@@ -307,7 +375,21 @@ mod tests {
         let storage = MultiProgressStorage::smart();
         let mut essence = json!({"metadata": {"annotations": {"kopf.zalando.org/x": "1"}},
                                  "status": {"kopf": {"progress": {}}}, "spec": {}});
-        storage.clear(&mut essence);
-        assert_eq!(essence, json!({"status": {"kopf": {}}, "spec": {}}));
+        storage.clear(&mut essence).unwrap();
+        assert_eq!(
+            essence,
+            json!({"spec": {}}),
+            "emptied stanzas go, as in Kopf"
+        );
+    }
+
+    #[test]
+    fn malformed_records_are_errors() {
+        let storage = MultiProgressStorage::smart();
+        let body = json!({"metadata": {"annotations": {"kopf.zalando.org/h": "{not json"}}});
+        let error = storage.fetch("h", &body).unwrap_err();
+        assert!(error.to_string().starts_with(
+            "AnnotationsProgressStorage.fetch() failed: annotation kopf.zalando.org/h: malformed JSON"
+        ));
     }
 }

@@ -3,6 +3,7 @@
 //! progress storage as Kopf's progress records.
 
 use crate::patches::Patch;
+use crate::persistence::StorageResult;
 use crate::progress::ProgressStorage;
 use chrono::{DateTime, NaiveDateTime, Utc};
 use indexmap_like::OrderedMap;
@@ -194,17 +195,17 @@ impl State {
         storage: &dyn ProgressStorage,
         handler_ids: &[String],
         now: DateTime<Utc>,
-    ) -> Self {
+    ) -> StorageResult<Self> {
         let mut states = OrderedMap::default();
         for id in handler_ids {
-            if let Some(record) = storage.fetch(id, body) {
+            if let Some(record) = storage.fetch(id, body)? {
                 states.insert(id.clone(), HandlerState::from_record(&record, now));
             }
         }
-        Self {
+        Ok(Self {
             states,
             purpose: None,
-        }
+        })
     }
 
     pub fn get(&self, id: &str) -> Option<&HandlerState> {
@@ -244,12 +245,18 @@ impl State {
     }
 
     /// Write the changed records into the patch.
-    pub fn store(&self, body: &Value, patch: &mut Patch, storage: &dyn ProgressStorage) {
+    pub fn store(
+        &self,
+        body: &Value,
+        patch: &mut Patch,
+        storage: &dyn ProgressStorage,
+    ) -> StorageResult<()> {
         for (id, state) in self.states.iter() {
             if Some(state.record_without_nulls()) != state.origin {
-                storage.store(id, &state.record(), body, patch);
+                storage.store(id, &state.record(), body, patch)?;
             }
         }
+        storage.flush()
     }
 
     /// Remove the records of these handlers, of all states' own, and of their sub-handlers.
@@ -259,18 +266,19 @@ impl State {
         patch: &mut Patch,
         storage: &dyn ProgressStorage,
         handler_ids: &[String],
-    ) {
+    ) -> StorageResult<()> {
         for id in handler_ids {
-            storage.purge(id, body, patch);
+            storage.purge(id, body, patch)?;
         }
         for (id, state) in self.states.iter() {
             if !handler_ids.contains(id) {
-                storage.purge(id, body, patch);
+                storage.purge(id, body, patch)?;
             }
             for subref in &state.subrefs {
-                storage.purge(subref, body, patch);
+                storage.purge(subref, body, patch)?;
             }
         }
+        storage.flush()
     }
 
     /// All active handlers have finished (succeeded or failed for good).
@@ -407,6 +415,7 @@ mod tests {
         let body = json!({});
         let ids = vec!["a".to_owned(), "b".to_owned()];
         let state = State::from_storage(&body, &storage, &ids, now)
+            .unwrap()
             .with_purpose("create", &[])
             .with_handlers(&ids, now);
         assert!(!state.done());
@@ -419,7 +428,7 @@ mod tests {
         };
         let state = state.with_outcome("a", &outcome, now);
         let mut patch = Patch::default();
-        state.store(&body, &mut patch, &storage);
+        state.store(&body, &mut patch, &storage).unwrap();
         assert_eq!(
             patch.annotation("kopf.zalando.org/a"),
             Some(&json!(
@@ -450,12 +459,13 @@ mod tests {
         let body = json!({"metadata": {"annotations": {"kopf.zalando.org/h": record}}});
         let ids = vec!["h".to_owned()];
         let state = State::from_storage(&body, &storage, &ids, now)
+            .unwrap()
             .with_purpose("update", &[])
             .with_handlers(&ids, now);
         assert!(state.get("h").unwrap().sleeping(now));
         assert_eq!(state.delays(now), vec![60.0]);
         let mut patch = Patch::default();
-        state.store(&body, &mut patch, &storage);
+        state.store(&body, &mut patch, &storage).unwrap();
         assert!(patch.is_empty(), "{patch:?}");
 
         let later = t("2026-01-01T00:02:00+00:00");
@@ -478,6 +488,7 @@ mod tests {
             r#"{"started":"2026-01-01T00:00:00.000000+00:00","purpose":"create","retries":0}"#;
         let body = json!({"metadata": {"annotations": {"kopf.zalando.org/c": record}}});
         let state = State::from_storage(&body, &storage, &["c".to_owned()], now)
+            .unwrap()
             .with_purpose("update", &[]);
         assert_eq!(
             state.extras(),

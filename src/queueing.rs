@@ -11,6 +11,7 @@ use crate::daemons::{Daemons, ObjectDaemons};
 use crate::invoking::{Hooks, Level, ObjectRef};
 use crate::object_log;
 use crate::patches::Patch;
+use crate::persistence::StorageError;
 use crate::processing::{self, Memory, RawEvent, ResourceContext};
 use serde_json::Value;
 use std::collections::HashMap;
@@ -29,6 +30,15 @@ pub struct Dispatcher {
     pub limiter: Option<Arc<Semaphore>>,
     /// The objects' daemons and timers; they outlive the workers.
     pub daemons: Arc<Daemons>,
+}
+
+/// Why a cycle could not be completed: it is retried after a throttling delay.
+#[derive(Debug, thiserror::Error)]
+enum CycleError {
+    #[error("{0}")]
+    Storage(#[from] StorageError),
+    #[error("{}", crate::errors::chain(.0))]
+    Api(kube::Error),
 }
 
 /// How a sleep for the handlers' delays ended.
@@ -165,9 +175,23 @@ impl Dispatcher {
             let object_daemons =
                 (!ctx.spawning.is_empty()).then(|| self.daemons.object(&key, &event.object));
             let spawning = object_daemons.as_ref().map(|o| (&self.daemons, o));
-            let cycle =
-                processing::process_changing(ctx, &mut memory, &event, patch, spawning).await;
             let object = ObjectRef::of(&event.object);
+            let processed =
+                processing::process_changing(ctx, &mut memory, &event, patch, spawning).await;
+            let cycle = match processed {
+                Ok(cycle) => cycle,
+                Err(error) if deleted => {
+                    // Nothing to retry on: the object is gone.
+                    object_log!(ctx.hooks, Level::Error, Some(&object), "{error}");
+                    Default::default()
+                }
+                Err(error) => {
+                    self.throttle(&object, &mut error_delays, &CycleError::Storage(error))
+                        .await;
+                    retry_now = true;
+                    continue;
+                }
+            };
             if deleted {
                 memories.lock().expect("not poisoned").remove(&key);
                 self.daemons.forget(&key);
@@ -199,19 +223,7 @@ impl Dispatcher {
                 Ok(None) => {}
                 Err(error) => {
                     memory.remaining_patch = Some(unapplied);
-                    let delay = error_delays
-                        .next()
-                        .or(ctx.settings.queueing.error_delays.last().copied())
-                        .unwrap_or(60.0);
-                    object_log!(
-                        ctx.hooks,
-                        Level::Error,
-                        Some(&object),
-                        "Throttling for {delay} seconds due to an unexpected error: {}",
-                        crate::errors::chain(&error)
-                    );
-                    // New events wait in the queue meanwhile: they come in the next batch.
-                    tokio::time::sleep(Duration::from_secs_f64(delay)).await;
+                    self.throttle(&object, &mut error_delays, &error).await;
                     retry_now = true;
                     continue;
                 }
@@ -242,8 +254,15 @@ impl Dispatcher {
                     // Slept in full: touch the object, so that a fresh event wakes the handlers.
                     let mut touch = Patch::default();
                     let now = crate::progression::format_time(chrono::Utc::now());
-                    ctx.progress.touch(&event.object, &mut touch, Some(&now));
-                    if let Ok(Some(applied)) = self.apply(&event.object, touch).await {
+                    let touched = ctx.progress.touch(&event.object, &mut touch, Some(&now));
+                    let applied = match touched {
+                        Ok(()) => self.apply(&event.object, touch).await,
+                        Err(error) => Err(CycleError::Storage(error)),
+                    };
+                    if let Err(error) = &applied {
+                        self.throttle(&object, &mut error_delays, error).await;
+                        retry_now = true;
+                    } else if let Ok(Some(applied)) = applied {
                         expected_version = applied.resource_version;
                         consistency_deadline = Some(
                             Instant::now()
@@ -272,11 +291,11 @@ impl Dispatcher {
         &self,
         body: &Value,
         mut patch: Patch,
-    ) -> Result<Option<applying::Applied>, kube::Error> {
+    ) -> Result<Option<applying::Applied>, CycleError> {
         if patch.is_empty() {
             return Ok(None);
         }
-        self.ctx.progress.touch(body, &mut patch, None);
+        self.ctx.progress.touch(body, &mut patch, None)?;
         let finalizer = &self.ctx.settings.persistence.finalizer;
         applying::apply(
             &self.credentials,
@@ -288,6 +307,25 @@ impl Dispatcher {
         )
         .await
         .map(Some)
+        .map_err(CycleError::Api)
+    }
+
+    /// Wait after an unexpected error (ever longer while they repeat); events queue meanwhile.
+    async fn throttle(
+        &self,
+        object: &ObjectRef,
+        delays: &mut impl Iterator<Item = f64>,
+        error: &CycleError,
+    ) {
+        let configured = &self.ctx.settings.queueing.error_delays;
+        let delay = delays.next().or(configured.last().copied()).unwrap_or(60.0);
+        object_log!(
+            self.ctx.hooks,
+            Level::Error,
+            Some(object),
+            "Throttling for {delay} seconds due to an unexpected error: {error}"
+        );
+        tokio::time::sleep(Duration::from_secs_f64(delay)).await;
     }
 
     /// Sleep for the handlers' delay, unless new events come first or a daemon exits.

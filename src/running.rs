@@ -4,15 +4,14 @@
 use crate::credentials::Credentials;
 use crate::daemons::Daemons;
 use crate::dicts::FieldPath;
-use crate::diffbase::AnnotationsDiffBaseStorage;
 use crate::discovery;
 use crate::errors;
 use crate::handlers::{ChangingHandler, SpawningHandler, WatchingHandler};
 use crate::invoking::{HandlerKind, Hooks, Level};
 use crate::namespaces;
+use crate::persistence::Storages;
 use crate::posting::{K8sEvent, Poster};
 use crate::processing::{RawEvent, ResourceContext};
-use crate::progress::MultiProgressStorage;
 use crate::queueing::Dispatcher;
 use crate::resources::{Resource, Selector};
 use crate::settings::Settings;
@@ -47,6 +46,8 @@ pub enum RunError {
     Probing(#[from] crate::probing::ProbingError),
     #[error("API discovery at {server} failed: {reason}")]
     Discovery { server: String, reason: String },
+    #[error("settings.persistence: {0}")]
+    Storages(String),
 }
 
 /// The resources a handler's selector picks; callable selectors are asked in Python.
@@ -177,6 +178,13 @@ pub async fn run(
     events: mpsc::UnboundedReceiver<K8sEvent>,
     ready: impl FnOnce(),
 ) -> Result<(), RunError> {
+    let persistence = &spec.settings.persistence;
+    let storages = Storages::build(
+        &persistence.progress_storage,
+        &persistence.diffbase_storage,
+        hooks.custom_storages(),
+    )
+    .map_err(RunError::Storages)?;
     let liveness = match &spec.liveness_endpoint {
         Some(endpoint) => Some(crate::probing::serve(endpoint, hooks.clone()).await?),
         None => None,
@@ -205,6 +213,7 @@ pub async fn run(
         credentials: credentials.clone(),
         settings: settings.clone(),
         hooks: hooks.clone(),
+        storages,
         limiter,
         patterns: spec.namespaces.clone(),
         watchers: BTreeMap::new(),
@@ -268,6 +277,7 @@ struct Serving {
     credentials: Arc<Credentials>,
     settings: Arc<Settings>,
     hooks: Arc<dyn Hooks>,
+    storages: Storages,
     limiter: Option<Arc<Semaphore>>,
     patterns: Vec<String>,
     watchers: BTreeMap<String, JoinSet<()>>,
@@ -305,8 +315,8 @@ impl Serving {
             changing: plan.changing,
             watching: plan.watching,
             spawning: plan.spawning,
-            progress: Arc::new(MultiProgressStorage::smart()),
-            diffbase: Arc::new(AnnotationsDiffBaseStorage::default()),
+            progress: self.storages.progress.clone(),
+            diffbase: self.storages.diffbase.clone(),
         });
         let specific = namespaces::specific_namespaces(&self.patterns);
         let targets: Vec<Option<String>> =

@@ -72,6 +72,8 @@ impl Default for QueueingSettings {
 #[serde(default)]
 pub struct PersistenceSettings {
     pub finalizer: String,
+    pub progress_storage: crate::persistence::ProgressSpec,
+    pub diffbase_storage: crate::persistence::DiffBaseSpec,
     /// How long to wait for our own patch to come back in the watch stream.
     pub consistency_timeout: f64,
 }
@@ -80,6 +82,8 @@ impl Default for PersistenceSettings {
     fn default() -> Self {
         Self {
             finalizer: "kopf.zalando.org/KopfFinalizerMarker".into(),
+            progress_storage: Default::default(),
+            diffbase_storage: Default::default(),
             consistency_timeout: 5.0,
         }
     }

@@ -71,3 +71,16 @@ def crd(cluster: dict[str, str]) -> None:
     """The examples' custom resource (`greetings.demo.kopf.dev`), established and discoverable."""
     kubectl("apply", "-f", str(EXAMPLES / "crd.yaml"))
     kubectl("wait", "--for=condition=Established", "crd/greetings.demo.kopf.dev", "--timeout=30s")
+
+
+@pytest.fixture(scope="session")
+def reference_kopf() -> Path:
+    """The `kopf` command of PyPI's Kopf 1.45.2, in its own virtualenv (tests/reference-kopf)."""
+    venv = os.environ.get("KOPF_REFERENCE_VENV")
+    if not venv:
+        script = Path(__file__).parent / "reference-kopf"
+        result = subprocess.run([str(script)], capture_output=True, text=True, check=False)
+        if result.returncode != 0:
+            pytest.fail(f"tests/reference-kopf failed:\n{result.stderr}", pytrace=False)
+        venv = result.stdout.strip().splitlines()[-1]
+    return Path(venv) / "bin" / "kopf"

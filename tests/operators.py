@@ -20,10 +20,12 @@ from conftest import kubectl
 class OperatorProcess:
     """`kopf run ARGS` in a subprocess with its output collected in a file."""
 
-    def __init__(self, args: list[str], *, cwd: Path, env: dict[str, str] | None = None) -> None:
+    def __init__(self, args: list[str], *, cwd: Path, env: dict[str, str] | None = None,
+                 kopf: Path | None = None) -> None:
+        """``kopf``: another engine's command (PyPI's Kopf); ours by default."""
         self.log_path = cwd / f"operator-{time.monotonic_ns()}.log"
         self._log = open(self.log_path, "wb")
-        kopf = Path(sys.executable).with_name("kopf")
+        kopf = kopf or Path(sys.executable).with_name("kopf")
         self.process = subprocess.Popen(
             [str(kopf), *args], cwd=cwd, stdout=self._log, stderr=subprocess.STDOUT,
             env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},

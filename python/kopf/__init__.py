@@ -20,6 +20,12 @@ from kopf._daemons import (
     DaemonStoppingReason,
     SyncDaemonStopperChecker,
 )
+from kopf._diffbase import (
+    AnnotationsDiffBaseStorage,
+    DiffBaseStorage,
+    MultiDiffBaseStorage,
+    StatusDiffBaseStorage,
+)
 from kopf._errors import (
     AdmissionError,
     ErrorsMode,
@@ -41,6 +47,14 @@ from kopf._kits import (
 )
 from kopf._logging import LocalObjectLogger, LogFormat, ObjectLogger, configure
 from kopf._posting import event, exception, info, warn
+from kopf._progress import (
+    AnnotationsProgressStorage,
+    MultiProgressStorage,
+    ProgressRecord,
+    ProgressStorage,
+    SmartProgressStorage,
+    StatusProgressStorage,
+)
 from kopf._references import EVERYTHING, Resource
 from kopf._running import operator, run, run_tasks, spawn_tasks
 from kopf._settings import OperatorSettings
@@ -90,6 +104,9 @@ __all__ = [
     'OperatorRegistry', 'get_default_registry', 'set_default_registry',
     'PRESENT', 'ABSENT', 'EVERYTHING',
     'OperatorSettings',
+    'DiffBaseStorage', 'AnnotationsDiffBaseStorage', 'StatusDiffBaseStorage', 'MultiDiffBaseStorage',
+    'ProgressRecord', 'ProgressStorage', 'AnnotationsProgressStorage', 'StatusProgressStorage',
+    'MultiProgressStorage', 'SmartProgressStorage',
     'RawEvent', 'RawBody', 'Status', 'Spec', 'Meta', 'Body', 'BodyEssence', 'Labels', 'Annotations',
     'ObjectReference', 'OwnerReference', 'Memo', 'Patch', 'Diff', 'DiffItem', 'DiffOperation',
     'Resource', 'Logger', 'Reason', 'ObjectLogger', 'LocalObjectLogger',

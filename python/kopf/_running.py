@@ -196,9 +196,11 @@ async def operator(
         connection = await authenticate(registry=registry, settings=settings, memo=memo)
         ready = asyncio.Event()
         bridge = Bridge(registry=registry, settings=settings, memo=memo, ready=ready, loop=loop)
-        spec = {**bridge.spec(), 'namespaces': list(namespaces), 'settings': settings.for_engine(),
+        storages: list[Any] = []  # the custom ones, called as Python from the engine
+        spec = {**bridge.spec(), 'namespaces': list(namespaces), 'settings': settings.for_engine(storages),
                 'liveness_endpoint': liveness_endpoint}
-        engine_task = asyncio.create_task(_as_coroutine(engine.run(json.dumps(spec), json.dumps(connection), bridge)))
+        running = engine.run(json.dumps(spec), json.dumps(connection), bridge, storages)
+        engine_task = asyncio.create_task(_as_coroutine(running))
         ready_task = asyncio.create_task(ready.wait())
         waiting: set[asyncio.Future[Any]] = {stop, engine_task, ready_task, *watchers}
         while True:

@@ -8,6 +8,8 @@ import logging
 from collections.abc import Iterable
 from typing import Any
 
+from kopf import _diffbase, _progress
+
 
 @dataclasses.dataclass
 class ProcessSettings:
@@ -116,6 +118,12 @@ class NetworkingSettings:
 class PersistenceSettings:
     finalizer: str = 'kopf.zalando.org/KopfFinalizerMarker'
     """The finalizer that blocks deletion until deletion handlers are done."""
+    progress_storage: _progress.ProgressStorage = dataclasses.field(
+        default_factory=_progress.SmartProgressStorage)
+    """Where handlers' progress is kept between processing cycles."""
+    diffbase_storage: _diffbase.DiffBaseStorage = dataclasses.field(
+        default_factory=_diffbase.AnnotationsDiffBaseStorage)
+    """Where the last handled state of an object is kept, to see what has changed."""
     consistency_timeout: float = 5.0
     """How long to wait for the operator's own patch to come back before handling anyway."""
 
@@ -135,8 +143,13 @@ class OperatorSettings:
     networking: NetworkingSettings = dataclasses.field(default_factory=NetworkingSettings)
     persistence: PersistenceSettings = dataclasses.field(default_factory=PersistenceSettings)
 
-    def for_engine(self) -> dict[str, Any]:
-        """The part of the settings that the core acts on."""
+    def for_engine(self, customs: list[Any] | None = None) -> dict[str, Any]:
+        """The part of the settings that the core acts on.
+
+        Storages the core cannot run natively are appended to ``customs`` and
+        referred to by their index there.
+        """
+        customs = customs if customs is not None else []
         def floats(value: float | Iterable[float]) -> list[float]:
             return [float(value)] if isinstance(value, int | float) else [float(v) for v in value]
         return {
@@ -155,6 +168,8 @@ class OperatorSettings:
             'persistence': {
                 'finalizer': self.persistence.finalizer,
                 'consistency_timeout': self.persistence.consistency_timeout,
+                'progress_storage': _progress.for_engine(self.persistence.progress_storage, customs),
+                'diffbase_storage': _diffbase.for_engine(self.persistence.diffbase_storage, customs),
             },
             'posting': {
                 'enabled': self.posting.enabled,

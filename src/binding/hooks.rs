@@ -3,9 +3,11 @@
 //! Python's `logging`.
 
 use super::calls::{Calls, Closed};
+use super::storages::PyCustomStorages;
 use crate::connection::ConnectionInfo;
 use crate::diffs::Diff;
 use crate::invoking::{HandlerKind, Hooks, Invocation, Invoked, Level, ObjectRef};
+use crate::persistence::CustomStorages;
 use crate::progression::Outcome;
 use futures::future::BoxFuture;
 use pyo3::prelude::*;
@@ -16,16 +18,23 @@ use std::sync::Arc;
 pub struct PyHooks {
     bridge: Py<PyAny>,
     calls: Calls,
+    storages: PyCustomStorages,
     /// The effective level of the `kopf.objects` logger, read once at start.
     level: u8,
 }
 
 impl PyHooks {
-    pub fn new(py: Python<'_>, bridge: Py<PyAny>, calls: Calls) -> PyResult<Self> {
+    pub fn new(
+        py: Python<'_>,
+        bridge: Py<PyAny>,
+        calls: Calls,
+        storages: PyCustomStorages,
+    ) -> PyResult<Self> {
         let level: u8 = bridge.call_method0(py, "log_level")?.extract(py)?;
         Ok(Self {
             bridge,
             calls,
+            storages,
             level,
         })
     }
@@ -299,6 +308,10 @@ impl Hooks for PyHooks {
         self.call_sync("refresh_body", |py| {
             (key, to_py(py, body)?).into_pyobject(py)
         });
+    }
+
+    fn custom_storages(&self) -> &dyn CustomStorages {
+        &self.storages
     }
 }
 

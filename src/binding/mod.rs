@@ -5,6 +5,7 @@
 mod calls;
 mod hooks;
 mod operator;
+mod storages;
 
 use pyo3::prelude::*;
 

@@ -2,6 +2,7 @@
 
 use super::calls::Calls;
 use super::hooks::PyHooks;
+use super::storages::PyCustomStorages;
 use crate::connection::{self, ConnectionInfo};
 use crate::credentials::{Credentials, Login};
 use crate::posting::K8sEvent;
@@ -33,13 +34,15 @@ impl Operator {
     }
 
     /// Run the core until `stop()`; an awaitable for the operator's asyncio loop.
-    /// `spec` and `connection` are JSON; `bridge` is the Python side of the hooks.
+    /// `spec` and `connection` are JSON; `bridge` is the Python side of the hooks;
+    /// `storages` are the custom storages that the spec's settings refer to by index.
     fn run<'py>(
         &self,
         py: Python<'py>,
         spec: &str,
         connection: &str,
         bridge: Py<PyAny>,
+        storages: Vec<Py<PyAny>>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let spec: OperatorSpec = serde_json::from_str(spec)
             .map_err(|e| PyValueError::new_err(format!("invalid operator spec: {e}")))?;
@@ -49,7 +52,8 @@ impl Operator {
             .map_err(|e| PyRuntimeError::new_err(format!("cannot create the call queue: {e}")))?;
         bridge.call_method1(py, "attach", (calls.queue(),))?;
         let ready_bridge = bridge.clone_ref(py);
-        let hooks = Arc::new(PyHooks::new(py, bridge, calls)?);
+        let storages = PyCustomStorages::new(py, storages)?;
+        let hooks = Arc::new(PyHooks::new(py, bridge, calls, storages)?);
         let stop = self.stop.subscribe();
         let events = self
             .pending
