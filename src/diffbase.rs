@@ -6,7 +6,7 @@ use crate::dicts::{self, FieldPath};
 use crate::encoding::to_python_json;
 use crate::patches::Patch;
 use crate::persistence::StorageResult;
-use crate::progress::{decode_stored, remove_empty_stanzas};
+use crate::progress::{decode_stored, fetch_annotation, remove_empty_stanzas};
 use serde_json::{Map, Value};
 use std::sync::Arc;
 
@@ -93,20 +93,8 @@ impl DiffBaseStorage for AnnotationsDiffBaseStorage {
     }
 
     fn fetch(&self, body: &Value) -> StorageResult<Option<Value>> {
-        let Some(annotations) = body.pointer("/metadata/annotations") else {
-            return Ok(None);
-        };
-        for key in self.keys.make_keys(&self.key, Some(body)) {
-            if let Some(encoded) = annotations.get(&key) {
-                let location = format!("annotation {key}");
-                let decoded =
-                    decode_stored(encoded, "AnnotationsDiffBaseStorage", "fetch", &location)?;
-                if !decoded.is_null() {
-                    return Ok(Some(decoded));
-                }
-            }
-        }
-        Ok(None)
+        let keys = self.keys.make_keys(&self.key, Some(body));
+        fetch_annotation(body, &keys, "AnnotationsDiffBaseStorage")
     }
 
     fn store(&self, body: &Value, patch: &mut Patch, essence: &Value) -> StorageResult<()> {

@@ -49,6 +49,23 @@ pub fn decode_stored(
     serde_json::from_str(text).map_err(|e| error(format!("malformed JSON ({e})")))
 }
 
+/// The first of these annotations that holds a stored value (JSON, not `null`), decoded.
+pub fn fetch_annotation(
+    body: &Value,
+    keys: &[String],
+    storage: &str,
+) -> StorageResult<Option<Value>> {
+    for key in keys {
+        if let Some(encoded) = annotation(body, key) {
+            let decoded = decode_stored(encoded, storage, "fetch", &format!("annotation {key}"))?;
+            if !decoded.is_null() {
+                return Ok(Some(decoded));
+            }
+        }
+    }
+    Ok(None)
+}
+
 /// Progress as JSON strings in annotations (Kopf's `AnnotationsProgressStorage`).
 pub struct AnnotationsProgressStorage {
     pub keys: KeyForming,
@@ -93,17 +110,8 @@ fn annotation_path(key: &str) -> FieldPath {
 
 impl ProgressStorage for AnnotationsProgressStorage {
     fn fetch(&self, key: &str, body: &Value) -> StorageResult<Option<Value>> {
-        for full_key in self.keys.make_keys(key, Some(body)) {
-            if let Some(encoded) = annotation(body, &full_key) {
-                let location = format!("annotation {full_key}");
-                let decoded =
-                    decode_stored(encoded, "AnnotationsProgressStorage", "fetch", &location)?;
-                if !decoded.is_null() {
-                    return Ok(Some(decoded));
-                }
-            }
-        }
-        Ok(None)
+        let keys = self.keys.make_keys(key, Some(body));
+        fetch_annotation(body, &keys, "AnnotationsProgressStorage")
     }
 
     fn store(

@@ -119,6 +119,21 @@ class StorageStanzaCleaner:
                 del raw[key]
 
 
+class StatusFieldConvention:
+    """A storage's field in the status, given as a spec with ``{name}`` in it (settable later)."""
+
+    _name: str
+    _field: tuple[str, ...]
+
+    @property
+    def field(self) -> tuple[str, ...]:
+        return self._field
+
+    @field.setter
+    def field(self, field: str | Iterable[str]) -> None:
+        self._field = field_path(field, name=self._name)
+
+
 def is_pristine(storage: Any, cls: type) -> bool:
     """Whether the storage behaves exactly as the built-in ``cls`` (no methods overridden),
     so that the engine may run it natively instead of calling Python."""

@@ -105,7 +105,7 @@ class AnnotationsDiffBaseStorage(conventions.StorageKeyFormingConvention, DiffBa
                 'ignored_fields': self._ignored_for_engine()}
 
 
-class StatusDiffBaseStorage(DiffBaseStorage):
+class StatusDiffBaseStorage(conventions.StatusFieldConvention, DiffBaseStorage):
     """The essence as a compact JSON string in ``status.<name>.last-handled-configuration``."""
 
     def __init__(
@@ -118,14 +118,6 @@ class StatusDiffBaseStorage(DiffBaseStorage):
         super().__init__(ignored_fields=ignored_fields)
         self._name = name
         self._field = conventions.field_path(field, name=name)
-
-    @property
-    def field(self) -> tuple[str, ...]:
-        return self._field
-
-    @field.setter
-    def field(self, field: FieldSpec) -> None:
-        self._field = conventions.field_path(field, name=self._name)
 
     def build(self, *, body: Body, extra_fields: Iterable[FieldSpec] | None = None) -> BodyEssence:
         essence = super().build(body=body, extra_fields=extra_fields)

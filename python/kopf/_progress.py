@@ -126,7 +126,7 @@ class AnnotationsProgressStorage(conventions.StorageKeyFormingConvention,
                 'touch_key': self.touch_key, 'v1': bool(self.v1)}
 
 
-class StatusProgressStorage(ProgressStorage):
+class StatusProgressStorage(conventions.StatusFieldConvention, ProgressStorage):
     """Records as nested dicts in the status: ``status.<name>.progress.<handler id>``.
 
     Strict CRD schemas prune unknown status fields, and built-in resources have
@@ -144,14 +144,6 @@ class StatusProgressStorage(ProgressStorage):
         self._name = name
         self._field = conventions.field_path(field, name=name)
         self._touch_field = conventions.field_path(touch_field, name=name)
-
-    @property
-    def field(self) -> tuple[str, ...]:
-        return self._field
-
-    @field.setter
-    def field(self, field: FieldSpec) -> None:
-        self._field = conventions.field_path(field, name=self._name)
 
     @property
     def touch_field(self) -> tuple[str, ...]:
