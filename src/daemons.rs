@@ -178,6 +178,8 @@ pub struct Daemons {
     objects: Mutex<HashMap<String, Arc<ObjectDaemons>>>,
     /// The operator is exiting: nothing new is spawned.
     closing: AtomicBool,
+    /// The operator is paused (peering): nothing is spawned until it resumes.
+    paused: AtomicBool,
 }
 
 impl Daemons {
@@ -187,6 +189,7 @@ impl Daemons {
             credentials,
             objects: Mutex::default(),
             closing: AtomicBool::new(false),
+            paused: AtomicBool::new(false),
         }
     }
 
@@ -229,7 +232,7 @@ impl Daemons {
         object: &Arc<ObjectDaemons>,
         matching: &[&SpawningHandler],
     ) -> Vec<f64> {
-        if !self.closing.load(Ordering::SeqCst) {
+        if !self.closing.load(Ordering::SeqCst) && !self.paused.load(Ordering::SeqCst) {
             for handler in matching {
                 self.spawn(object, handler);
             }
@@ -413,14 +416,25 @@ impl Daemons {
     /// The operator exits: stop all daemons of all objects at once, each in Kopf's one-go way.
     pub async fn stop_all(&self) {
         self.closing.store(true, Ordering::SeqCst);
+        self.stop_everything(reasons::OPERATOR_EXITING).await;
+    }
+
+    /// The operator pauses (or resumes): stop all daemons; they are spawned again when
+    /// their objects are seen after the pause (the watch-streams list them all again).
+    pub async fn set_paused(&self, paused: bool) {
+        self.paused.store(paused, Ordering::SeqCst);
+        if paused {
+            self.stop_everything(reasons::OPERATOR_PAUSING).await;
+        }
+    }
+
+    async fn stop_everything(&self, reason: u32) {
         let objects: Vec<Arc<ObjectDaemons>> = (self.objects.lock().expect("not poisoned"))
             .values()
             .cloned()
             .collect();
         let daemons = objects.iter().flat_map(|o| o.snapshot());
-        let stopping = daemons.map(|daemon| async move {
-            self.stop_daemon(&daemon, reasons::OPERATOR_EXITING).await
-        });
+        let stopping = daemons.map(|daemon| async move { self.stop_daemon(&daemon, reason).await });
         futures::future::join_all(stopping).await;
     }
 }

@@ -17,6 +17,7 @@ pub mod handlers;
 pub mod invoking;
 pub mod namespaces;
 pub mod patches;
+pub mod peering;
 pub mod persistence;
 pub mod posting;
 pub mod probing;

@@ -9,6 +9,7 @@ use crate::errors;
 use crate::handlers::{ChangingHandler, SpawningHandler, WatchingHandler};
 use crate::invoking::{HandlerKind, Hooks, Level};
 use crate::namespaces;
+use crate::peering::{self, Pause, Peering, Target};
 use crate::persistence::Storages;
 use crate::posting::{K8sEvent, Poster};
 use crate::processing::{RawEvent, ResourceContext};
@@ -48,6 +49,8 @@ pub enum RunError {
     Discovery { server: String, reason: String },
     #[error("settings.persistence: {0}")]
     Storages(String),
+    #[error("Peering: {0}")]
+    Peering(String),
 }
 
 /// The resources a handler's selector picks; callable selectors are asked in Python.
@@ -197,6 +200,22 @@ pub async fn run(
     )
     .await?;
     let settings = Arc::new(spec.settings.clone());
+    let targets = peering_targets(&credentials, &spec, &resources, hooks.as_ref()).await?;
+    let pause = Pause::new(targets.len());
+    let mut peerings = JoinSet::new();
+    for (voter, target) in targets.into_iter().enumerate() {
+        let peering = Peering {
+            credentials: credentials.clone(),
+            target,
+            settings: settings.peering.clone(),
+            watching: settings.watching.clone(),
+            hooks: hooks.clone(),
+            pause: pause.clone(),
+            voter,
+        };
+        peerings.spawn(peering.run(stop.clone()));
+    }
+    let mut paused = pause.subscribe();
     let poster = Poster {
         credentials: credentials.clone(),
         hooks: hooks.clone(),
@@ -216,6 +235,8 @@ pub async fn run(
         storages,
         limiter,
         patterns: spec.namespaces.clone(),
+        paused: paused.clone(),
+        daemons: Vec::new(),
         watchers: BTreeMap::new(),
         dispatchers: JoinSet::new(),
     };
@@ -239,6 +260,7 @@ pub async fn run(
                 namespace: None,
                 settings: settings.watching.clone(),
                 hooks: hooks.clone(),
+                paused: None,
             }
             .run(crd_tx),
         )
@@ -248,6 +270,7 @@ pub async fn run(
     loop {
         tokio::select! {
             changed = stop.changed() => if changed.is_err() || *stop.borrow() { break },
+            Ok(()) = paused.changed() => serving.set_paused(*paused.borrow_and_update()),
             Some(_) = crd_rx.recv() => {
                 // Let a burst (a new CRD becoming established) settle, then look again.
                 tokio::time::sleep(std::time::Duration::from_secs(1)).await;
@@ -265,6 +288,9 @@ pub async fn run(
     // Stopping the watchers ends the streams; the dispatchers then let their workers
     // finish the current cycles (within the exit timeout) and exit by themselves.
     serving.stop().await;
+    // The peerings withdraw our records on the stop signal: let them finish that.
+    let withdrawn = async { while peerings.join_next().await.is_some() {} };
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(10), withdrawn).await;
     poster.abort();
     if let Some(liveness) = liveness {
         liveness.abort();
@@ -280,6 +306,9 @@ struct Serving {
     storages: Storages,
     limiter: Option<Arc<Semaphore>>,
     patterns: Vec<String>,
+    /// The operator's pause (peering): watchers stop streaming, daemons stop.
+    paused: watch::Receiver<bool>,
+    daemons: Vec<Arc<Daemons>>,
     watchers: BTreeMap<String, JoinSet<()>>,
     dispatchers: JoinSet<()>,
 }
@@ -336,6 +365,7 @@ impl Serving {
                 namespace,
                 settings: self.settings.watching.clone(),
                 hooks: self.hooks.clone(),
+                paused: Some(self.paused.clone()),
             };
             let patterns = self.patterns.clone();
             watchers.spawn(watcher.run(tx));
@@ -347,15 +377,25 @@ impl Serving {
                         .and_then(|ns| ns.as_str())
                         .is_some_and(|ns| namespaces::matches_any(ns, &patterns))
             }));
+            let daemons = Arc::new(Daemons::new(ctx.clone(), self.credentials.clone()));
+            self.daemons.push(daemons.clone());
             let dispatcher = Dispatcher {
                 ctx: ctx.clone(),
                 credentials: self.credentials.clone(),
                 limiter: self.limiter.clone(),
-                daemons: Arc::new(Daemons::new(ctx.clone(), self.credentials.clone())),
+                daemons,
             };
             self.dispatchers.spawn(dispatcher.run(filtered_rx));
         }
         watchers
+    }
+
+    /// Pause or resume the daemons (the watchers follow the pause by themselves).
+    fn set_paused(&self, paused: bool) {
+        for daemons in &self.daemons {
+            let daemons = daemons.clone();
+            tokio::spawn(async move { daemons.set_paused(paused).await });
+        }
     }
 
     async fn stop(mut self) {
@@ -415,4 +455,87 @@ async fn filter(
             return;
         }
     }
+}
+
+/// The peering objects to announce ourselves in (none: standalone). A mandatory peering
+/// (`--peering NAME`) that is absent stops the start; the auto-detected `default` one,
+/// when absent, leaves the operator standalone with a warning.
+async fn peering_targets(
+    credentials: &Credentials,
+    spec: &OperatorSpec,
+    resources: &[Resource],
+    hooks: &dyn Hooks,
+) -> Result<Vec<Target>, RunError> {
+    let settings = &spec.settings.peering;
+    if settings.standalone {
+        return Ok(Vec::new());
+    }
+    let clusterwide = settings.clusterwide || spec.namespaces.is_empty();
+    let kind = if clusterwide {
+        "ClusterKopfPeering"
+    } else {
+        "KopfPeering"
+    };
+    let Some(resource) = peering::peering_resource(resources, clusterwide) else {
+        if settings.mandatory {
+            return Err(RunError::Peering(format!(
+                "the {kind} resource is not served (is its CRD installed?); needed for the peering '{}'.",
+                settings.name
+            )));
+        }
+        hooks.log(
+            Level::Debug,
+            None,
+            &format!("No {kind} resource is served: running in the standalone mode."),
+        );
+        return Ok(Vec::new());
+    };
+    let namespaces: Vec<Option<String>> = if clusterwide {
+        vec![None]
+    } else {
+        let names = peering::namespaces(credentials, &spec.namespaces)
+            .await
+            .map_err(|e| {
+                RunError::Peering(format!("cannot list the namespaces: {}", errors::chain(&e)))
+            })?;
+        names.into_iter().map(Some).collect()
+    };
+    let mut targets = Vec::new();
+    for namespace in namespaces {
+        let target = Target {
+            resource: resource.clone(),
+            namespace,
+        };
+        let place = match &target.namespace {
+            Some(namespace) => format!("in the namespace '{namespace}'"),
+            None => "cluster-wide".to_owned(),
+        };
+        let found = peering::exists(credentials, &target, &settings.name)
+            .await
+            .map_err(|e| {
+                RunError::Peering(format!(
+                    "cannot read the {kind} '{}' {place}: {}",
+                    settings.name,
+                    errors::chain(&e)
+                ))
+            })?;
+        if found {
+            targets.push(target);
+        } else if settings.mandatory {
+            return Err(RunError::Peering(format!(
+                "the {kind} '{}' is not found {place}; create it, or run with --standalone.",
+                settings.name
+            )));
+        } else {
+            hooks.log(
+                Level::Warning,
+                None,
+                &format!(
+                    "The {kind} '{}' is not found {place}: running in the standalone mode there.",
+                    settings.name
+                ),
+            );
+        }
+    }
+    Ok(targets)
 }

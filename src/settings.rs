@@ -12,6 +12,7 @@ pub struct Settings {
     pub posting: PostingSettings,
     pub networking: NetworkingSettings,
     pub background: BackgroundSettings,
+    pub peering: crate::peering::PeeringSettings,
 }
 
 #[derive(Debug, Clone, Deserialize)]

@@ -15,7 +15,7 @@ use rand::Rng;
 use serde_json::Value;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 
 const MAX_BACKOFF: f64 = 30.0;
 
@@ -33,6 +33,8 @@ pub struct Watcher {
     pub namespace: Option<String>,
     pub settings: WatchingSettings,
     pub hooks: Arc<dyn Hooks>,
+    /// The operator's pause (peering): no stream while it is on.
+    pub paused: Option<watch::Receiver<bool>>,
 }
 
 impl Watcher {
@@ -40,7 +42,12 @@ impl Watcher {
     pub async fn run(self, tx: mpsc::Sender<RawEvent>) {
         let mut failures: u32 = 0;
         'relist: loop {
-            let mut version = match self.list(&tx).await {
+            self.wait_resumed().await;
+            let listed = tokio::select! {
+                listed = self.list(&tx) => listed,
+                () = self.paused_now() => continue 'relist,
+            };
+            let mut version = match listed {
                 Ok(Some(version)) => {
                     failures = 0;
                     version
@@ -53,7 +60,11 @@ impl Watcher {
                 }
             };
             loop {
-                match self.watch(&tx, &mut version).await {
+                let watched = tokio::select! {
+                    watched = self.watch(&tx, &mut version) => watched,
+                    () = self.paused_now() => continue 'relist,
+                };
+                match watched {
                     Ok(None) => return,
                     Ok(Some(Restart::Relist)) => continue 'relist,
                     Ok(Some(Restart::Rewatch)) => {
@@ -73,6 +84,35 @@ impl Watcher {
                     }
                 }
             }
+        }
+    }
+
+    /// While the operator is paused, wait; a stream starts afresh (listing) after a pause.
+    async fn wait_resumed(&self) {
+        let Some(paused) = &self.paused else { return };
+        let mut paused = paused.clone();
+        if !*paused.borrow_and_update() {
+            return;
+        }
+        let describe = self.describe();
+        self.debug(&format!("Pausing the watch-stream for {describe}."));
+        let _ = paused.wait_for(|paused| !*paused).await;
+        self.debug(&format!("Resuming the watch-stream for {describe}."));
+    }
+
+    /// Resolves when the operator gets paused (never, if it cannot be).
+    async fn paused_now(&self) {
+        if let Some(paused) = &self.paused {
+            if paused.clone().wait_for(|paused| *paused).await.is_ok() {
+                return;
+            }
+        }
+        std::future::pending().await
+    }
+
+    fn debug(&self, message: &str) {
+        if self.hooks.log_enabled(Level::Debug) {
+            self.hooks.log(Level::Debug, None, message);
         }
     }
 

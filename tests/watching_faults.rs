@@ -192,6 +192,7 @@ async fn collect(
             ..Default::default()
         },
         hooks: hooks.clone(),
+        paused: None,
     };
     let (tx, mut rx) = mpsc::channel::<RawEvent>(100);
     let task = tokio::spawn(watcher.run(tx));

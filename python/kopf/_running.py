@@ -21,6 +21,7 @@ from kopf._credentials import SERVICE_ACCOUNT, ConnectionInfo
 from kopf._errors import LoginError, OperatorError
 from kopf._execution import execute_once
 from kopf._handlers import Activity, OperatorRegistry, get_default_registry
+from kopf._peering import detect_own_id
 from kopf._posting import engine_var, settings_var
 from kopf._settings import OperatorSettings
 from kopf._structs import Memo
@@ -167,14 +168,15 @@ async def operator(
                       " For now, switching to the cluster-wide mode for backward compatibility.",
                       FutureWarning, stacklevel=2)
         clusterwide = True
-    if peering_name is not None:
-        raise TypeError("Peering (peering_name=) is not supported by this engine yet; use standalone=True.")
     if lifecycle is not None:
         raise TypeError("Custom lifecycles are not supported by this engine yet.")
 
     registry = registry if registry is not None else get_default_registry()
     settings = settings if settings is not None else OperatorSettings()
     settings.peering.clusterwide = clusterwide
+    if peering_name is not None:
+        settings.peering.mandatory = True
+        settings.peering.name = peering_name
     if standalone is not None:
         settings.peering.standalone = standalone
     if priority is not None:
@@ -197,7 +199,9 @@ async def operator(
         ready = asyncio.Event()
         bridge = Bridge(registry=registry, settings=settings, memo=memo, ready=ready, loop=loop)
         storages: list[Any] = []  # the custom ones, called as Python from the engine
-        spec = {**bridge.spec(), 'namespaces': list(namespaces), 'settings': settings.for_engine(storages),
+        engine_settings = settings.for_engine(storages)
+        engine_settings['peering']['identity'] = str(identity or detect_own_id(manual=False))
+        spec = {**bridge.spec(), 'namespaces': list(namespaces), 'settings': engine_settings,
                 'liveness_endpoint': liveness_endpoint}
         running = engine.run(json.dumps(spec), json.dumps(connection), bridge, storages)
         engine_task = asyncio.create_task(_as_coroutine(running))

@@ -36,12 +36,23 @@ class PostingSettings:
 @dataclasses.dataclass
 class PeeringSettings:
     name: str = 'default'
+    """The peering object (``KopfPeering`` or ``ClusterKopfPeering``) to announce ourselves in."""
     stealth: bool = False
+    """Do not log the keep-alives (pauses and resumes are logged anyway)."""
     priority: int = 0
+    """Operators pause while a live peer has a higher priority; equal ones all pause."""
     lifetime: int = 60
+    """How long our record is valid; it is renewed 5–10 seconds before it expires."""
     mandatory: bool = False
+    """Refuse to start without the peering object (``--peering``); else run standalone."""
     standalone: bool = False
+    """Do not peer at all, even if the peering object exists."""
     clusterwide: bool = False
+    """Peer in ``ClusterKopfPeering`` (cluster-wide operators) rather than ``KopfPeering``."""
+
+    @property
+    def namespaced(self) -> bool:
+        return not self.clusterwide
 
 
 @dataclasses.dataclass
@@ -181,6 +192,15 @@ class OperatorSettings:
                 'cancellation_polling': self.background.cancellation_polling,
                 'instant_exit_timeout': self.background.instant_exit_timeout,
                 'instant_exit_zero_time_cycles': self.background.instant_exit_zero_time_cycles,
+            },
+            'peering': {
+                'name': self.peering.name,
+                'priority': self.peering.priority,
+                'lifetime': self.peering.lifetime,
+                'stealth': self.peering.stealth,
+                'mandatory': self.peering.mandatory,
+                'standalone': self.peering.standalone,
+                'clusterwide': self.peering.clusterwide,
             },
             'networking': {
                 'request_timeout': self.networking.request_timeout,

@@ -14,7 +14,7 @@ from typing import Any
 
 import click
 
-from kopf import _logging, _running
+from kopf import _logging, _peering, _running
 from kopf._errors import LoginError, OperatorError
 from kopf._handlers import OperatorRegistry, set_default_registry
 from kopf._settings import OperatorSettings
@@ -104,15 +104,13 @@ def run(__controls: CLIControls, paths: list[str], modules: list[str], peering_n
         namespaces = (*namespaces, os.environ['KOPF_RUN_NAMESPACE'])
     if namespaces and clusterwide:
         raise click.UsageError("Either --namespace or --all-namespaces can be used, not both.")
-    if peering_name is not None:
-        raise click.UsageError("Peering (--peering) is not supported by this engine yet; use --standalone.")
     if __controls.registry is not None:
         set_default_registry(__controls.registry)
     preload(paths=paths, modules=modules)
     loop = __controls.loop
     coro = _running.operator(
         standalone=standalone, namespaces=namespaces, clusterwide=clusterwide, priority=priority,
-        liveness_endpoint=liveness_endpoint,
+        peering_name=peering_name, liveness_endpoint=liveness_endpoint,
         registry=__controls.registry, settings=__controls.settings, stop_flag=__controls.stop_flag,
         ready_flag=__controls.ready_flag, vault=__controls.vault,
     )
@@ -123,3 +121,45 @@ def run(__controls: CLIControls, paths: list[str], modules: list[str], peering_n
             asyncio.run(coro)
     except (OperatorError, LoginError) as e:
         raise click.ClickException(str(e)) from e
+
+
+def _peering_command(*, id: str | None, name: str, priority: int, lifetime: int,
+                     namespaces: Collection[str], clusterwide: bool) -> None:
+    if namespaces and clusterwide:
+        raise click.UsageError("Either --namespace or --all-namespaces can be used, not both.")
+    identity = id or _peering.detect_own_id(manual=True)
+    coro = _peering.touch_command(identity=identity, name=name, priority=priority, lifetime=lifetime,
+                                  clusterwide=clusterwide, namespaces=namespaces)
+    try:
+        asyncio.run(coro)
+    except (OperatorError, LoginError) as e:
+        raise click.ClickException(str(e)) from e
+
+
+@main.command()
+@logging_options
+@click.option('-n', '--namespace', 'namespaces', multiple=True)
+@click.option('-A', '--all-namespaces', 'clusterwide', is_flag=True)
+@click.option('-i', '--id', type=str, default=None)
+@click.option('--dev', is_flag=True)
+@click.option('-P', '--peering', 'peering_name', required=True, envvar='KOPF_FREEZE_PEERING')
+@click.option('-p', '--priority', type=int, default=100, required=True)
+@click.option('-t', '--lifetime', type=int, required=True)
+@click.option('-m', '--message', type=str)
+def freeze(id: str | None, message: str | None, lifetime: int, namespaces: Collection[str], clusterwide: bool,
+           peering_name: str, priority: int, dev: bool) -> None:
+    """ Pause the resource handling in the operator(s). """
+    _peering_command(id=id, name=peering_name, priority=666 if dev else priority, lifetime=lifetime,
+                     namespaces=namespaces, clusterwide=clusterwide)
+
+
+@main.command()
+@logging_options
+@click.option('-n', '--namespace', 'namespaces', multiple=True)
+@click.option('-A', '--all-namespaces', 'clusterwide', is_flag=True)
+@click.option('-i', '--id', type=str, default=None)
+@click.option('-P', '--peering', 'peering_name', required=True, envvar='KOPF_RESUME_PEERING')
+def resume(id: str | None, namespaces: Collection[str], clusterwide: bool, peering_name: str) -> None:
+    """ Resume the resource handling in the operator(s). """
+    _peering_command(id=id, name=peering_name, priority=0, lifetime=0,
+                     namespaces=namespaces, clusterwide=clusterwide)

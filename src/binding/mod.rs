@@ -3,6 +3,7 @@
 //! operator's asyncio loop; everything else happens in the core.
 
 mod calls;
+mod commands;
 mod hooks;
 mod operator;
 mod storages;
@@ -16,6 +17,7 @@ fn _engine(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_class::<operator::Operator>()?;
     m.add_class::<calls::CallQueue>()?;
+    m.add_function(wrap_pyfunction!(commands::touch_peering, m)?)?;
     Ok(())
 }
 

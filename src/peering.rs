@@ -1,0 +1,613 @@
+//! Kopf's peering: operators announce themselves in the status of a `KopfPeering`
+//! (namespaced operators) or `ClusterKopfPeering` (cluster-wide ones) object, each with a
+//! priority and a lifetime. While a live peer has a higher priority, we pause; peers of
+//! the same priority pause each other (with a warning); we resume when they are gone.
+//! The status layout is Kopf's, so our operators and Kopf's see each other.
+
+use crate::credentials::Credentials;
+use crate::invoking::{Hooks, Level};
+use crate::processing::RawEvent;
+use crate::progression::{format_time, parse_time};
+use crate::resources::Resource;
+use crate::settings::WatchingSettings;
+use crate::watching::Watcher;
+use chrono::{DateTime, Duration as TimeDelta, Utc};
+use serde::Deserialize;
+use serde_json::{json, Map, Value};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::{mpsc, watch};
+
+/// `settings.peering` plus the operator's identity (`POD_ID`, or user@host/time/random).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default)]
+pub struct PeeringSettings {
+    pub name: String,
+    pub priority: i64,
+    pub lifetime: i64,
+    pub stealth: bool,
+    pub mandatory: bool,
+    pub standalone: bool,
+    pub clusterwide: bool,
+    pub identity: String,
+}
+
+impl Default for PeeringSettings {
+    fn default() -> Self {
+        Self {
+            name: "default".into(),
+            priority: 0,
+            lifetime: 60,
+            stealth: false,
+            mandatory: false,
+            standalone: false,
+            clusterwide: false,
+            identity: "kopf-rs".into(),
+        }
+    }
+}
+
+/// Peers that publish no lifetime are trusted for this long (as Kopf does).
+const DEFAULT_LIFETIME: i64 = 60;
+
+/// One operator as its peering record shows it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Peer {
+    pub identity: String,
+    pub priority: i64,
+    pub lifetime: i64,
+    pub lastseen: DateTime<Utc>,
+}
+
+impl Peer {
+    /// A record of the status; what is missing or unreadable gets Kopf's defaults.
+    pub fn from_record(identity: &str, record: &Value, now: DateTime<Utc>) -> Self {
+        let integer = |key: &str, default: i64| {
+            record
+                .get(key)
+                .and_then(|v| v.as_i64().or_else(|| v.as_f64().map(|f| f as i64)))
+                .unwrap_or(default)
+        };
+        Self {
+            identity: identity.to_owned(),
+            priority: integer("priority", 0),
+            lifetime: integer("lifetime", DEFAULT_LIFETIME),
+            lastseen: (record.get("lastseen").and_then(Value::as_str))
+                .and_then(parse_time)
+                .unwrap_or(now),
+        }
+    }
+
+    pub fn deadline(&self) -> DateTime<Utc> {
+        self.lastseen + TimeDelta::seconds(self.lifetime)
+    }
+
+    pub fn is_dead(&self, now: DateTime<Utc>) -> bool {
+        self.deadline() <= now
+    }
+
+    pub fn record(&self) -> Value {
+        json!({"priority": self.priority, "lifetime": self.lifetime,
+               "lastseen": format_time(self.lastseen)})
+    }
+
+    /// As Kopf logs a peer: `<Peer id: priority=0, lifetime=60, lastseen='...'>`.
+    pub fn repr(&self) -> String {
+        format!(
+            "<Peer {}: priority={}, lifetime={}, lastseen='{}'>",
+            self.identity,
+            self.priority,
+            self.lifetime,
+            format_time(self.lastseen)
+        )
+    }
+}
+
+fn reprs(peers: &[&Peer]) -> String {
+    let items: Vec<String> = peers.iter().map(|p| p.repr()).collect();
+    format!("[{}]", items.join(", "))
+}
+
+/// All peers of a peering object's status.
+pub fn peers_of(body: &Value, now: DateTime<Utc>) -> Vec<Peer> {
+    let empty = Map::new();
+    let status = body
+        .get("status")
+        .and_then(Value::as_object)
+        .unwrap_or(&empty);
+    (status.iter())
+        .filter(|(_, record)| record.is_object())
+        .map(|(identity, record)| Peer::from_record(identity, record, now))
+        .collect()
+}
+
+/// What the peers mean for us.
+#[derive(Debug, PartialEq)]
+pub struct Judgement<'a> {
+    pub dead: Vec<&'a Peer>,
+    pub higher: Vec<&'a Peer>,
+    pub same: Vec<&'a Peer>,
+}
+
+impl Judgement<'_> {
+    pub fn must_pause(&self) -> bool {
+        !self.higher.is_empty() || !self.same.is_empty()
+    }
+
+    /// When the first of the blocking peers expires (the verdict may change then).
+    pub fn next_deadline(&self) -> Option<DateTime<Utc>> {
+        (self.higher.iter().chain(&self.same))
+            .map(|p| p.deadline())
+            .min()
+    }
+}
+
+pub fn judge<'a>(
+    peers: &'a [Peer],
+    identity: &str,
+    priority: i64,
+    now: DateTime<Utc>,
+) -> Judgement<'a> {
+    let live = || {
+        peers
+            .iter()
+            .filter(move |p| !p.is_dead(now) && p.identity != identity)
+    };
+    Judgement {
+        dead: peers.iter().filter(|p| p.is_dead(now)).collect(),
+        higher: live().filter(|p| p.priority > priority).collect(),
+        same: live().filter(|p| p.priority == priority).collect(),
+    }
+}
+
+/// The operator-wide pause: on while any peering object says so.
+pub struct Pause {
+    votes: Mutex<Vec<bool>>,
+    switch: watch::Sender<bool>,
+}
+
+impl Pause {
+    /// `voters` peering objects, each voting "paused" until it has looked at its peers.
+    pub fn new(voters: usize) -> Arc<Self> {
+        Arc::new(Self {
+            votes: Mutex::new(vec![true; voters]),
+            switch: watch::channel(voters > 0).0,
+        })
+    }
+
+    pub fn subscribe(&self) -> watch::Receiver<bool> {
+        self.switch.subscribe()
+    }
+
+    fn vote(&self, voter: usize, paused: bool) {
+        let mut votes = self.votes.lock().expect("not poisoned");
+        if let Some(vote) = votes.get_mut(voter) {
+            *vote = paused;
+        }
+        let any = votes.iter().any(|v| *v);
+        self.switch.send_if_modified(|current| {
+            let changed = *current != any;
+            *current = any;
+            changed
+        });
+    }
+}
+
+/// Where to peer: the peering resource and namespace (`None`: cluster-wide).
+#[derive(Debug, Clone)]
+pub struct Target {
+    pub resource: Resource,
+    pub namespace: Option<String>,
+}
+
+impl Target {
+    fn url(&self, name: &str) -> String {
+        self.resource
+            .url(self.namespace.as_deref(), Some(name), None)
+    }
+
+    fn place(&self) -> String {
+        match &self.namespace {
+            Some(namespace) => format!("in '{namespace}'"),
+            None => "cluster-wide".into(),
+        }
+    }
+}
+
+/// The peering resource for this kind of operator: `kopf.dev` first, the older
+/// `zalando.org` group otherwise.
+pub fn peering_resource(resources: &[Resource], clusterwide: bool) -> Option<&Resource> {
+    let plural = if clusterwide {
+        "clusterkopfpeerings"
+    } else {
+        "kopfpeerings"
+    };
+    ["kopf.dev", "zalando.org"].iter().find_map(|group| {
+        resources
+            .iter()
+            .find(|r| r.group == *group && r.version == "v1" && r.plural == plural)
+    })
+}
+
+/// Our record in a peering object: announced (with a lifetime) or withdrawn (lifetime 0).
+/// Returns whether the object exists.
+pub async fn touch(
+    credentials: &Credentials,
+    target: &Target,
+    settings: &PeeringSettings,
+    lifetime: i64,
+) -> Result<bool, kube::Error> {
+    let record = if lifetime > 0 {
+        Peer {
+            identity: settings.identity.clone(),
+            priority: settings.priority,
+            lifetime,
+            lastseen: Utc::now(),
+        }
+        .record()
+    } else {
+        Value::Null
+    };
+    let mut patch = Map::new();
+    patch.insert(settings.identity.clone(), record);
+    patch_status(credentials, target, &settings.name, Value::Object(patch)).await
+}
+
+async fn patch_status(
+    credentials: &Credentials,
+    target: &Target,
+    name: &str,
+    status: Value,
+) -> Result<bool, kube::Error> {
+    let mut url = target.url(name);
+    if target.resource.has_status_subresource() {
+        url.push_str("/status");
+    }
+    match credentials
+        .merge_patch(&url, &json!({ "status": status }))
+        .await
+    {
+        Ok(_) => Ok(true),
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(false),
+        Err(error) => Err(error),
+    }
+}
+
+/// Does the peering object exist?
+pub async fn exists(
+    credentials: &Credentials,
+    target: &Target,
+    name: &str,
+) -> Result<bool, kube::Error> {
+    match credentials.get(&target.url(name)).await {
+        Ok(_) => Ok(true),
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(false),
+        Err(error) => Err(error),
+    }
+}
+
+/// One peering object: our keep-alives in it, and watching the others in it.
+pub struct Peering {
+    pub credentials: Arc<Credentials>,
+    pub target: Target,
+    pub settings: PeeringSettings,
+    pub watching: WatchingSettings,
+    pub hooks: Arc<dyn Hooks>,
+    pub pause: Arc<Pause>,
+    pub voter: usize,
+}
+
+impl Peering {
+    /// Run until `stop`; then withdraw our record.
+    pub async fn run(self, mut stop: watch::Receiver<bool>) {
+        let observing = self.observe();
+        let keeping = self.keep_alive();
+        tokio::select! {
+            () = observing => {}
+            () = keeping => {}
+            _ = stop.wait_for(|stopped| *stopped) => {}
+        }
+        if let Err(error) = touch(&self.credentials, &self.target, &self.settings, 0).await {
+            self.hooks.log(
+                Level::Error,
+                None,
+                &format!(
+                    "Couldn't remove self from the peering. Ignoring. ({})",
+                    crate::errors::chain(&error)
+                ),
+            );
+        }
+    }
+
+    async fn keep_alive(&self) {
+        let lifetime = self.settings.lifetime;
+        loop {
+            let result = touch(&self.credentials, &self.target, &self.settings, lifetime).await;
+            let outcome = match &result {
+                Ok(true) => "ok".to_owned(),
+                Ok(false) => "not found".to_owned(),
+                Err(error) => format!("failed: {}", crate::errors::chain(error)),
+            };
+            if !self.settings.stealth || !matches!(result, Ok(true)) {
+                self.hooks.log(
+                    Level::Debug,
+                    None,
+                    &format!(
+                        "Keep-alive in '{}' {}: {outcome}.",
+                        self.settings.name,
+                        self.target.place()
+                    ),
+                );
+            }
+            // A little earlier than the record expires, spread randomly among the peers.
+            let margin = rand::random_range(5..=10);
+            let seconds = lifetime.min((lifetime - margin).max(1)).max(1);
+            tokio::time::sleep(Duration::from_secs(seconds.unsigned_abs())).await;
+        }
+    }
+
+    async fn observe(&self) {
+        let mut watching = self.watching.clone();
+        watching.field_selector = Some(format!("metadata.name={}", self.settings.name));
+        watching.label_selector = None;
+        let watcher = Watcher {
+            credentials: self.credentials.clone(),
+            resource: Arc::new(self.target.resource.clone()),
+            namespace: self.target.namespace.clone(),
+            settings: watching,
+            hooks: self.hooks.clone(),
+            paused: None,
+        };
+        let (tx, mut rx) = mpsc::channel::<RawEvent>(16);
+        let streaming = tokio::spawn(watcher.run(tx));
+        let mut body: Option<Arc<Value>> = None;
+        // Unknown until the first look: a mandatory peering starts paused (and says when
+        // it resumes), as Kopf's does; an auto-detected one resumes silently.
+        let mut paused = self.settings.mandatory.then_some(true);
+        let mut next_check: Option<DateTime<Utc>> = None;
+        loop {
+            let wait = next_check
+                .map(|deadline| (deadline - Utc::now()).to_std().unwrap_or(Duration::ZERO));
+            let sleep = async {
+                match wait {
+                    Some(wait) => tokio::time::sleep(wait).await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                event = rx.recv() => match event {
+                    None => break,
+                    Some(event) if event.event_type.as_deref() == Some("DELETED") => {
+                        body = Some(Arc::new(json!({})));
+                    }
+                    Some(event) => body = Some(event.object),
+                },
+                () = sleep => {}
+            }
+            let Some(body) = &body else { continue };
+            next_check = self.evaluate(body, &mut paused).await;
+        }
+        streaming.abort();
+    }
+
+    /// Judge the peers; clean the dead ones; pause or resume. When to look again.
+    async fn evaluate(&self, body: &Value, paused: &mut Option<bool>) -> Option<DateTime<Utc>> {
+        let now = Utc::now();
+        let peers = peers_of(body, now);
+        let judgement = judge(&peers, &self.settings.identity, self.settings.priority, now);
+        if !judgement.dead.is_empty() {
+            let gone: Map<String, Value> = (judgement.dead.iter())
+                .map(|p| (p.identity.clone(), Value::Null))
+                .collect();
+            let cleaned = patch_status(
+                &self.credentials,
+                &self.target,
+                &self.settings.name,
+                Value::Object(gone),
+            )
+            .await;
+            if let Err(error) = cleaned {
+                self.log(
+                    Level::Warning,
+                    format!(
+                        "Cleaning the dead peers failed: {}",
+                        crate::errors::chain(&error)
+                    ),
+                );
+            }
+        }
+        let was_paused = *paused == Some(true);
+        if !judgement.higher.is_empty() {
+            if !was_paused {
+                self.log(
+                    Level::Info,
+                    format!(
+                        "Pausing operations in favour of {}.",
+                        reprs(&judgement.higher)
+                    ),
+                );
+            }
+            *paused = Some(true);
+        } else if !judgement.same.is_empty() {
+            self.log(
+                Level::Warning,
+                format!(
+                    "Possibly conflicting operators with the same priority: {}.",
+                    reprs(&judgement.same)
+                ),
+            );
+            if !was_paused {
+                let all: Vec<&Peer> = peers.iter().collect();
+                self.log(
+                    Level::Warning,
+                    format!("Pausing all operators, including self: {}", reprs(&all)),
+                );
+            }
+            *paused = Some(true);
+        } else {
+            if was_paused {
+                self.log(
+                    Level::Info,
+                    "Resuming operations after the pause. Conflicting operators with the same priority are gone.".into(),
+                );
+            }
+            *paused = Some(false);
+        }
+        self.pause.vote(self.voter, *paused == Some(true));
+        judgement.next_deadline()
+    }
+
+    fn log(&self, level: Level, message: String) {
+        self.hooks.log(level, None, &message);
+    }
+}
+
+/// The namespaces the patterns name: as they are, or (with globs) those that exist now.
+pub async fn namespaces(
+    credentials: &Credentials,
+    patterns: &[String],
+) -> Result<Vec<String>, kube::Error> {
+    if let Some(names) = crate::namespaces::specific_namespaces(patterns) {
+        return Ok(names);
+    }
+    let list = credentials.get("/api/v1/namespaces").await?;
+    let items = list.get("items").and_then(Value::as_array);
+    Ok((items.into_iter().flatten())
+        .filter_map(|ns| ns.pointer("/metadata/name")?.as_str())
+        .filter(|name| crate::namespaces::matches_any(name, patterns))
+        .map(str::to_owned)
+        .collect())
+}
+
+/// What `kopf freeze` and `kopf resume` write.
+#[derive(Debug, Clone, Deserialize)]
+pub struct TouchRequest {
+    pub identity: String,
+    pub name: String,
+    pub priority: i64,
+    /// Zero removes the record (`kopf resume`).
+    pub lifetime: i64,
+    pub clusterwide: bool,
+    pub namespaces: Vec<String>,
+}
+
+/// Write (or remove) a record in every peering object the request names: where, and
+/// whether the object was there.
+pub async fn touch_all(
+    credentials: &Credentials,
+    resources: &[Resource],
+    request: &TouchRequest,
+) -> Result<Vec<(String, bool)>, String> {
+    let kind = if request.clusterwide {
+        "ClusterKopfPeering"
+    } else {
+        "KopfPeering"
+    };
+    let resource = peering_resource(resources, request.clusterwide)
+        .ok_or_else(|| format!("the {kind} resource is not served (is its CRD installed?)"))?;
+    let namespaces: Vec<Option<String>> = if request.clusterwide {
+        vec![None]
+    } else {
+        (namespaces(credentials, &request.namespaces).await)
+            .map_err(|e| format!("cannot list the namespaces: {}", crate::errors::chain(&e)))?
+            .into_iter()
+            .map(Some)
+            .collect()
+    };
+    let settings = PeeringSettings {
+        name: request.name.clone(),
+        priority: request.priority,
+        lifetime: request.lifetime,
+        identity: request.identity.clone(),
+        ..Default::default()
+    };
+    let mut results = Vec::new();
+    for namespace in namespaces {
+        let target = Target {
+            resource: resource.clone(),
+            namespace,
+        };
+        let found = touch(credentials, &target, &settings, request.lifetime)
+            .await
+            .map_err(|e| format!("{} {}: {}", kind, target.place(), crate::errors::chain(&e)))?;
+        results.push((target.place(), found));
+    }
+    Ok(results)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn peer(identity: &str, priority: i64, seen_ago: i64, now: DateTime<Utc>) -> Value {
+        json!({identity: {"priority": priority, "lifetime": 60,
+                          "lastseen": format_time(now - TimeDelta::seconds(seen_ago))}})
+    }
+
+    #[test]
+    fn kopfs_records_are_read_with_its_defaults() {
+        let now = Utc::now();
+        let body = json!({"status": {
+            "kopf-op": {"priority": 10, "lifetime": 30, "lastseen": "2026-11-22T00:10:00.123456+00:00"},
+            "old": {"lastseen": "2026-11-22T00:10:00"},
+            "broken": "not a record",
+        }});
+        let peers = peers_of(&body, now);
+        assert_eq!(peers.len(), 2);
+        assert_eq!(peers[0].priority, 10);
+        assert_eq!(peers[0].lifetime, 30);
+        assert_eq!(
+            peers[0].repr(),
+            "<Peer kopf-op: priority=10, lifetime=30, lastseen='2026-11-22T00:10:00.123456+00:00'>"
+        );
+        assert_eq!((peers[1].priority, peers[1].lifetime), (0, 60));
+        assert_eq!(
+            peers[0].record(),
+            json!({"priority": 10, "lifetime": 30, "lastseen": "2026-11-22T00:10:00.123456+00:00"})
+        );
+    }
+
+    #[test]
+    fn higher_and_equal_priorities_pause_dead_peers_do_not() {
+        let now = Utc::now();
+        let mut status = Map::new();
+        for record in [
+            peer("me", 5, 0, now),
+            peer("higher", 10, 1, now),
+            peer("same", 5, 1, now),
+            peer("lower", 1, 1, now),
+            peer("dead", 100, 61, now),
+        ] {
+            status.extend(record.as_object().unwrap().clone());
+        }
+        let peers = peers_of(&json!({ "status": status }), now);
+        let judgement = judge(&peers, "me", 5, now);
+        let ids = |list: &[&Peer]| list.iter().map(|p| p.identity.clone()).collect::<Vec<_>>();
+        assert_eq!(ids(&judgement.higher), ["higher"]);
+        assert_eq!(ids(&judgement.same), ["same"]);
+        assert_eq!(ids(&judgement.dead), ["dead"]);
+        assert!(judgement.must_pause());
+        assert_eq!(
+            judgement.next_deadline(),
+            Some(peers[1].deadline().min(peers[2].deadline()))
+        );
+        assert!(!judge(&peers, "me", 100, now).must_pause());
+    }
+
+    #[test]
+    fn the_pause_holds_while_any_peering_says_so() {
+        let pause = Pause::new(2);
+        let switch = pause.subscribe();
+        assert!(*switch.borrow(), "paused until the peers are known");
+        pause.vote(0, false);
+        assert!(*switch.borrow());
+        pause.vote(1, false);
+        assert!(!*switch.borrow());
+        pause.vote(1, true);
+        assert!(*switch.borrow());
+        assert!(
+            !*Pause::new(0).subscribe().borrow(),
+            "no peering: never paused"
+        );
+    }
+}
