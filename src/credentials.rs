@@ -159,6 +159,16 @@ impl Credentials {
         .await
     }
 
+    /// Replace an object; its `metadata.resourceVersion` makes it a compare-and-swap.
+    pub async fn put(
+        &self,
+        url: &str,
+        object: &serde_json::Value,
+    ) -> Result<serde_json::Value, kube::Error> {
+        self.send(http::Method::PUT, url, "application/json", object)
+            .await
+    }
+
     pub async fn post(
         &self,
         url: &str,

@@ -10,6 +10,7 @@ use crate::handlers::{SpawningHandler, SpawningKind};
 use crate::invoking::{DaemonCall, HandlerKind, Hooks, Invocation, Level, ObjectRef};
 use crate::object_log;
 use crate::patches::Patch;
+use crate::pausing::Pause;
 use crate::processing::{deliver_result, ResourceContext};
 use crate::progression::format_time;
 use chrono::Utc;
@@ -175,6 +176,8 @@ impl ObjectDaemons {
 pub struct Daemons {
     pub ctx: Arc<ResourceContext>,
     pub credentials: Arc<Credentials>,
+    /// Nothing is called while the operator is paused (peering, leader election).
+    pause: Arc<Pause>,
     objects: Mutex<HashMap<String, Arc<ObjectDaemons>>>,
     /// The operator is exiting: nothing new is spawned.
     closing: AtomicBool,
@@ -183,10 +186,15 @@ pub struct Daemons {
 }
 
 impl Daemons {
-    pub fn new(ctx: Arc<ResourceContext>, credentials: Arc<Credentials>) -> Self {
+    pub fn new(
+        ctx: Arc<ResourceContext>,
+        credentials: Arc<Credentials>,
+        pause: Arc<Pause>,
+    ) -> Self {
         Self {
             ctx,
             credentials,
+            pause,
             objects: Mutex::default(),
             closing: AtomicBool::new(false),
             paused: AtomicBool::new(false),
@@ -539,6 +547,11 @@ impl Runner {
 
     /// Call the function once; apply its results; `None` if the call was cancelled.
     async fn call(&self, attempts: &mut Attempts) -> Option<crate::progression::Outcome> {
+        if !self.daemons.pause.is_active() {
+            // Paused (or a lease not renewed in time): the pause stops this runner soon.
+            self.stopper.sleep(f64::from(u32::MAX)).await;
+            return None;
+        }
         let invoked = self.hooks().invoke(self.invocation(attempts)).await;
         if invoked.cancelled {
             return None;

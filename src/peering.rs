@@ -6,6 +6,7 @@
 
 use crate::credentials::Credentials;
 use crate::invoking::{Hooks, Level};
+use crate::pausing::Pause;
 use crate::processing::RawEvent;
 use crate::progression::{format_time, parse_time};
 use crate::resources::Resource;
@@ -14,7 +15,7 @@ use crate::watching::Watcher;
 use chrono::{DateTime, Duration as TimeDelta, Utc};
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{mpsc, watch};
 
@@ -157,39 +158,6 @@ pub fn judge<'a>(
         dead: peers.iter().filter(|p| p.is_dead(now)).collect(),
         higher: live().filter(|p| p.priority > priority).collect(),
         same: live().filter(|p| p.priority == priority).collect(),
-    }
-}
-
-/// The operator-wide pause: on while any peering object says so.
-pub struct Pause {
-    votes: Mutex<Vec<bool>>,
-    switch: watch::Sender<bool>,
-}
-
-impl Pause {
-    /// `voters` peering objects, each voting "paused" until it has looked at its peers.
-    pub fn new(voters: usize) -> Arc<Self> {
-        Arc::new(Self {
-            votes: Mutex::new(vec![true; voters]),
-            switch: watch::channel(voters > 0).0,
-        })
-    }
-
-    pub fn subscribe(&self) -> watch::Receiver<bool> {
-        self.switch.subscribe()
-    }
-
-    fn vote(&self, voter: usize, paused: bool) {
-        let mut votes = self.votes.lock().expect("not poisoned");
-        if let Some(vote) = votes.get_mut(voter) {
-            *vote = paused;
-        }
-        let any = votes.iter().any(|v| *v);
-        self.switch.send_if_modified(|current| {
-            let changed = *current != any;
-            *current = any;
-            changed
-        });
     }
 }
 
@@ -592,22 +560,5 @@ mod tests {
             Some(peers[1].deadline().min(peers[2].deadline()))
         );
         assert!(!judge(&peers, "me", 100, now).must_pause());
-    }
-
-    #[test]
-    fn the_pause_holds_while_any_peering_says_so() {
-        let pause = Pause::new(2);
-        let switch = pause.subscribe();
-        assert!(*switch.borrow(), "paused until the peers are known");
-        pause.vote(0, false);
-        assert!(*switch.borrow());
-        pause.vote(1, false);
-        assert!(!*switch.borrow());
-        pause.vote(1, true);
-        assert!(*switch.borrow());
-        assert!(
-            !*Pause::new(0).subscribe().borrow(),
-            "no peering: never paused"
-        );
     }
 }

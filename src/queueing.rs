@@ -11,6 +11,7 @@ use crate::daemons::{Daemons, ObjectDaemons};
 use crate::invoking::{Hooks, Level, ObjectRef};
 use crate::object_log;
 use crate::patches::Patch;
+use crate::pausing::Pause;
 use crate::persistence::StorageError;
 use crate::processing::{self, Memory, RawEvent, ResourceContext};
 use serde_json::Value;
@@ -30,6 +31,8 @@ pub struct Dispatcher {
     pub limiter: Option<Arc<Semaphore>>,
     /// The objects' daemons and timers; they outlive the workers.
     pub daemons: Arc<Daemons>,
+    /// While paused (peering, leader election), events are dropped: they are listed again.
+    pub pause: Arc<Pause>,
 }
 
 /// Why a cycle could not be completed: it is retried after a throttling delay.
@@ -139,6 +142,10 @@ impl Dispatcher {
             let mut batch: Vec<RawEvent> = first.into_iter().collect();
             while let Ok(event) = rx.try_recv() {
                 batch.push(event);
+            }
+            if !self.pause.is_active() {
+                latest = None;
+                continue;
             }
             // Every event goes to `on.event` handlers; their results are applied with the cycle.
             for event in &batch {

@@ -8,8 +8,10 @@ use crate::discovery;
 use crate::errors;
 use crate::handlers::{ChangingHandler, SpawningHandler, WatchingHandler};
 use crate::invoking::{HandlerKind, Hooks, Level};
+use crate::leadership::Leadership;
 use crate::namespaces;
-use crate::peering::{self, Pause, Peering, Target};
+use crate::pausing::Pause;
+use crate::peering::{self, Peering, Target};
 use crate::persistence::Storages;
 use crate::posting::{K8sEvent, Poster};
 use crate::processing::{RawEvent, ResourceContext};
@@ -51,6 +53,8 @@ pub enum RunError {
     Storages(String),
     #[error("Peering: {0}")]
     Peering(String),
+    #[error("Leader election: {0}")]
+    Leadership(String),
 }
 
 /// The resources a handler's selector picks; callable selectors are asked in Python.
@@ -201,8 +205,29 @@ pub async fn run(
     .await?;
     let settings = Arc::new(spec.settings.clone());
     let targets = peering_targets(&credentials, &spec, &resources, hooks.as_ref()).await?;
-    let pause = Pause::new(targets.len());
+    let lease = &settings.leadership;
+    if let (Some(_), Some(problem)) = (&lease.lease_name, lease.problem()) {
+        return Err(RunError::Leadership(problem));
+    }
+    let electing = lease.lease_name.is_some();
+    let pause = Pause::new(targets.len() + usize::from(electing));
     let mut peerings = JoinSet::new();
+    if let Some(name) = &lease.lease_name {
+        let leadership = Leadership {
+            credentials: credentials.clone(),
+            settings: lease.clone(),
+            name: name.clone(),
+            namespace: lease
+                .lease_namespace
+                .clone()
+                .unwrap_or_else(|| "default".into()),
+            identity: settings.peering.identity.clone(),
+            hooks: hooks.clone(),
+            pause: pause.clone(),
+            voter: targets.len(),
+        };
+        peerings.spawn(leadership.run(stop.clone()));
+    }
     for (voter, target) in targets.into_iter().enumerate() {
         let peering = Peering {
             credentials: credentials.clone(),
@@ -236,6 +261,7 @@ pub async fn run(
         limiter,
         patterns: spec.namespaces.clone(),
         paused: paused.clone(),
+        pause: pause.clone(),
         daemons: Vec::new(),
         watchers: BTreeMap::new(),
         dispatchers: JoinSet::new(),
@@ -288,7 +314,8 @@ pub async fn run(
     // Stopping the watchers ends the streams; the dispatchers then let their workers
     // finish the current cycles (within the exit timeout) and exit by themselves.
     serving.stop().await;
-    // The peerings withdraw our records on the stop signal: let them finish that.
+    // The peerings withdraw our records (the election releases the lease) on the stop
+    // signal: let them finish that.
     let withdrawn = async { while peerings.join_next().await.is_some() {} };
     let _ = tokio::time::timeout(std::time::Duration::from_secs(10), withdrawn).await;
     poster.abort();
@@ -308,6 +335,7 @@ struct Serving {
     patterns: Vec<String>,
     /// The operator's pause (peering): watchers stop streaming, daemons stop.
     paused: watch::Receiver<bool>,
+    pause: Arc<Pause>,
     daemons: Vec<Arc<Daemons>>,
     watchers: BTreeMap<String, JoinSet<()>>,
     dispatchers: JoinSet<()>,
@@ -377,13 +405,18 @@ impl Serving {
                         .and_then(|ns| ns.as_str())
                         .is_some_and(|ns| namespaces::matches_any(ns, &patterns))
             }));
-            let daemons = Arc::new(Daemons::new(ctx.clone(), self.credentials.clone()));
+            let daemons = Arc::new(Daemons::new(
+                ctx.clone(),
+                self.credentials.clone(),
+                self.pause.clone(),
+            ));
             self.daemons.push(daemons.clone());
             let dispatcher = Dispatcher {
                 ctx: ctx.clone(),
                 credentials: self.credentials.clone(),
                 limiter: self.limiter.clone(),
                 daemons,
+                pause: self.pause.clone(),
             };
             self.dispatchers.spawn(dispatcher.run(filtered_rx));
         }

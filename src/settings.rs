@@ -13,6 +13,7 @@ pub struct Settings {
     pub networking: NetworkingSettings,
     pub background: BackgroundSettings,
     pub peering: crate::peering::PeeringSettings,
+    pub leadership: crate::leadership::LeadershipSettings,
 }
 
 #[derive(Debug, Clone, Deserialize)]

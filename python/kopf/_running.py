@@ -133,6 +133,16 @@ def _raise_flag(flag: Flag | None) -> None:
         flag.set()
 
 
+def _lease_namespace(settings: OperatorSettings, namespaces: Collection[str]) -> str:
+    """Where the election's Lease is: as set, or the pod's namespace, or the operator's
+    only (exactly named) namespace, or ``default``."""
+    if settings.leadership.lease_namespace:
+        return settings.leadership.lease_namespace
+    names = list(namespaces)
+    only = names[0] if len(names) == 1 and not any(c in names[0] for c in '*?!,') else None
+    return os.environ.get('POD_NAMESPACE') or only or 'default'
+
+
 async def operator(
         *,
         lifecycle: Any = None,
@@ -145,6 +155,7 @@ async def operator(
         standalone: bool | None = None,
         priority: int | None = None,
         peering_name: str | None = None,
+        lease_name: str | None = None,
         liveness_endpoint: str | None = None,
         clusterwide: bool = False,
         namespaces: Collection[str] = (),
@@ -177,6 +188,8 @@ async def operator(
     if peering_name is not None:
         settings.peering.mandatory = True
         settings.peering.name = peering_name
+    if lease_name is not None:
+        settings.leadership.lease_name = lease_name
     if standalone is not None:
         settings.peering.standalone = standalone
     if priority is not None:
@@ -201,6 +214,7 @@ async def operator(
         storages: list[Any] = []  # the custom ones, called as Python from the engine
         engine_settings = settings.for_engine(storages)
         engine_settings['peering']['identity'] = str(identity or detect_own_id(manual=False))
+        engine_settings['leadership']['lease_namespace'] = _lease_namespace(settings, namespaces)
         spec = {**bridge.spec(), 'namespaces': list(namespaces), 'settings': engine_settings,
                 'liveness_endpoint': liveness_endpoint}
         running = engine.run(json.dumps(spec), json.dumps(connection), bridge, storages)

@@ -56,6 +56,22 @@ class PeeringSettings:
 
 
 @dataclasses.dataclass
+class LeadershipSettings:
+    """Lease-based leader election (not in Kopf; opt-in): of the replicas that name the same
+    Lease, only its holder handles objects; another one takes over when it stops renewing."""
+    lease_name: str | None = None
+    """The ``coordination.k8s.io/v1`` Lease to compete for (``kopf run --lease NAME``); none: no election."""
+    lease_namespace: str | None = None
+    """Where the Lease is; by default ``$POD_NAMESPACE``, the operator's only namespace, or ``default``."""
+    lease_duration: float = 15
+    """Seconds a Lease is valid after its last renewal; a replica takes over after that."""
+    renew_deadline: float = 10
+    """A holder that has not renewed for this long stops handling (shorter than the duration)."""
+    retry_period: float = 2
+    """How often the holder renews and the other replicas look at the Lease."""
+
+
+@dataclasses.dataclass
 class WatchingSettings:
     server_timeout: float | None = None
     """The server-side timeout of a watch request."""
@@ -153,6 +169,7 @@ class OperatorSettings:
     background: BackgroundSettings = dataclasses.field(default_factory=BackgroundSettings)
     networking: NetworkingSettings = dataclasses.field(default_factory=NetworkingSettings)
     persistence: PersistenceSettings = dataclasses.field(default_factory=PersistenceSettings)
+    leadership: LeadershipSettings = dataclasses.field(default_factory=LeadershipSettings)
 
     def for_engine(self, customs: list[Any] | None = None) -> dict[str, Any]:
         """The part of the settings that the core acts on.
@@ -202,6 +219,7 @@ class OperatorSettings:
                 'standalone': self.peering.standalone,
                 'clusterwide': self.peering.clusterwide,
             },
+            'leadership': dataclasses.asdict(self.leadership),
             'networking': {
                 'request_timeout': self.networking.request_timeout,
                 'connect_timeout': self.networking.connect_timeout,

@@ -1,0 +1,98 @@
+//! The operator's pause: on while any voter says so — a peering object with a peer of a
+//! higher or the same priority, or a Lease election not won (or not renewed in time).
+//! While paused, the watch-streams stop and the daemons are stopped; queued events are
+//! dropped (the streams list everything again on resuming).
+
+use std::sync::{Arc, Mutex};
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+pub struct Pause {
+    votes: Mutex<Vec<bool>>,
+    switch: watch::Sender<bool>,
+    /// A Lease holder's handling is valid until this moment (unless renewed): checked
+    /// directly where handlers are called, so that a holder that was frozen (and has not
+    /// noticed yet) does not act on an expired lease.
+    valid_until: Mutex<Option<Instant>>,
+}
+
+impl Pause {
+    /// `voters` of them, each voting "paused" until it has looked around.
+    pub fn new(voters: usize) -> Arc<Self> {
+        Arc::new(Self {
+            votes: Mutex::new(vec![true; voters]),
+            switch: watch::channel(voters > 0).0,
+            valid_until: Mutex::new(None),
+        })
+    }
+
+    pub fn subscribe(&self) -> watch::Receiver<bool> {
+        self.switch.subscribe()
+    }
+
+    pub fn vote(&self, voter: usize, paused: bool) {
+        let mut votes = self.votes.lock().expect("not poisoned");
+        if let Some(vote) = votes.get_mut(voter) {
+            *vote = paused;
+        }
+        let any = votes.iter().any(|v| *v);
+        self.switch.send_if_modified(|current| {
+            let changed = *current != any;
+            *current = any;
+            changed
+        });
+    }
+
+    /// The Lease voter: leading until this moment (`None`: not leading).
+    pub fn lead_until(&self, voter: usize, until: Option<Instant>) {
+        *self.valid_until.lock().expect("not poisoned") = until;
+        self.vote(voter, until.is_none());
+    }
+
+    /// May handlers run now?
+    pub fn is_active(&self) -> bool {
+        let valid = self
+            .valid_until
+            .lock()
+            .expect("not poisoned")
+            .is_none_or(|until| Instant::now() < until);
+        valid && !*self.switch.borrow()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_pause_holds_while_any_peering_says_so() {
+        let pause = Pause::new(2);
+        let switch = pause.subscribe();
+        assert!(*switch.borrow(), "paused until the peers are known");
+        pause.vote(0, false);
+        assert!(*switch.borrow());
+        pause.vote(1, false);
+        assert!(!*switch.borrow());
+        pause.vote(1, true);
+        assert!(*switch.borrow());
+        assert!(
+            !*Pause::new(0).subscribe().borrow(),
+            "no peering: never paused"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_lease_holder_is_active_only_until_its_deadline() {
+        let pause = Pause::new(1);
+        assert!(!pause.is_active());
+        pause.lead_until(0, Some(Instant::now() + std::time::Duration::from_secs(10)));
+        assert!(pause.is_active());
+        tokio::time::advance(std::time::Duration::from_secs(11)).await;
+        assert!(
+            !pause.is_active(),
+            "past the deadline, even before the vote"
+        );
+        pause.lead_until(0, None);
+        assert!(*pause.subscribe().borrow());
+    }
+}
