@@ -100,6 +100,12 @@ pub struct Invoked {
 pub trait Hooks: Send + Sync + 'static {
     fn log_enabled(&self, level: Level) -> bool;
     fn log(&self, level: Level, object: Option<&ObjectRef>, message: &str);
+    /// A message of the operator as a whole, to the named logger (Kopf's logger names,
+    /// e.g. `kopf._core.engines.peering`, which users filter by).
+    fn log_to(&self, logger: &str, level: Level, message: &str) {
+        let _ = logger;
+        self.log(level, None, message);
+    }
     /// Evaluate callback filters (`when=`, callable label values, ...) for these handlers.
     fn check_callbacks(&self, invocations: Vec<Invocation>) -> BoxFuture<'static, Vec<bool>>;
     fn invoke(&self, invocation: Invocation) -> BoxFuture<'static, Invoked>;

@@ -307,7 +307,8 @@ impl Leadership {
     }
 
     fn log(&self, level: Level, message: String) {
-        self.hooks.log(level, None, &message);
+        self.hooks
+            .log_to("kopf._core.engines.leadership", level, &message);
     }
 }
 

@@ -48,6 +48,9 @@ impl Default for PeeringSettings {
     }
 }
 
+/// Kopf's logger of peering, by which users filter its messages.
+const LOGGER: &str = "kopf._core.engines.peering";
+
 /// Peers that publish no lifetime are trusted for this long (as Kopf does).
 const DEFAULT_LIFETIME: i64 = 60;
 
@@ -276,9 +279,9 @@ impl Peering {
             _ = stop.wait_for(|stopped| *stopped) => {}
         }
         if let Err(error) = touch(&self.credentials, &self.target, &self.settings, 0).await {
-            self.hooks.log(
+            self.hooks.log_to(
+                LOGGER,
                 Level::Error,
-                None,
                 &format!(
                     "Couldn't remove self from the peering. Ignoring. ({})",
                     crate::errors::chain(&error)
@@ -297,9 +300,9 @@ impl Peering {
                 Err(error) => format!("failed: {}", crate::errors::chain(error)),
             };
             if !self.settings.stealth || !matches!(result, Ok(true)) {
-                self.hooks.log(
+                self.hooks.log_to(
+                    LOGGER,
                     Level::Debug,
-                    None,
                     &format!(
                         "Keep-alive in '{}' {}: {outcome}.",
                         self.settings.name,
@@ -426,7 +429,7 @@ impl Peering {
     }
 
     fn log(&self, level: Level, message: String) {
-        self.hooks.log(level, None, &message);
+        self.hooks.log_to(LOGGER, level, &message);
     }
 }
 

@@ -94,10 +94,14 @@ impl Watcher {
         if !*paused.borrow_and_update() {
             return;
         }
-        let describe = self.describe();
-        self.debug(&format!("Pausing the watch-stream for {describe}."));
+        let place = match &self.namespace {
+            Some(namespace) => format!("in '{namespace}'"),
+            None => "cluster-wide".to_owned(),
+        };
+        let what = format!("the watch-stream for {} {place}", self.resource.name());
+        self.debug(&format!("Pausing {what}."));
         let _ = paused.wait_for(|paused| !*paused).await;
-        self.debug(&format!("Resuming the watch-stream for {describe}."));
+        self.debug(&format!("Resuming {what}."));
     }
 
     /// Resolves when the operator gets paused (never, if it cannot be).
@@ -112,7 +116,8 @@ impl Watcher {
 
     fn debug(&self, message: &str) {
         if self.hooks.log_enabled(Level::Debug) {
-            self.hooks.log(Level::Debug, None, message);
+            self.hooks
+                .log_to("kopf._cogs.clients.watching", Level::Debug, message);
         }
     }
 

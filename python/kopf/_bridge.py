@@ -113,6 +113,10 @@ class Bridge:
         else:
             objects_logger.log(level, message, extra={'k8s_ref': ref, 'k8s_skip': False, 'settings': self.settings})
 
+    def log_to(self, name: str, level: int, message: str) -> None:
+        """A message of the operator as a whole, to one of Kopf's loggers (by its name)."""
+        logging.getLogger(name).log(level, message)
+
     def ready(self) -> None:
         self._loop.call_soon_threadsafe(self._ready.set)
 

@@ -226,6 +226,12 @@ impl Hooks for PyHooks {
         });
     }
 
+    fn log_to(&self, logger: &str, level: Level, message: &str) {
+        self.call_sync("log_to", |py| {
+            (logger, level_number(level), message).into_pyobject(py)
+        });
+    }
+
     fn check_callbacks(&self, invocations: Vec<Invocation>) -> BoxFuture<'static, Vec<bool>> {
         self.verdicts("check_callbacks", invocations.len(), move |py| {
             let list = PyList::empty(py);

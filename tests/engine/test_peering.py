@@ -75,7 +75,9 @@ def test_the_lower_priority_pauses_while_the_higher_one_lives(peering: str, name
 
         high = ours(tmp_path, namespace, "--peering", peering, "--priority", "10", name="high.py",
                     env={"POD_ID": "high"})
-        low.wait_for(r"Pausing operations in favour of \[<Peer high: priority=10, lifetime=60, lastseen='")
+        # Kopf's logger (its name cut to 20 characters by the log format), level and text.
+        low.wait_for(r"kopf\._core\.engines\.p \[INFO    \] "
+                     r"Pausing operations in favour of \[<Peer high: priority=10, lifetime=60, lastseen='")
         low.wait_for(r"DAEMON STOPPED before: <DaemonStoppingReason.OPERATOR_PAUSING: 8>")
         high.wait_for(r"DAEMON STARTED before")
         apply(greeting("during", namespace))
