@@ -97,9 +97,11 @@ def test_one_replica_handles_and_another_takes_over(crd: None, namespace: str, t
         second = eventually(lambda: (found := leading(survivors, namespace)) and found, timeout=30,
                             what="a new leader")
         took_over_in = time.monotonic() - killed_at
+        print(f"\nTake-over after SIGKILL of the leader: {took_over_in:.1f} s (lease duration {DURATION:g} s)")
         assert len(second) == 1, second
-        # The holder renews every RETRY; the others take over once the record is DURATION old.
-        assert took_over_in <= DURATION + 2 * RETRY + 1.0, took_over_in
+        # The holder renews every RETRY; the others (looking every RETRY) take over once the
+        # record has not changed for DURATION by their clocks.
+        assert took_over_in <= DURATION + RETRY + 0.5, took_over_in
 
         batch2 = [f"b{i}" for i in range(5)]
         apply([greeting(name, namespace) for name in batch2])

@@ -209,3 +209,40 @@ def test_peering_with_kopf(peering: str, namespace: str, tmp_path: Path, referen
             upper.stop()
     assert "Traceback" not in lower.output + (upper.output if upper else "")
     assert json.dumps(peers(namespace)) == "{}", "both withdrew their records"
+
+
+def test_cluster_wide_peering_and_dead_peers(peering_crds: None, crd: None, namespace: str, tmp_path: Path) -> None:
+    """Cluster-wide operators peer in a `ClusterKopfPeering`; records whose lifetime has
+    passed are removed and pause nobody."""
+    name = f"cluster-{namespace}"
+    apply({"apiVersion": "kopf.dev/v1", "kind": "ClusterKopfPeering", "metadata": {"name": name}})
+    ghost = {"ghost": {"priority": 1000, "lifetime": 1, "lastseen": "2020-01-01T00:00:00+00:00"}}
+    kubectl("patch", "clusterkopfpeering", name, "--type=merge", "-p", json.dumps({"status": ghost}))
+    script = f"""
+import kopf
+
+@kopf.on.create('greetings', labels={{'peering-test': '{namespace}'}})
+def created(name, logger, **_):
+    logger.info(f"CREATED {{name}}")
+"""
+    path = write_script(tmp_path, script, name="cluster.py")
+    operator = OperatorProcess(["run", "-A", "--verbose", "--peering", name, "--dev", str(path)], cwd=tmp_path,
+                               env={"POD_ID": "cluster-op"})
+    try:
+        status = eventually(lambda: "cluster-op" in (s := get_cluster_peering(name)) and s,
+                            what="our record, cluster-wide")
+        assert status["cluster-op"]["priority"] == 666, "--dev"
+        eventually(lambda: "ghost" not in get_cluster_peering(name), what="the dead peer cleaned up")
+        operator.wait_for(r"Keep-alive in '.*' cluster-wide: ok")
+        labelled = greeting("clusterwide", namespace)
+        labelled["metadata"]["labels"] = {"peering-test": namespace}
+        apply(labelled)
+        operator.wait_for(r"CREATED clusterwide")
+    finally:
+        assert operator.stop() == 0
+        kubectl("delete", "clusterkopfpeering", name, "--wait=false")
+    assert "Pausing operations" not in operator.output, "a dead peer pauses nobody"
+
+
+def get_cluster_peering(name: str) -> dict[str, Any]:
+    return json.loads(kubectl("get", "clusterkopfpeering", name, "-o", "json")).get("status") or {}
