@@ -9,26 +9,39 @@ interleaved, for the given rounds; figures come from outside the operator proces
 from __future__ import annotations
 
 import argparse
+import base64
 import concurrent.futures
+import dataclasses
 import datetime
+import http.client
 import json
 import os
 import platform
 import signal
+import ssl
 import statistics
 import subprocess
+import sys
 import tempfile
+import threading
 import time
+import urllib.parse
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).parent
 WORKLOADS = HERE / "workloads"
 RESULTS = HERE / "results"
+README = HERE.parent / "README.md"
 CRD = HERE.parent / "examples" / "crd.yaml"
 TICKS = os.sysconf("SC_CLK_TCK")
+GREETINGS = "/apis/demo.kopf.dev/v1/namespaces/{namespace}/greetings"
+AGENTS = {"ours": "kopf-rs/", "kopf": "kopf/"}  # user agents in the apiserver's audit log
+
+sys.path.insert(0, str(HERE.parent / "tests"))
+from audit import AuditLog  # noqa: E402  (the test suite's reader of the audit log)
 
 
 def kubectl(*args: str, input: str | None = None) -> str:
@@ -44,11 +57,66 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / TICKS
 
 
-def peak_rss_mib(pid: int) -> float:
+def _status_kib(pid: int, field: str) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
+        if line.startswith(f"{field}:"):
             return int(line.split()[1]) / 1024
     return 0.0
+
+
+def peak_rss_mib(pid: int) -> float:
+    return _status_kib(pid, "VmHWM")
+
+
+def current_rss_mib(pid: int) -> float:
+    return _status_kib(pid, "VmRSS")
+
+
+class Api:
+    """Plain HTTPS requests with the kubeconfig's client certificate, one connection per
+    thread: fast enough to create 10,000 objects or patch them 10,000 times."""
+
+    def __init__(self) -> None:
+        config = json.loads(Path(os.environ["KUBECONFIG"]).read_text())
+        cluster, user = config["clusters"][0]["cluster"], config["users"][0]["user"]
+        server = urllib.parse.urlparse(cluster["server"])
+        self.host, self.port = server.hostname or "127.0.0.1", server.port or 443
+        self._files = tempfile.TemporaryDirectory()
+        folder = Path(self._files.name)
+        for name in ("certificate-authority-data", "client-certificate-data", "client-key-data"):
+            (folder / name).write_bytes(base64.b64decode(cluster.get(name) or user.get(name, "")))
+        self.context = ssl.create_default_context(cafile=str(folder / "certificate-authority-data"))
+        self.context.load_cert_chain(str(folder / "client-certificate-data"), str(folder / "client-key-data"))
+        self._local = threading.local()
+
+    def request(self, method: str, path: str, body: Any = None,
+                content_type: str = "application/json") -> Any:
+        connection = getattr(self._local, "connection", None)
+        if connection is None:
+            connection = http.client.HTTPSConnection(self.host, self.port, context=self.context, timeout=60)
+            self._local.connection = connection
+        payload = json.dumps(body) if body is not None else None
+        connection.request(method, path, body=payload, headers={"Content-Type": content_type})
+        response = connection.getresponse()
+        data = response.read()
+        if response.status >= 400 and response.status != 404:
+            raise RuntimeError(f"{method} {path}: HTTP {response.status}: {data[:300]!r}")
+        return json.loads(data) if data else None
+
+    def many(self, calls: Iterable[tuple[str, str, Any]], threads: int = 8) -> None:
+        with concurrent.futures.ThreadPoolExecutor(threads) as pool:
+            list(pool.map(lambda call: self.request(*call, content_type="application/merge-patch+json")
+                          if call[0] == "PATCH" else self.request(*call), calls))
+
+
+API: Api | None = None
+
+
+def api() -> Api:
+    global API
+    if API is None:
+        API = Api()
+    return API
 
 
 class Objects:
@@ -57,24 +125,35 @@ class Objects:
     def __init__(self, count: int) -> None:
         self.namespace = f"bench-{uuid.uuid4().hex[:8]}"
         self.count = count
+        self.path = GREETINGS.format(namespace=self.namespace)
 
     def __enter__(self) -> Objects:
         kubectl("create", "namespace", self.namespace)
-        items = [{"apiVersion": "demo.kopf.dev/v1", "kind": "Greeting",
-                  "metadata": {"name": f"g-{i}", "namespace": self.namespace}, "spec": {"who": f"#{i}"}}
-                 for i in range(self.count)]
-        kubectl("create", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": items}))
+        self.create(self.count)
         return self
+
+    def names(self, count: int) -> list[str]:
+        return [f"g-{i}" for i in range(count)]
+
+    def create(self, count: int) -> None:
+        api().many(("POST", self.path, {"apiVersion": "demo.kopf.dev/v1", "kind": "Greeting",
+                                        "metadata": {"name": name}, "spec": {"who": name}})
+                   for name in self.names(count))
+
+    def patch(self, patches: Iterable[tuple[str, Any]]) -> None:
+        api().many(("PATCH", f"{self.path}/{name}", patch) for name, patch in patches)
+
+    def delete(self, count: int) -> None:
+        api().many(("DELETE", f"{self.path}/{name}", None) for name in self.names(count))
+
+    def remaining(self) -> int:
+        return len(api().request("GET", self.path)["items"])
 
     def __exit__(self, *_: object) -> None:
         # The operators leave their finalizers when they exit: drop them, or nothing is deleted.
-        names = kubectl("get", "greetings", "-n", self.namespace, "-o", "name").split()
-        patch = '{"metadata": {"finalizers": null}}'
-        def strip(chunk: list[str]) -> None:
-            kubectl("patch", "-n", self.namespace, "--type=merge", "-p", patch, *chunk)
-        chunks = [names[i:i + 100] for i in range(0, len(names), 100)]
-        with concurrent.futures.ThreadPoolExecutor(4) as pool:
-            list(pool.map(strip, chunks))
+        items = api().request("GET", self.path)["items"]
+        self.patch((item["metadata"]["name"], {"metadata": {"finalizers": None}}) for item in items
+                   if item["metadata"].get("finalizers"))
         kubectl("delete", "namespace", self.namespace, "--wait=false")
 
 
@@ -124,16 +203,43 @@ def percentile(values: list[float], fraction: float) -> float:
     return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
 
 
-def timers(kopf: str, objects: int, duration: float, warmup: float) -> dict[str, Any]:
+@dataclasses.dataclass
+class Run:
+    """One workload run: which engine, with how many objects, for how long."""
+    engine: str
+    kopf: str
+    objects: int
+    duration: float
+    warmup: float
+
+
+def requests_by_verb(audit: AuditLog | None, engine: str, namespace: str) -> dict[str, int]:
+    """The engine's API requests in the workload's namespace, by verb (from the audit log)."""
+    if audit is None:
+        return {}
+    counts: dict[str, int] = {}
+    for entry in audit.requests(agent=AGENTS[engine], namespace=namespace):
+        counts[f"requests_{entry['verb']}"] = counts.get(f"requests_{entry['verb']}", 0) + 1
+    return counts
+
+
+def audit_log() -> AuditLog | None:
+    try:
+        return AuditLog()
+    except (KeyError, AssertionError):
+        return None  # a cluster started before the audit log existed: no request counts
+
+
+def timers(run: Run) -> dict[str, Any]:
     """N objects with a 1 s timer each: CPU and lateness over `duration` after `warmup`."""
-    with tempfile.TemporaryDirectory() as tmp, Objects(objects) as objs:
+    with tempfile.TemporaryDirectory() as tmp, Objects(run.objects) as objs:
         workdir = Path(tmp)
         samples_path = workdir / "samples.json"
-        operator = Operator(kopf, WORKLOADS / "timers.py", objs.namespace, workdir,
+        operator = Operator(run.kopf, WORKLOADS / "timers.py", objs.namespace, workdir,
                             {"BENCH_SAMPLES": str(samples_path)})
-        time.sleep(warmup)
+        time.sleep(run.warmup)
         window_start, cpu_start = time.time(), cpu_seconds(operator.process.pid)
-        time.sleep(duration)
+        time.sleep(run.duration)
         window_end, cpu_end = time.time(), cpu_seconds(operator.process.pid)
         rss = peak_rss_mib(operator.process.pid)
         code, exit_time = operator.terminate()
@@ -143,7 +249,7 @@ def timers(kopf: str, objects: int, duration: float, warmup: float) -> dict[str,
         "cpu_seconds": cpu_end - cpu_start,
         "peak_rss_mib": rss,
         "calls": len(lateness),
-        "calls_expected": objects * duration,
+        "calls_expected": run.objects * run.duration,
         "lateness_p50_ms": percentile(lateness, 0.50),
         "lateness_p99_ms": percentile(lateness, 0.99),
         "exit_code": code,
@@ -151,17 +257,16 @@ def timers(kopf: str, objects: int, duration: float, warmup: float) -> dict[str,
     }
 
 
-def daemons(kopf: str, objects: int, duration: float, warmup: float) -> dict[str, Any]:
+def daemons(run: Run) -> dict[str, Any]:
     """N objects with an async daemon each: start-up, idle CPU and memory, and the exit by SIGTERM."""
-    del warmup  # the start is measured instead
-    with tempfile.TemporaryDirectory() as tmp, Objects(objects) as objs:
+    with tempfile.TemporaryDirectory() as tmp, Objects(run.objects) as objs:
         workdir = Path(tmp)
-        operator = Operator(kopf, WORKLOADS / "daemons.py", objs.namespace, workdir, {})
-        operator.wait_for(lambda: operator.count("bench daemon started") >= objects, timeout=300,
-                          what=f"{objects} daemons starting")
+        operator = Operator(run.kopf, WORKLOADS / "daemons.py", objs.namespace, workdir, {})
+        operator.wait_for(lambda: operator.count("bench daemon started") >= run.objects, timeout=300,
+                          what=f"{run.objects} daemons starting")
         started = time.monotonic() - operator.started
         cpu_start = cpu_seconds(operator.process.pid)
-        time.sleep(duration)
+        time.sleep(run.duration)
         cpu_idle = cpu_seconds(operator.process.pid) - cpu_start
         rss = peak_rss_mib(operator.process.pid)
         code, exit_time = operator.terminate()
@@ -174,7 +279,86 @@ def daemons(kopf: str, objects: int, duration: float, warmup: float) -> dict[str
     }
 
 
-SCENARIOS: dict[str, Callable[..., dict[str, Any]]] = {"timers": timers, "daemons": daemons}
+def lifecycles(run: Run) -> dict[str, Any]:
+    """N objects created, updated once, deleted (one trivial handler each): the operator's CPU
+    and the wall time from the first creation until the last object is gone."""
+    n = run.objects
+    with tempfile.TemporaryDirectory() as tmp, Objects(0) as objs:
+        operator = Operator(run.kopf, WORKLOADS / "lifecycles.py", objs.namespace, Path(tmp), {})
+        time.sleep(run.warmup)  # both engines are watching by then
+        audit = audit_log()
+        cpu_start, started = cpu_seconds(operator.process.pid), time.monotonic()
+        objs.create(n)
+        operator.wait_for(lambda: operator.count("bench created") >= n, timeout=1800, what=f"{n} creations")
+        created = time.monotonic()
+        objs.patch((name, {"spec": {"updated": True}}) for name in objs.names(n))
+        operator.wait_for(lambda: operator.count("bench updated") >= n, timeout=1800, what=f"{n} updates")
+        updated = time.monotonic()
+        objs.delete(n)
+        operator.wait_for(lambda: operator.count("bench deleted") >= n, timeout=1800, what=f"{n} deletions")
+        operator.wait_for(lambda: objs.remaining() == 0, timeout=600, what="all objects gone")
+        finished = time.monotonic()
+        cpu = cpu_seconds(operator.process.pid) - cpu_start
+        rss = peak_rss_mib(operator.process.pid)
+        code, _ = operator.terminate()
+        requests = requests_by_verb(audit, run.engine, objs.namespace)
+    return {
+        "cpu_seconds": cpu, "wall_seconds": finished - started, "peak_rss_mib": rss,
+        "create_seconds": created - started, "update_seconds": updated - created,
+        "delete_seconds": finished - updated, **requests, "exit_code": code,
+    }
+
+
+def idle(run: Run) -> dict[str, Any]:
+    """N objects watched (an `on.event` handler), no changes: the start (listing them all),
+    then CPU and memory over `duration`."""
+    with tempfile.TemporaryDirectory() as tmp, Objects(run.objects) as objs:
+        operator = Operator(run.kopf, WORKLOADS / "events.py", objs.namespace, Path(tmp), {})
+        operator.wait_for(lambda: operator.count("bench event") >= run.objects, timeout=1800,
+                          what=f"{run.objects} objects listed")
+        listed = time.monotonic() - operator.started
+        time.sleep(run.warmup)
+        cpu_start = cpu_seconds(operator.process.pid)
+        time.sleep(run.duration)
+        cpu = cpu_seconds(operator.process.pid) - cpu_start
+        rss, peak = current_rss_mib(operator.process.pid), peak_rss_mib(operator.process.pid)
+        code, _ = operator.terminate()
+    return {"listed_seconds": listed, "idle_cpu_seconds": cpu, "rss_mib": rss, "peak_rss_mib": peak,
+            "exit_code": code}
+
+
+PATCHES_PER_OBJECT = 100
+
+
+def storm(run: Run) -> dict[str, Any]:
+    """N objects (100) patched 100 times each (10,000 in all), an `on.event` handler seeing
+    every event: CPU and the wall time until the last event is handled."""
+    with tempfile.TemporaryDirectory() as tmp, Objects(run.objects) as objs:
+        operator = Operator(run.kopf, WORKLOADS / "events.py", objs.namespace, Path(tmp), {})
+        operator.wait_for(lambda: operator.count("bench event") >= run.objects, timeout=300, what="listing")
+        time.sleep(run.warmup)
+        audit = audit_log()
+        cpu_start, started = cpu_seconds(operator.process.pid), time.monotonic()
+        names, patches = objs.names(run.objects), run.objects * PATCHES_PER_OBJECT
+        objs.patch((names[k % run.objects], {"spec": {"n": k}}) for k in range(patches))
+        patched = time.monotonic()
+        expected = run.objects + patches
+        operator.wait_for(lambda: operator.count("bench event") >= expected, timeout=1800, what="all events")
+        finished = time.monotonic()
+        cpu = cpu_seconds(operator.process.pid) - cpu_start
+        rss = peak_rss_mib(operator.process.pid)
+        code, _ = operator.terminate()
+        requests = requests_by_verb(audit, run.engine, objs.namespace)
+    return {"cpu_seconds": cpu, "wall_seconds": finished - started, "patching_seconds": patched - started,
+            "peak_rss_mib": rss, **requests, "exit_code": code}
+
+
+SCENARIOS: dict[str, Callable[[Run], dict[str, Any]]] = {
+    "lifecycles": lifecycles, "idle": idle, "timers": timers, "storm": storm, "daemons": daemons,
+}
+# The issue's plan: each workload with its sizes (objects); `--quick` divides them for a smoke run.
+SIZES = {"lifecycles": [200, 1000], "idle": [1000, 10_000], "timers": [1000], "storm": [100],
+         "daemons": [1000]}
 
 
 def summarize(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -199,24 +383,97 @@ def summarize(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def table(rows: list[dict[str, Any]]) -> str:
     def fmt(value: float | None) -> str:
         return "—" if value is None else f"{value:.3g}"
-    lines = [f"{'workload':<10} {'figure':<18} {'ours':>10} {'kopf':>10} {'ours/kopf':>10} {'spread':>14}"]
+    lines = [f"{'workload':<16} {'figure':<18} {'ours':>10} {'kopf':>10} {'ours/kopf':>10} {'spread':>14}"]
     for row in rows:
         spread = f"{fmt(row['ratio_min'])}–{fmt(row['ratio_max'])}" if row["ratio"] is not None else ""
-        lines.append(f"{row['workload']:<10} {row['figure']:<18} {fmt(row['ours']):>10} {fmt(row['kopf']):>10} "
+        lines.append(f"{row['workload']:<16} {row['figure']:<18} {fmt(row['ours']):>10} {fmt(row['kopf']):>10} "
                      f"{fmt(row['ratio']):>10} {spread:>14}")
     return "\n".join(lines)
+
+
+# The figures the chart and the README show, and the goals for their ratios (ours/Kopf).
+GOALS = {"cpu_seconds": 1 / 5, "idle_cpu_seconds": 1 / 5, "peak_rss_mib": 1 / 3, "rss_mib": 1 / 3,
+         "wall_seconds": 1 / 2}
+SHOWN = [*GOALS, "lateness_p99_ms", "requests_patch"]
+
+
+def goal_of(row: dict[str, Any]) -> float | None:
+    """The goal for a row's ratio (wall time has one for lifecycles only)."""
+    if row["figure"] == "wall_seconds" and not row["workload"].startswith("lifecycles"):
+        return None
+    return GOALS.get(row["figure"])
+
+
+def markdown(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
+    def fmt(value: float | None) -> str:
+        return "—" if value is None else f"{value:.3g}"
+    lines = [f"Measured {meta['date']} on {meta['machine']['cpus']} cores ({meta['machine']['platform']}), "
+             f"{meta['rounds']} round(s); medians, ratio ours/Kopf 1.45.2 with its spread across rounds.", "",
+             "| workload | figure | ours | Kopf 1.45.2 | ours/Kopf | spread | goal |", "|---|---|---|---|---|---|---|"]
+    for row in rows:
+        if row["figure"] not in SHOWN:
+            continue
+        spread = f"{fmt(row['ratio_min'])}–{fmt(row['ratio_max'])}" if row["ratio"] is not None else ""
+        goal = goal_of(row)
+        goal_text = f"≤ {goal:.2g}" if goal else ""
+        lines.append(f"| {row['workload']} | {row['figure']} | {fmt(row['ours'])} | {fmt(row['kopf'])} | "
+                     f"{fmt(row['ratio'])} | {spread} | {goal_text} |")
+    return "\n".join(lines) + "\n"
+
+
+def chart(rows: list[dict[str, Any]], path: Path, title: str) -> None:
+    """Horizontal bars of the ratios (log scale), with the spread and the goals."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    shown = [r for r in rows if r["figure"] in SHOWN and r["ratio"]]
+    labels = [f"{r['workload']}: {r['figure']}" for r in shown]
+    ratios = [r["ratio"] for r in shown]
+    errors = [[r["ratio"] - r["ratio_min"] for r in shown], [r["ratio_max"] - r["ratio"] for r in shown]]
+    colors = ["#8d99ae" if (g := goal_of(r)) is None else "#2a9d8f" if r["ratio"] <= g else "#e76f51"
+              for r in shown]
+    figure, axes = plt.subplots(figsize=(9, 0.35 * len(shown) + 1.5))
+    axes.barh(range(len(shown)), ratios, xerr=errors, color=colors, capsize=3)
+    axes.set_yticks(range(len(shown)), labels, fontsize=8)
+    axes.invert_yaxis()
+    axes.set_xscale("log")
+    axes.axvline(1.0, color="black", linewidth=0.8)
+    for goal, style in [(1 / 5, ":"), (1 / 3, "--"), (1 / 2, "-.")]:
+        axes.axvline(goal, color="grey", linestyle=style, linewidth=0.8, label=f"goal {goal:.2g}")
+    axes.set_xlabel("ours / Kopf 1.45.2 (lower is better; green: goal met, red: not met, grey: no goal)")
+    axes.set_title(title, fontsize=9)
+    axes.legend(fontsize=7, loc="lower right")
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+
+
+def update_readme(text: str) -> None:
+    """Put the latest table between the README's benchmark markers."""
+    readme = README.read_text()
+    start, end = "<!-- bench:start -->", "<!-- bench:end -->"
+    if start in readme and end in readme:
+        before, rest = readme.split(start, 1)
+        after = rest.split(end, 1)[1]
+        README.write_text(f"{before}{start}\n{text}{end}{after}")
+
+
+def plan(workloads: list[str], quick: int) -> list[tuple[str, int]]:
+    return [(workload, max(1, size // quick)) for workload in workloads for size in SIZES[workload]]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--ours", required=True, help="our engine's `kopf` executable")
     parser.add_argument("--kopf", required=True, help="Kopf 1.45.2's `kopf` executable")
-    parser.add_argument("--workloads", default="timers,daemons", help="comma-separated: timers, daemons")
-    parser.add_argument("--objects", type=int, default=1000)
+    parser.add_argument("--workloads", default="lifecycles,idle,timers,storm",
+                        help="comma-separated: lifecycles, idle, timers, storm, daemons")
     parser.add_argument("--duration", type=float, default=60.0, help="the measured window, seconds")
-    parser.add_argument("--warmup", type=float, default=15.0, help="seconds before the window starts")
-    parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--warmup", type=float, default=10.0, help="seconds before the window starts")
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--quick", type=int, default=1, help="divide the object counts by this (smoke runs)")
     parser.add_argument("--output", type=Path, default=RESULTS / "latest.json")
+    parser.add_argument("--readme", action="store_true", help="put the table into README.md")
     parser.add_argument("--quiet", action="store_true", help="run the operators with --quiet (no INFO lines)")
     args = parser.parse_args()
     Operator.options = ["--quiet"] if args.quiet else []
@@ -226,23 +483,30 @@ def main() -> None:
     engines = {"ours": args.ours, "kopf": args.kopf}
     results = []
     for round_ in range(1, args.rounds + 1):
-        for workload in args.workloads.split(","):
+        for workload, size in plan(args.workloads.split(","), args.quick):
             for engine, executable in engines.items():
-                print(f"round {round_}: {workload} with {engine} ({args.objects} objects)...", flush=True)
-                figures = SCENARIOS[workload](executable, args.objects, args.duration, args.warmup)
+                label = f"{workload}-{size}"
+                print(f"round {round_}: {label} with {engine}...", flush=True)
+                run = Run(engine=engine, kopf=executable, objects=size, duration=args.duration, warmup=args.warmup)
+                figures = SCENARIOS[workload](run)
                 print(f"  {figures}", flush=True)
-                results.append({"round": round_, "workload": workload, "engine": engine, "figures": figures})
+                results.append({"round": round_, "workload": label, "engine": engine, "figures": figures})
     rows = summarize(results)
     print(table(rows))
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(json.dumps({
+    meta = {
         "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version()},
-        "objects": args.objects, "duration": args.duration, "warmup": args.warmup, "rounds": args.rounds,
+        "duration": args.duration, "warmup": args.warmup, "rounds": args.rounds, "quick": args.quick,
         "quiet": args.quiet,
-        "summary": rows, "results": results,
-    }, indent=2) + "\n")
-    print(f"written: {args.output}")
+    }
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(json.dumps({**meta, "summary": rows, "results": results}, indent=2) + "\n")
+    text = markdown(rows, meta)
+    args.output.with_suffix(".md").write_text(text)
+    chart(rows, args.output.with_suffix(".png"), f"kopf-rs vs Kopf 1.45.2 — {meta['date']}, {os.cpu_count()} cores")
+    if args.readme:
+        update_readme(text)
+    print(f"written: {args.output} (.md, .png)")
 
 
 if __name__ == "__main__":

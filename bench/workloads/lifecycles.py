@@ -1,0 +1,19 @@
+"""Benchmark workload: one trivial handler for each of creation, update and deletion;
+each prints a line, which the benchmark counts (printing works at any log level)."""
+
+import kopf
+
+
+@kopf.on.create('greetings.demo.kopf.dev')
+def created(**_: object) -> None:
+    print("bench created", flush=True)
+
+
+@kopf.on.update('greetings.demo.kopf.dev')
+def updated(**_: object) -> None:
+    print("bench updated", flush=True)
+
+
+@kopf.on.delete('greetings.demo.kopf.dev')
+def deleted(**_: object) -> None:
+    print("bench deleted", flush=True)
