@@ -91,14 +91,23 @@ class Api:
 
     def request(self, method: str, path: str, body: Any = None,
                 content_type: str = "application/json") -> Any:
-        connection = getattr(self._local, "connection", None)
-        if connection is None:
-            connection = http.client.HTTPSConnection(self.host, self.port, context=self.context, timeout=60)
-            self._local.connection = connection
         payload = json.dumps(body) if body is not None else None
-        connection.request(method, path, body=payload, headers={"Content-Type": content_type})
-        response = connection.getresponse()
-        data = response.read()
+        for attempt in (1, 2):
+            connection = getattr(self._local, "connection", None)
+            if connection is None:
+                connection = http.client.HTTPSConnection(self.host, self.port, context=self.context, timeout=120)
+                self._local.connection = connection
+            try:
+                connection.request(method, path, body=payload, headers={"Content-Type": content_type})
+                response = connection.getresponse()
+                data = response.read()
+                break
+            except (http.client.RemoteDisconnected, ConnectionError):
+                # The server closes idle kept-alive connections: reconnect once.
+                connection.close()
+                self._local.connection = None
+                if attempt == 2:
+                    raise
         if response.status >= 400 and response.status != 404:
             raise RuntimeError(f"{method} {path}: HTTP {response.status}: {data[:300]!r}")
         return json.loads(data) if data else None

@@ -270,6 +270,7 @@ pub async fn run(
 
     // New CRDs (or removed ones) change what can be served: rescan on their events.
     let (crd_tx, mut crd_rx) = mpsc::channel::<RawEvent>(64);
+    let mut crd_versions = CrdVersions::default();
     let crds = resources
         .iter()
         .find(|r| {
@@ -297,10 +298,15 @@ pub async fn run(
         tokio::select! {
             changed = stop.changed() => if changed.is_err() || *stop.borrow() { break },
             Ok(()) = paused.changed() => serving.set_paused(*paused.borrow_and_update()),
-            Some(_) = crd_rx.recv() => {
+            Some(event) = crd_rx.recv() => {
+                if !crd_versions.is_news(&event) {
+                    continue;
+                }
                 // Let a burst (a new CRD becoming established) settle, then look again.
                 tokio::time::sleep(std::time::Duration::from_secs(1)).await;
-                while crd_rx.try_recv().is_ok() {}
+                while let Ok(event) = crd_rx.try_recv() {
+                    crd_versions.is_news(&event);
+                }
                 match credentials.call(|client| async move { discovery::scan(&client).await }).await {
                     Ok(resources) => serving.update(plan(&spec, &resources, hooks.as_ref(), false).await),
                     Err(error) => hooks.log(Level::Warning, None, &format!("Re-scanning the API failed: {}", errors::chain(&error))),
@@ -323,6 +329,35 @@ pub async fn run(
         liveness.abort();
     }
     Ok(())
+}
+
+/// Which CRD events are news: not the first listing (the discovery has just seen those
+/// CRDs), nor a re-listing of versions already seen.
+#[derive(Default)]
+struct CrdVersions {
+    seen: std::collections::HashMap<String, String>,
+    watching: bool,
+}
+
+impl CrdVersions {
+    fn is_news(&mut self, event: &RawEvent) -> bool {
+        let text = |pointer: &str| {
+            (event.object.pointer(pointer))
+                .and_then(serde_json::Value::as_str)
+                .unwrap_or_default()
+                .to_owned()
+        };
+        let (uid, version) = (text("/metadata/uid"), text("/metadata/resourceVersion"));
+        let listed = event.event_type.is_none();
+        let first_listing = listed && !self.watching;
+        self.watching |= !listed;
+        if event.event_type.as_deref() == Some("DELETED") {
+            self.seen.remove(&uid);
+            return true;
+        }
+        let previous = self.seen.insert(uid, version.clone());
+        !first_listing && previous.as_deref() != Some(version.as_str())
+    }
 }
 
 /// The resources being served: their watchers by resource name, and all dispatchers.
@@ -571,4 +606,28 @@ async fn peering_targets(
         }
     }
     Ok(targets)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn crd_event(kind: Option<&str>, uid: &str, version: &str) -> RawEvent {
+        RawEvent {
+            event_type: kind.map(str::to_owned),
+            object: Arc::new(json!({"metadata": {"uid": uid, "resourceVersion": version}})),
+        }
+    }
+
+    #[test]
+    fn only_changed_crds_are_news() {
+        let mut versions = CrdVersions::default();
+        assert!(!versions.is_news(&crd_event(None, "a", "1")), "the first listing is known");
+        assert!(versions.is_news(&crd_event(Some("ADDED"), "b", "2")));
+        assert!(versions.is_news(&crd_event(Some("MODIFIED"), "b", "3")));
+        assert!(!versions.is_news(&crd_event(None, "a", "1")), "re-listed, unchanged");
+        assert!(versions.is_news(&crd_event(None, "a", "4")), "re-listed, changed");
+        assert!(versions.is_news(&crd_event(Some("DELETED"), "a", "5")));
+    }
 }
