@@ -623,11 +623,20 @@ mod tests {
     #[test]
     fn only_changed_crds_are_news() {
         let mut versions = CrdVersions::default();
-        assert!(!versions.is_news(&crd_event(None, "a", "1")), "the first listing is known");
+        assert!(
+            !versions.is_news(&crd_event(None, "a", "1")),
+            "the first listing is known"
+        );
         assert!(versions.is_news(&crd_event(Some("ADDED"), "b", "2")));
         assert!(versions.is_news(&crd_event(Some("MODIFIED"), "b", "3")));
-        assert!(!versions.is_news(&crd_event(None, "a", "1")), "re-listed, unchanged");
-        assert!(versions.is_news(&crd_event(None, "a", "4")), "re-listed, changed");
+        assert!(
+            !versions.is_news(&crd_event(None, "a", "1")),
+            "re-listed, unchanged"
+        );
+        assert!(
+            versions.is_news(&crd_event(None, "a", "4")),
+            "re-listed, changed"
+        );
         assert!(versions.is_news(&crd_event(Some("DELETED"), "a", "5")));
     }
 }
