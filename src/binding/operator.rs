@@ -79,9 +79,11 @@ impl Operator {
                     }
                 })
             };
-            running::run(credentials, &info.server, spec, hooks, stop, events, ready)
-                .await
-                .map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
+            let trimming = super::memory::trim_periodically();
+            let result =
+                running::run(credentials, &info.server, spec, hooks, stop, events, ready).await;
+            trimming.abort();
+            result.map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
             Ok(())
         })
     }
