@@ -14,7 +14,7 @@ from typing import Any
 from kopf._daemons import AsyncDaemonStopperChecker, DaemonStopper, SyncDaemonStopperChecker
 from kopf._errors import ErrorsMode
 from kopf._execution import execute_once, is_async_fn
-from kopf._handlers import Activity, ChangingHandler, OperatorRegistry, Reason, ResourceHandler
+from kopf._handlers import Activity, ChangingHandler, DaemonHandler, OperatorRegistry, Reason, ResourceHandler
 from kopf._kits import cause_body_var
 from kopf._logging import LocalObjectLogger, ObjectLogger, objects_logger
 from kopf._references import Resource
@@ -54,6 +54,10 @@ class Bridge:
         self._loop = loop
         self._queue: Any = None
         self._serving: set[asyncio.Task[None]] = set()
+        # Sync handlers wait for the executor's threads anyway; making them wait before their
+        # arguments are built keeps a burst of calls from holding all those bodies at once.
+        threads = getattr(settings.execution.executor, '_max_workers', None) or 32
+        self._executor_slots = asyncio.Semaphore(2 * threads)
 
     def spec(self) -> dict[str, Any]:
         """The handlers as the core needs them (their positions identify them in calls back)."""
@@ -87,14 +91,26 @@ class Bridge:
             self._loop.remove_reader(self._queue.fileno())
 
     def _drain(self) -> None:
-        for call_id, method, argument in self._queue.take():
-            task = self._loop.create_task(self._serve(call_id, getattr(self, method), argument))
+        for call_id, method, target, argument in self._queue.take():
+            coro = self._serve(call_id, getattr(self, method), argument, self._needs_a_thread(target))
+            task = self._loop.create_task(coro)
             self._serving.add(task)
             task.add_done_callback(self._serving.discard)
 
-    async def _serve(self, call_id: int, method: Any, argument: Any) -> None:
+    def _needs_a_thread(self, target: tuple[str, int] | None) -> bool:
+        """A call of a sync handler that returns soon (daemons run for long: they do not count)."""
+        if target is None:
+            return False
+        handler = self._by_kind[target[0]][target[1]]
+        return not is_async_fn(handler.fn) and not isinstance(handler, DaemonHandler)
+
+    async def _serve(self, call_id: int, method: Any, pending: Any, needs_a_thread: bool) -> None:
         try:
-            result = await method(argument)
+            if needs_a_thread:
+                async with self._executor_slots:
+                    result = await method(pending.build())
+            else:
+                result = await method(pending.build())
         except BaseException as e:
             self._queue.fail(call_id, e)
             if not isinstance(e, Exception | asyncio.CancelledError):

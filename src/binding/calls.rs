@@ -3,6 +3,10 @@
 //! the loop is woken through a socket (once per batch), and the loop's own thread
 //! builds the arguments, runs the coroutines, and parses their results — all while it
 //! holds the GIL anyway. Tokio threads only push to a queue and await a channel.
+//!
+//! An argument (often a whole object's body) is built only when its call starts running
+//! (`PendingArgument.build()`), not when the batch is taken: a burst of 10,000 queued
+//! calls does not become 10,000 Python bodies at once.
 
 use futures::future::BoxFuture;
 use pyo3::prelude::*;
@@ -22,8 +26,12 @@ type Completion = Box<dyn for<'py> FnOnce(Python<'py>, PyResult<Bound<'py, PyAny
 #[derive(Debug)]
 pub struct Closed;
 
+/// Which handler a call invokes (its kind and index), so that the loop can decide when to
+/// start it before its argument is built.
+pub type Target = Option<(&'static str, usize)>;
+
 struct Shared {
-    ready: Mutex<Vec<(u64, &'static str, Argument)>>,
+    ready: Mutex<Vec<(u64, &'static str, Target, Argument)>>,
     waiting: Mutex<HashMap<u64, Completion>>,
     next_id: AtomicU64,
     /// A wake-up byte is in the socket and not consumed yet: no need for another.
@@ -60,6 +68,7 @@ impl Calls {
     pub fn call<T: Send + 'static>(
         &self,
         method: &'static str,
+        target: Target,
         argument: impl for<'py> FnOnce(Python<'py>) -> PyResult<Bound<'py, PyAny>> + Send + 'static,
         parse: impl for<'py> FnOnce(Python<'py>, PyResult<Bound<'py, PyAny>>) -> T + Send + 'static,
     ) -> BoxFuture<'static, Result<T, Closed>> {
@@ -78,7 +87,7 @@ impl Calls {
             .ready
             .lock()
             .expect("not poisoned")
-            .push((id, method, Box::new(argument)));
+            .push((id, method, target, Box::new(argument)));
         if !shared.woken.swap(true, Ordering::SeqCst) {
             // A full socket means a wake-up is pending already: nothing is lost.
             let _ = (&shared.sender).write(&[1]);
@@ -106,7 +115,7 @@ impl CallQueue {
         self.shared.receiver.as_raw_fd()
     }
 
-    /// The queued calls as `(id, method, argument)`, consuming the wake-ups.
+    /// The queued calls as `(id, method, target, pending argument)`, consuming the wake-ups.
     fn take<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
         let mut buffer = [0u8; 256];
         while matches!(std::io::Read::read(&mut &self.shared.receiver, &mut buffer), Ok(n) if n > 0)
@@ -115,11 +124,11 @@ impl CallQueue {
         self.shared.woken.store(false, Ordering::SeqCst);
         let ready = std::mem::take(&mut *self.shared.ready.lock().expect("not poisoned"));
         let calls = PyList::empty(py);
-        for (id, method, argument) in ready {
-            match argument(py) {
-                Ok(argument) => calls.append((id, method, argument))?,
-                Err(error) => self.finish(py, id, Err(error)),
-            }
+        for (id, method, target, argument) in ready {
+            let pending = PendingArgument {
+                builder: Mutex::new(Some(argument)),
+            };
+            calls.append((id, method, target, pending))?;
         }
         Ok(calls)
     }
@@ -132,6 +141,25 @@ impl CallQueue {
     /// A call has raised.
     fn fail(&self, py: Python<'_>, id: u64, error: Bound<'_, PyAny>) {
         self.finish(py, id, Err(PyErr::from_value(error)));
+    }
+}
+
+/// A call's argument, built on first use (`build()`), once.
+#[pyclass(module = "kopf._engine")]
+pub struct PendingArgument {
+    builder: Mutex<Option<Argument>>,
+}
+
+#[pymethods]
+impl PendingArgument {
+    fn build<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let builder = self.builder.lock().expect("not poisoned").take();
+        match builder {
+            Some(builder) => builder(py),
+            None => Err(pyo3::exceptions::PyRuntimeError::new_err(
+                "a call's argument is built only once",
+            )),
+        }
     }
 }
 

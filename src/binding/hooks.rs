@@ -2,7 +2,7 @@
 //! become coroutines on the operator's loop (queued, see `calls`); log lines go to
 //! Python's `logging`.
 
-use super::calls::{Calls, Closed};
+use super::calls::{Calls, Closed, Target};
 use super::storages::PyCustomStorages;
 use crate::connection::ConnectionInfo;
 use crate::diffs::Diff;
@@ -45,13 +45,14 @@ impl PyHooks {
     fn call<T: Send + 'static>(
         &self,
         method: &'static str,
+        target: Target,
         arg: impl for<'py> FnOnce(Python<'py>) -> PyResult<Bound<'py, PyAny>> + Send + 'static,
         parse: impl for<'py> FnOnce(Python<'py>, Bound<'py, PyAny>) -> PyResult<T> + Send + 'static,
         fallback: impl Fn(String) -> T + Send + Sync + 'static,
     ) -> BoxFuture<'static, T> {
         let fallback = Arc::new(fallback);
         let on_error = fallback.clone();
-        let answer = self.calls.call(method, arg, move |py, result| {
+        let answer = self.calls.call(method, target, arg, move |py, result| {
             match result.and_then(|r| parse(py, r)) {
                 Ok(value) => value,
                 Err(error) => {
@@ -72,6 +73,7 @@ impl PyHooks {
     pub fn relogin(&self) -> BoxFuture<'static, Result<ConnectionInfo, String>> {
         self.call(
             "relogin",
+            None,
             |py| Ok(py.None().into_bound(py)),
             |_, answer| {
                 let text: String = answer.extract()?;
@@ -93,6 +95,7 @@ impl PyHooks {
     ) -> BoxFuture<'static, Vec<bool>> {
         self.call(
             method,
+            None,
             arg,
             |_, answer| answer.extract(),
             move |_| vec![false; count],
@@ -243,8 +246,10 @@ impl Hooks for PyHooks {
     }
 
     fn invoke(&self, invocation: Invocation) -> BoxFuture<'static, Invoked> {
+        let target = Some((kind_name(invocation.kind), invocation.handler));
         self.call(
             "invoke",
+            target,
             move |py| Ok(invocation_dict(py, &invocation)?.into_any()),
             |_, answer| parse_invoked(&answer),
             // A failure of the bridge itself (not of the handler): retry later.
@@ -279,6 +284,7 @@ impl Hooks for PyHooks {
     fn probe(&self) -> BoxFuture<'static, Value> {
         self.call(
             "probe",
+            None,
             |py| Ok(py.None().into_bound(py)),
             |_, answer| Ok(pythonize::depythonize::<Value>(&answer)?),
             |_| Value::Object(Default::default()),
@@ -292,6 +298,7 @@ impl Hooks for PyHooks {
     fn initial_delay(&self, invocation: Invocation) -> BoxFuture<'static, f64> {
         self.call(
             "initial_delay",
+            None,
             move |py| Ok(invocation_dict(py, &invocation)?.into_any()),
             |_, answer| answer.extract(),
             |_| 0.0,
