@@ -415,7 +415,9 @@ def goal_of(row: dict[str, Any]) -> float | None:
 
 def markdown(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
     def fmt(value: float | None) -> str:
-        return "—" if value is None else f"{value:.3g}"
+        if value is None:
+            return "—"
+        return f"{value:.0f}" if abs(value) >= 1000 else f"{value:.3g}"
     lines = [f"Measured {meta['date']} on {meta['machine']['cpus']} cores ({meta['machine']['platform']}), "
              f"{meta['rounds']} round(s); medians, ratio ours/Kopf 1.45.2 with its spread across rounds.", "",
              "| workload | figure | ours | Kopf 1.45.2 | ours/Kopf | spread | goal |", "|---|---|---|---|---|---|---|"]
