@@ -172,14 +172,6 @@ pub struct StatusProgressStorage {
 }
 
 impl StatusProgressStorage {
-    pub fn new(name: &str, field: &str, touch_field: &str, writable: bool) -> Self {
-        Self {
-            field: dicts::parse_field(&field.replace("{name}", name)),
-            touch_field: dicts::parse_field(&touch_field.replace("{name}", name)),
-            writable,
-        }
-    }
-
     fn key_field(&self, key: &str) -> FieldPath {
         let mut path = self.field.clone();
         path.push(key.to_owned());
@@ -232,28 +224,6 @@ impl ProgressStorage for StatusProgressStorage {
 /// Several storages: read from the first that has a record, write to all.
 pub struct MultiProgressStorage {
     pub storages: Vec<Arc<dyn ProgressStorage>>,
-}
-
-impl MultiProgressStorage {
-    /// Kopf 1.45's default (`SmartProgressStorage`): annotations, plus the legacy status read-only.
-    pub fn smart() -> Self {
-        Self {
-            storages: vec![
-                Arc::new(AnnotationsProgressStorage::new(
-                    "kopf.zalando.org",
-                    false,
-                    "touch-dummy",
-                    true,
-                )),
-                Arc::new(StatusProgressStorage::new(
-                    "kopf",
-                    "status.{name}.progress",
-                    "status.{name}.dummy",
-                    false,
-                )),
-            ],
-        }
-    }
 }
 
 impl ProgressStorage for MultiProgressStorage {
@@ -316,7 +286,8 @@ mod tests {
 
     #[test]
     fn annotations_roundtrip_in_kopf_format() {
-        let storage = MultiProgressStorage::smart();
+        let storage = crate::persistence::Storages::default().progress;
+        let storage = storage.as_ref();
         let body = json!({"metadata": {"annotations": {}}});
         let mut patch = Patch::default();
         let record = json!({"started": "2026-01-01T00:00:00.000000+00:00", "stopped": null,
@@ -350,7 +321,8 @@ mod tests {
 
     #[test]
     fn legacy_status_progress_is_read_and_purged() {
-        let storage = MultiProgressStorage::smart();
+        let storage = crate::persistence::Storages::default().progress;
+        let storage = storage.as_ref();
         let body = json!({"status": {"kopf": {"progress": {"h": {"retries": 2}}}}});
         assert_eq!(
             storage.fetch("h", &body).unwrap(),
@@ -380,7 +352,8 @@ mod tests {
 
     #[test]
     fn clearing_essences() {
-        let storage = MultiProgressStorage::smart();
+        let storage = crate::persistence::Storages::default().progress;
+        let storage = storage.as_ref();
         let mut essence = json!({"metadata": {"annotations": {"kopf.zalando.org/x": "1"}},
                                  "status": {"kopf": {"progress": {}}}, "spec": {}});
         storage.clear(&mut essence).unwrap();
@@ -393,7 +366,8 @@ mod tests {
 
     #[test]
     fn malformed_records_are_errors() {
-        let storage = MultiProgressStorage::smart();
+        let storage = crate::persistence::Storages::default().progress;
+        let storage = storage.as_ref();
         let body = json!({"metadata": {"annotations": {"kopf.zalando.org/h": "{not json"}}});
         let error = storage.fetch("h", &body).unwrap_err();
         assert!(error.to_string().starts_with(

@@ -391,7 +391,6 @@ mod indexmap_like {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::progress::MultiProgressStorage;
 
     fn t(s: &str) -> DateTime<Utc> {
         parse_time(s).unwrap()
@@ -411,10 +410,11 @@ mod tests {
     #[test]
     fn a_handler_succeeds_then_records_are_purged() {
         let now = t("2026-01-01T00:00:00+00:00");
-        let storage = MultiProgressStorage::smart();
+        let storage = crate::persistence::Storages::default().progress;
+        let storage = storage.as_ref();
         let body = json!({});
         let ids = vec!["a".to_owned(), "b".to_owned()];
-        let state = State::from_storage(&body, &storage, &ids, now)
+        let state = State::from_storage(&body, storage, &ids, now)
             .unwrap()
             .with_purpose("create", &[])
             .with_handlers(&ids, now);
@@ -428,7 +428,7 @@ mod tests {
         };
         let state = state.with_outcome("a", &outcome, now);
         let mut patch = Patch::default();
-        state.store(&body, &mut patch, &storage).unwrap();
+        state.store(&body, &mut patch, storage).unwrap();
         assert_eq!(
             patch.annotation("kopf.zalando.org/a"),
             Some(&json!(
@@ -454,18 +454,19 @@ mod tests {
     #[test]
     fn retries_are_delayed_and_unchanged_records_not_rewritten() {
         let now = t("2026-01-01T00:00:00+00:00");
-        let storage = MultiProgressStorage::smart();
+        let storage = crate::persistence::Storages::default().progress;
+        let storage = storage.as_ref();
         let record = r#"{"started":"2026-01-01T00:00:00.000000+00:00","delayed":"2026-01-01T00:01:00.000000+00:00","purpose":"update","retries":1,"success":false,"failure":false,"message":"boo"}"#;
         let body = json!({"metadata": {"annotations": {"kopf.zalando.org/h": record}}});
         let ids = vec!["h".to_owned()];
-        let state = State::from_storage(&body, &storage, &ids, now)
+        let state = State::from_storage(&body, storage, &ids, now)
             .unwrap()
             .with_purpose("update", &[])
             .with_handlers(&ids, now);
         assert!(state.get("h").unwrap().sleeping(now));
         assert_eq!(state.delays(now), vec![60.0]);
         let mut patch = Patch::default();
-        state.store(&body, &mut patch, &storage).unwrap();
+        state.store(&body, &mut patch, storage).unwrap();
         assert!(patch.is_empty(), "{patch:?}");
 
         let later = t("2026-01-01T00:02:00+00:00");
@@ -483,11 +484,12 @@ mod tests {
     #[test]
     fn other_purposes_are_extras() {
         let now = t("2026-01-01T00:00:00+00:00");
-        let storage = MultiProgressStorage::smart();
+        let storage = crate::persistence::Storages::default().progress;
+        let storage = storage.as_ref();
         let record =
             r#"{"started":"2026-01-01T00:00:00.000000+00:00","purpose":"create","retries":0}"#;
         let body = json!({"metadata": {"annotations": {"kopf.zalando.org/c": record}}});
-        let state = State::from_storage(&body, &storage, &["c".to_owned()], now)
+        let state = State::from_storage(&body, storage, &["c".to_owned()], now)
             .unwrap()
             .with_purpose("update", &[]);
         assert_eq!(

@@ -58,6 +58,11 @@ class Bridge:
         # arguments are built keeps a burst of calls from holding all those bodies at once.
         threads = getattr(settings.execution.executor, '_max_workers', None) or 32
         self._executor_slots = asyncio.Semaphore(2 * threads)
+        # Decided once per handler, not per call: sync handlers that return soon (daemons
+        # run for long and do not count).
+        self._threaded = {(kind, index) for kind, handlers in self._by_kind.items()
+                          for index, handler in enumerate(handlers)
+                          if not is_async_fn(handler.fn) and not isinstance(handler, DaemonHandler)}
 
     def spec(self) -> dict[str, Any]:
         """The handlers as the core needs them (their positions identify them in calls back)."""
@@ -92,17 +97,10 @@ class Bridge:
 
     def _drain(self) -> None:
         for call_id, method, target, argument in self._queue.take():
-            coro = self._serve(call_id, getattr(self, method), argument, self._needs_a_thread(target))
+            coro = self._serve(call_id, getattr(self, method), argument, tuple(target or ()) in self._threaded)
             task = self._loop.create_task(coro)
             self._serving.add(task)
             task.add_done_callback(self._serving.discard)
-
-    def _needs_a_thread(self, target: tuple[str, int] | None) -> bool:
-        """A call of a sync handler that returns soon (daemons run for long: they do not count)."""
-        if target is None:
-            return False
-        handler = self._by_kind[target[0]][target[1]]
-        return not is_async_fn(handler.fn) and not isinstance(handler, DaemonHandler)
 
     async def _serve(self, call_id: int, method: Any, pending: Any, needs_a_thread: bool) -> None:
         try:

@@ -7,6 +7,7 @@ serves custom storages that inherit from the built-in ones and call ``super()``.
 from __future__ import annotations
 
 import base64
+import copy
 import hashlib
 import warnings
 from collections.abc import Collection, Iterable, Mapping, MutableMapping
@@ -189,7 +190,6 @@ def remove(dst: MutableMapping[str, Any], path: tuple[str, ...]) -> None:
 def cherrypick(src: Mapping[str, Any], dst: MutableMapping[str, Any],
                fields: Iterable[tuple[str, ...]]) -> None:
     """Copy these fields (deeply) from one mapping to the other, if present in the source."""
-    import copy
     absent = object()
     for path in fields:
         value = resolve(src, path, absent)

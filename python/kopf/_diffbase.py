@@ -53,12 +53,16 @@ class DiffBaseStorage(conventions.StorageKeyMarkingConvention,
             conventions.remove(essence, path)
         return essence
 
+    # The interface: every storage implements these (the base class cannot be instantiated).
+
     @abc.abstractmethod
     def fetch(self, *, body: Body) -> BodyEssence | None:
+        """The last handled essence stored in this body, if any."""
         raise NotImplementedError
 
     @abc.abstractmethod
     def store(self, *, body: Body, patch: Patch, essence: BodyEssence) -> None:
+        """Put the essence into the patch."""
         raise NotImplementedError
 
     def _ignored_for_engine(self) -> list[list[str]]:

@@ -38,20 +38,27 @@ class ProgressStorage(conventions.StorageStanzaCleaner, metaclass=abc.ABCMeta):
     for storages that keep records in memory and write them all at once.
     """
 
+    # The interface: every storage implements these (the base class cannot be instantiated);
+    # the built-in storages below do, and so must an operator's own.
+
     @abc.abstractmethod
     def fetch(self, *, key: HandlerId, body: Body) -> ProgressRecord | None:
+        """The handler's record in this body, if any."""
         raise NotImplementedError
 
     @abc.abstractmethod
     def store(self, *, key: HandlerId, record: ProgressRecord, body: Body, patch: Patch) -> None:
+        """Put the handler's record into the patch."""
         raise NotImplementedError
 
     @abc.abstractmethod
     def purge(self, *, key: HandlerId, body: Body, patch: Patch) -> None:
+        """Remove the handler's record (via the patch), if the body has it."""
         raise NotImplementedError
 
     @abc.abstractmethod
     def touch(self, *, body: Body, patch: Patch, value: str | None) -> None:
+        """Set (or, with ``None``, remove) a dummy field, so that a patch makes a new event."""
         raise NotImplementedError
 
     @abc.abstractmethod
