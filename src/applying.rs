@@ -51,8 +51,10 @@ pub async fn apply(
                     finalizer: Some(op),
                 });
                 if !main.is_empty() {
-                    resource_version =
-                        version_of(&credentials.merge_patch(&url, &Value::Object(main)).await?);
+                    resource_version = credentials
+                        .merge_patch::<Versioned>(&url, &Value::Object(main))
+                        .await?
+                        .version();
                 }
             }
             Err(kube::Error::Api(e)) if e.code == 404 => return Ok(gone(&object, hooks)),
@@ -76,8 +78,11 @@ pub async fn apply(
             "Merge-patching the status with: {}",
             crate::encoding::to_python_repr(&status_patch)
         );
-        match credentials.merge_patch(&url, &status_patch).await {
-            Ok(patched) => resource_version = version_of(&patched),
+        match credentials
+            .merge_patch::<Versioned>(&url, &status_patch)
+            .await
+        {
+            Ok(patched) => resource_version = Versioned::version(patched),
             Err(kube::Error::Api(e)) if e.code == 404 => return Ok(gone(&object, hooks)),
             Err(error) => return Err(error),
         }
@@ -110,8 +115,7 @@ fn fold_finalizer(
     finalizer: &str,
     op: FinalizerOp,
 ) -> Map<String, Value> {
-    let mut finalizers: Vec<Value> = body
-        .pointer("/metadata/finalizers")
+    let mut finalizers: Vec<Value> = crate::dicts::meta(body, "finalizers")
         .and_then(Value::as_array)
         .cloned()
         .unwrap_or_default();
@@ -128,7 +132,7 @@ fn fold_finalizer(
         .or_insert_with(|| Value::Object(Map::new()));
     if let Some(metadata) = metadata.as_object_mut() {
         metadata.insert("finalizers".into(), Value::Array(finalizers));
-        if let Some(rv) = body.pointer("/metadata/resourceVersion") {
+        if let Some(rv) = crate::dicts::meta(body, "resourceVersion") {
             metadata.insert("resourceVersion".into(), rv.clone());
         }
     }
@@ -151,13 +155,30 @@ async fn send_logged(
         "Merge-patching the resource with: {}",
         crate::encoding::to_python_repr(&patch)
     );
-    Ok(version_of(&credentials.merge_patch(url, &patch).await?))
+    Ok(credentials
+        .merge_patch::<Versioned>(url, &patch)
+        .await?
+        .version())
 }
 
-fn version_of(body: &Value) -> Option<String> {
-    body.pointer("/metadata/resourceVersion")
-        .and_then(Value::as_str)
-        .map(str::to_owned)
+/// Of a patched object, only its new version is needed: the rest of the response is
+/// skipped while parsing, not turned into values.
+#[derive(serde::Deserialize)]
+struct Versioned {
+    #[serde(default)]
+    metadata: VersionedMeta,
+}
+
+#[derive(serde::Deserialize, Default)]
+struct VersionedMeta {
+    #[serde(rename = "resourceVersion")]
+    resource_version: Option<String>,
+}
+
+impl Versioned {
+    fn version(self) -> Option<String> {
+        self.metadata.resource_version
+    }
 }
 
 #[cfg(test)]

@@ -6,7 +6,9 @@
 use base64::Engine as _;
 use blake2::digest::{Update, VariableOutput};
 use serde_json::Value;
-use std::collections::BTreeSet;
+use std::borrow::Cow;
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Arc, Mutex};
 
 /// Kubernetes limits the name part of an annotation key to 63 characters.
 const MAX_NAME_LENGTH: usize = 63;
@@ -18,22 +20,41 @@ const KNOWN_PREFIXES: &[&str] = &["kopf.zalando.org"];
 pub struct KeyForming {
     pub prefix: String,
     pub v1: bool,
+    formed: FormedKeys,
 }
+
+/// The keys formed so far, by storage key: the same few keys (one per handler) are
+/// needed for every event, and forming them hashes and formats several strings.
+#[derive(Debug, Clone, Default)]
+struct FormedKeys(Arc<Mutex<HashMap<String, Arc<[String]>>>>);
+
+impl PartialEq for FormedKeys {
+    fn eq(&self, _: &Self) -> bool {
+        true // a cache: it does not make two formings different
+    }
+}
+
+impl Eq for FormedKeys {}
 
 impl KeyForming {
     pub fn new(prefix: impl Into<String>, v1: bool) -> Self {
         Self {
             prefix: prefix.into(),
             v1,
+            formed: FormedKeys::default(),
         }
     }
 
     /// The annotation keys for a storage key, V2 first; V1 only if different.
-    pub fn make_keys(&self, key: &str, body: Option<&Value>) -> Vec<String> {
-        let key = match body {
-            Some(body) => mark_key(key, body),
-            None => key.to_owned(),
+    pub fn make_keys(&self, key: &str, body: Option<&Value>) -> Arc<[String]> {
+        let key: Cow<'_, str> = match body {
+            Some(body) if is_marked(body) => format!("{key}{DEPLOYMENT_MARK}").into(),
+            _ => key.into(),
         };
+        let mut formed = self.formed.0.lock().expect("not poisoned");
+        if let Some(keys) = formed.get(key.as_ref()) {
+            return keys.clone();
+        }
         let v2 = self.make_v2_key(&key);
         let mut keys = vec![v2.clone()];
         if self.v1 {
@@ -42,6 +63,8 @@ impl KeyForming {
                 keys.push(v1);
             }
         }
+        let keys: Arc<[String]> = keys.into();
+        formed.insert(key.into_owned(), keys.clone());
         keys
     }
 
@@ -120,22 +143,21 @@ fn make_suffix(key: &str) -> String {
         .to_owned()
 }
 
+const DEPLOYMENT_MARK: &str = "-ofDRS";
+
 /// The `-ofDRS` mark: a ReplicaSet owned by a Deployment keeps its own state apart.
-pub fn mark_key(key: &str, body: &Value) -> String {
+fn is_marked(body: &Value) -> bool {
     let is_replicaset = body.get("kind").and_then(Value::as_str) == Some("ReplicaSet");
     let owned_by_deployment = body
-        .pointer("/metadata/ownerReferences")
+        .get("metadata")
+        .and_then(|meta| meta.get("ownerReferences"))
         .and_then(Value::as_array)
         .is_some_and(|owners| {
             owners
                 .iter()
                 .any(|owner| owner.get("kind").and_then(Value::as_str) == Some("Deployment"))
         });
-    if is_replicaset && owned_by_deployment {
-        format!("{key}-ofDRS")
-    } else {
-        key.to_owned()
-    }
+    is_replicaset && owned_by_deployment
 }
 
 /// The annotation prefixes used by Kopf-based operators (ours or others'), by their marks.
@@ -146,9 +168,11 @@ pub fn detect_marked_prefixes<'a>(keys: impl IntoIterator<Item = &'a String>) ->
             continue;
         };
         let known = KNOWN_MARKERS.contains(&name)
-            || KNOWN_PREFIXES
-                .iter()
-                .any(|p| prefix == *p || prefix.ends_with(&format!(".{p}")));
+            || KNOWN_PREFIXES.iter().any(|p| {
+                prefix
+                    .strip_suffix(p)
+                    .is_some_and(|rest| rest.is_empty() || rest.ends_with('.'))
+            });
         if known {
             prefixes.insert(prefix.to_owned());
         }
@@ -166,11 +190,11 @@ mod tests {
     fn short_keys_are_kept() {
         let forming = KeyForming::new("kopf.zalando.org", true);
         assert_eq!(
-            forming.make_keys("create_fn", None),
+            forming.make_keys("create_fn", None).to_vec(),
             vec!["kopf.zalando.org/create_fn"]
         );
         assert_eq!(
-            forming.make_keys("create_fn/sub<1>", None),
+            forming.make_keys("create_fn/sub<1>", None).to_vec(),
             vec!["kopf.zalando.org/create_fn.sub_1_"]
         );
     }
@@ -180,14 +204,14 @@ mod tests {
         let forming = KeyForming::new("kopf.zalando.org", true);
         let key = "a_very_long_handler_name_that_goes_on_and_on_and_on";
         assert_eq!(
-            forming.make_keys(key, None),
+            forming.make_keys(key, None).to_vec(),
             vec![
                 format!("kopf.zalando.org/{key}"),
                 "kopf.zalando.org/a_very_long_handler_name_that_goes_on_a-2xD4dQ".to_owned(),
             ]
         );
         assert_eq!(
-            forming.make_keys(&"x".repeat(70), None),
+            forming.make_keys(&"x".repeat(70), None).to_vec(),
             vec![
                 format!("kopf.zalando.org/{}-j8bZbQ", "x".repeat(56)),
                 format!("kopf.zalando.org/{}-j8bZbQ", "x".repeat(39)),
@@ -195,7 +219,7 @@ mod tests {
         );
         let unicode = "ünïcode".repeat(10);
         assert_eq!(
-            forming.make_keys(&unicode, None),
+            forming.make_keys(&unicode, None).to_vec(),
             vec![
                 format!("kopf.zalando.org/{}-J3POKQ", "ünïcode".repeat(8)),
                 "kopf.zalando.org/ünïcodeünïcodeünïcodeünïcodeünïcodeünïc-J3POKQ".to_owned(),
@@ -211,8 +235,21 @@ mod tests {
     #[test]
     fn replicasets_of_deployments_are_marked() {
         let rs = json!({"kind": "ReplicaSet", "metadata": {"ownerReferences": [{"kind": "Deployment"}]}});
-        assert_eq!(mark_key("k", &rs), "k-ofDRS");
-        assert_eq!(mark_key("k", &json!({"kind": "ReplicaSet"})), "k");
+        let forming = KeyForming::new("kopf.zalando.org", false);
+        assert_eq!(
+            *forming.make_keys("k", Some(&rs)),
+            ["kopf.zalando.org/k-ofDRS"]
+        );
+        let alone = json!({"kind": "ReplicaSet"});
+        assert_eq!(
+            *forming.make_keys("k", Some(&alone)),
+            ["kopf.zalando.org/k"]
+        );
+        // Formed once, then remembered: the same answers again.
+        assert_eq!(
+            *forming.make_keys("k", Some(&rs)),
+            ["kopf.zalando.org/k-ofDRS"]
+        );
     }
 
     #[test]

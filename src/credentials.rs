@@ -5,6 +5,7 @@
 
 use crate::connection::{self, ConnectionInfo};
 use futures::future::BoxFuture;
+use serde::de::DeserializeOwned;
 use std::future::Future;
 use std::sync::{Arc, RwLock};
 
@@ -145,11 +146,13 @@ impl Credentials {
         .await
     }
 
-    pub async fn merge_patch(
+    /// Merge-patch an object; the response is read as `T` (a whole `Value`, or only the
+    /// fields the caller needs: parsing whole objects for every patch is costly).
+    pub async fn merge_patch<T: DeserializeOwned>(
         &self,
         url: &str,
         patch: &serde_json::Value,
-    ) -> Result<serde_json::Value, kube::Error> {
+    ) -> Result<T, kube::Error> {
         self.send(
             http::Method::PATCH,
             url,
@@ -178,13 +181,13 @@ impl Credentials {
             .await
     }
 
-    async fn send(
+    async fn send<T: DeserializeOwned>(
         &self,
         method: http::Method,
         url: &str,
         content_type: &str,
         payload: &serde_json::Value,
-    ) -> Result<serde_json::Value, kube::Error> {
+    ) -> Result<T, kube::Error> {
         let _slot = self.requests.acquire().await.expect("never closed");
         self.call(|client| {
             let method = method.clone();

@@ -21,6 +21,17 @@ pub fn resolve<'a>(value: &'a Value, path: &[String]) -> Option<&'a Value> {
         .try_fold(value, |current, key| current.as_object()?.get(key))
 }
 
+/// `metadata.<key>` of an object's body: a JSON pointer would allocate at every step,
+/// and these are read for every event.
+pub fn meta<'a>(body: &'a Value, key: &str) -> Option<&'a Value> {
+    body.get("metadata")?.get(key)
+}
+
+/// The mutable `metadata.<key>` of an object's body.
+pub fn meta_mut<'a>(body: &'a mut Value, key: &str) -> Option<&'a mut Value> {
+    body.get_mut("metadata")?.get_mut(key)
+}
+
 /// The value at a path, creating the intermediate objects on the way.
 /// Non-object intermediates are replaced: the caller asked for that path to exist.
 pub fn ensure(value: &mut Value, path: &[String], new: Value) {

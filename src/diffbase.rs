@@ -19,35 +19,56 @@ pub trait DiffBaseStorage: Send + Sync {
 
 /// The storage-independent part of building an essence (Kopf's `DiffBaseStorage.build`).
 pub fn build_essence(body: &Value, extra_fields: &[FieldPath], ignored: &[FieldPath]) -> Value {
-    let mut essence: Map<String, Value> = body.as_object().cloned().unwrap_or_default();
-    for key in ["apiVersion", "kind", "metadata", "status"] {
-        essence.shift_remove(key);
+    // Only what is kept is copied: the metadata (managed fields, the stored diff base itself)
+    // and the status are often most of a body, and this runs for every event.
+    let mut essence: Map<String, Value> = body
+        .as_object()
+        .into_iter()
+        .flatten()
+        .filter(|(key, _)| !matches!(key.as_str(), "apiVersion" | "kind" | "metadata" | "status"))
+        .map(|(key, value)| (key.clone(), value.clone()))
+        .collect();
+    if let Some(meta) = body.get("metadata").and_then(Value::as_object) {
+        let mut kept = Map::new();
+        if let Some(labels) = meta.get("labels") {
+            kept.insert("labels".into(), labels.clone());
+        }
+        if let Some(annotations) = meta.get("annotations") {
+            kept.insert("annotations".into(), essential_annotations(annotations));
+        }
+        if !kept.is_empty() {
+            essence.insert("metadata".into(), Value::Object(kept));
+        }
     }
     let mut essence = Value::Object(essence);
-    dicts::cherrypick(
-        body,
-        &mut essence,
-        &[
-            dicts::parse_field("metadata.labels"),
-            dicts::parse_field("metadata.annotations"),
-        ],
-    );
-    if let Some(annotations) = essence
-        .pointer_mut("/metadata/annotations")
-        .and_then(Value::as_object_mut)
-    {
-        let prefixes = detect_marked_prefixes(annotations.keys());
-        annotations.retain(|key, _| {
-            key != "kubectl.kubernetes.io/last-applied-configuration"
-                && !prefixes.iter().any(|p| key.starts_with(&format!("{p}/")))
-        });
-    }
     dicts::cherrypick(body, &mut essence, extra_fields);
     remove_empty_stanzas(&mut essence);
     for field in ignored {
         dicts::remove_pruning(&mut essence, field);
     }
     essence
+}
+
+/// The annotations without kubectl's last applied configuration and without the keys of
+/// Kopf-based operators (by their marked prefixes).
+fn essential_annotations(annotations: &Value) -> Value {
+    let Some(annotations) = annotations.as_object() else {
+        return annotations.clone();
+    };
+    let prefixes: Vec<String> = detect_marked_prefixes(annotations.keys())
+        .into_iter()
+        .map(|prefix| format!("{prefix}/"))
+        .collect();
+    Value::Object(
+        annotations
+            .iter()
+            .filter(|(key, _)| {
+                key.as_str() != "kubectl.kubernetes.io/last-applied-configuration"
+                    && !prefixes.iter().any(|p| key.starts_with(p.as_str()))
+            })
+            .map(|(key, value)| (key.clone(), value.clone()))
+            .collect(),
+    )
 }
 
 /// The essence in an annotation, as JSON plus a newline (Kopf's default).
@@ -82,9 +103,8 @@ impl DiffBaseStorage for AnnotationsDiffBaseStorage {
     fn build(&self, body: &Value, extra_fields: &[FieldPath]) -> StorageResult<Value> {
         let mut essence = build_essence(body, extra_fields, &self.ignored_fields);
         let own_keys = self.keys.make_keys(&self.key, Some(body));
-        if let Some(annotations) = essence
-            .pointer_mut("/metadata/annotations")
-            .and_then(Value::as_object_mut)
+        if let Some(annotations) =
+            dicts::meta_mut(&mut essence, "annotations").and_then(Value::as_object_mut)
         {
             annotations.retain(|key, _| !own_keys.contains(key));
         }
@@ -100,12 +120,11 @@ impl DiffBaseStorage for AnnotationsDiffBaseStorage {
     fn store(&self, body: &Value, patch: &mut Patch, essence: &Value) -> StorageResult<()> {
         // The newline makes kubectl show it unwrapped, as kubectl's own annotation.
         let encoded = format!("{}\n", to_python_json(essence));
-        for key in self.keys.make_keys(&self.key, Some(body)) {
-            patch.set_annotation(&key, Value::String(encoded.clone()));
+        for key in self.keys.make_keys(&self.key, Some(body)).iter() {
+            patch.set_annotation(key, Value::String(encoded.clone()));
         }
         if let Some(marker) = self.keys.marker() {
-            let present = body
-                .pointer("/metadata/annotations")
+            let present = dicts::meta(body, "annotations")
                 .and_then(|a| a.get(&marker))
                 .is_some();
             if !present && patch.annotation(&marker).is_none() {

@@ -109,8 +109,8 @@ impl ResourceFilters {
     /// Labels, annotations and field values: for changes (`Some((old, new))` essences),
     /// in either the old or the new essence; otherwise in the body.
     pub fn prematch(&self, body: &Value, change: Option<Essences>) -> Match {
-        let labels = body.pointer("/metadata/labels");
-        let annotations = body.pointer("/metadata/annotations");
+        let labels = dicts::meta(body, "labels");
+        let annotations = dicts::meta(body, "annotations");
         match_meta(&self.labels, labels)
             .and(|| match_meta(&self.annotations, annotations))
             .and(|| self.match_field_values(body, change))

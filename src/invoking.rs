@@ -28,17 +28,15 @@ pub struct ObjectRef {
 
 impl ObjectRef {
     pub fn of(body: &Value) -> Self {
-        let text = |pointer: &str| {
-            body.pointer(pointer)
-                .and_then(Value::as_str)
-                .map(str::to_owned)
-        };
+        let text =
+            |value: &Value, key: &str| value.get(key).and_then(Value::as_str).map(str::to_owned);
+        let meta = body.get("metadata").unwrap_or(&Value::Null);
         Self {
-            api_version: text("/apiVersion").unwrap_or_default(),
-            kind: text("/kind").unwrap_or_default(),
-            namespace: text("/metadata/namespace"),
-            name: text("/metadata/name"),
-            uid: text("/metadata/uid"),
+            api_version: text(body, "apiVersion").unwrap_or_default(),
+            kind: text(body, "kind").unwrap_or_default(),
+            namespace: text(meta, "namespace"),
+            name: text(meta, "name"),
+            uid: text(meta, "uid"),
         }
     }
 }

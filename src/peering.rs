@@ -235,7 +235,7 @@ async fn patch_status(
         url.push_str("/status");
     }
     match credentials
-        .merge_patch(&url, &json!({ "status": status }))
+        .merge_patch::<serde::de::IgnoredAny>(&url, &json!({ "status": status }))
         .await
     {
         Ok(_) => Ok(true),

@@ -219,12 +219,11 @@ async fn process_spawning(
 }
 
 fn is_deletion_ongoing(body: &Value) -> bool {
-    body.pointer("/metadata/deletionTimestamp")
-        .is_some_and(|v| !v.is_null())
+    dicts::meta(body, "deletionTimestamp").is_some_and(|v| !v.is_null())
 }
 
 fn is_deletion_blocked(body: &Value, finalizer: &str) -> bool {
-    body.pointer("/metadata/finalizers")
+    dicts::meta(body, "finalizers")
         .and_then(Value::as_array)
         .is_some_and(|list| list.iter().any(|f| f.as_str() == Some(finalizer)))
 }

@@ -126,25 +126,25 @@ impl ProgressStorage for AnnotationsProgressStorage {
             fields.retain(|_, v| !v.is_null());
         }
         let encoded = to_python_json(&decoded);
-        for full_key in self.keys.make_keys(key, Some(body)) {
-            patch.set_annotation(&full_key, Value::String(encoded.clone()));
+        for full_key in self.keys.make_keys(key, Some(body)).iter() {
+            patch.set_annotation(full_key, Value::String(encoded.clone()));
         }
         self.store_marker(body, patch);
         Ok(())
     }
 
     fn purge(&self, key: &str, body: &Value, patch: &mut Patch) -> StorageResult<()> {
-        for full_key in self.keys.make_keys(key, Some(body)) {
-            purge_field(&annotation_path(&full_key), body, patch);
+        for full_key in self.keys.make_keys(key, Some(body)).iter() {
+            purge_field(&annotation_path(full_key), body, patch);
         }
         Ok(())
     }
 
     fn touch(&self, body: &Value, patch: &mut Patch, value: Option<&str>) -> StorageResult<()> {
-        for full_key in self.keys.make_keys(&self.touch_key, Some(body)) {
-            let current = annotation(body, &full_key).and_then(Value::as_str);
+        for full_key in self.keys.make_keys(&self.touch_key, Some(body)).iter() {
+            let current = annotation(body, full_key).and_then(Value::as_str);
             if current != value {
-                patch.set_annotation(&full_key, value.map_or(Value::Null, Value::from));
+                patch.set_annotation(full_key, value.map_or(Value::Null, Value::from));
                 self.store_marker(body, patch);
             }
         }
@@ -153,9 +153,8 @@ impl ProgressStorage for AnnotationsProgressStorage {
 
     fn clear(&self, essence: &mut Value) -> StorageResult<()> {
         let prefix = format!("{}/", self.keys.prefix);
-        if let Some(annotations) = essence
-            .pointer_mut("/metadata/annotations")
-            .and_then(Value::as_object_mut)
+        if let Some(annotations) =
+            dicts::meta_mut(essence, "annotations").and_then(Value::as_object_mut)
         {
             annotations.retain(|key, _| !key.starts_with(&prefix));
         }

@@ -398,19 +398,19 @@ impl Dispatcher {
 
 /// Objects are told apart by uid (a re-created object is a new one).
 fn object_key(body: &Value) -> String {
-    let text = |pointer: &str| {
-        body.pointer(pointer)
+    let text = |key: &str| {
+        crate::dicts::meta(body, key)
             .and_then(Value::as_str)
             .unwrap_or_default()
     };
-    match text("/metadata/uid") {
-        "" => format!("{}/{}", text("/metadata/namespace"), text("/metadata/name")),
+    match text("uid") {
+        "" => format!("{}/{}", text("namespace"), text("name")),
         uid => uid.to_owned(),
     }
 }
 
 fn version_of(body: &Value) -> Option<String> {
-    body.pointer("/metadata/resourceVersion")
+    crate::dicts::meta(body, "resourceVersion")
         .and_then(Value::as_str)
         .map(str::to_owned)
 }

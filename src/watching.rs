@@ -197,14 +197,12 @@ impl Watcher {
                     return Ok(None);
                 }
             }
-            token = page
-                .pointer("/metadata/continue")
+            token = crate::dicts::meta(&page, "continue")
                 .and_then(Value::as_str)
                 .filter(|t| !t.is_empty())
                 .map(str::to_owned);
             if token.is_none() {
-                let version = page
-                    .pointer("/metadata/resourceVersion")
+                let version = crate::dicts::meta(&page, "resourceVersion")
                     .and_then(Value::as_str)
                     .unwrap_or_default()
                     .to_owned();
@@ -251,9 +249,7 @@ impl Watcher {
                 WatchEvent::Error(e) if e.code == 410 => return Ok(Some(Restart::Relist)),
                 WatchEvent::Error(e) => return Err(kube::Error::Api(e)),
             };
-            if let Some(v) = object
-                .pointer("/metadata/resourceVersion")
-                .and_then(Value::as_str)
+            if let Some(v) = crate::dicts::meta(&object, "resourceVersion").and_then(Value::as_str)
             {
                 *version = v.to_owned();
             }

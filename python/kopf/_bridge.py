@@ -4,6 +4,8 @@ this module builds the handlers' keyword arguments, calls them, and answers."""
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import contextvars
 import copy
 import datetime
 import json
@@ -13,12 +15,12 @@ from typing import Any
 
 from kopf._daemons import AsyncDaemonStopperChecker, DaemonStopper, SyncDaemonStopperChecker
 from kopf._errors import ErrorsMode
-from kopf._execution import execute_once, is_async_fn
+from kopf._execution import execute_in_thread, execute_once, is_async_fn
 from kopf._handlers import Activity, ChangingHandler, DaemonHandler, OperatorRegistry, Reason, ResourceHandler
 from kopf._kits import cause_body_var
 from kopf._logging import LocalObjectLogger, ObjectLogger, objects_logger
 from kopf._references import Resource
-from kopf._settings import OperatorSettings
+from kopf._settings import OperatorSettings, is_default_executor
 from kopf._structs import Body, Diff, Patch
 
 engine_logger = logging.getLogger('kopf._core.engine')
@@ -53,6 +55,7 @@ class Bridge:
         self._ready = ready
         self._loop = loop
         self._queue: Any = None
+        self._context = contextvars.copy_context()  # what handlers on the core's threads start with
         self._serving: set[asyncio.Task[None]] = set()
         # Sync handlers wait for the executor's threads anyway; making them wait before their
         # arguments are built keeps a burst of calls from holding all those bodies at once.
@@ -89,14 +92,25 @@ class Bridge:
     def attach(self, queue: Any) -> None:
         """Serve the core's calls (``kopf._engine.CallQueue``) whenever its socket is readable."""
         self._queue = queue
+        self._context = contextvars.copy_context()
         self._loop.add_reader(queue.fileno(), self._drain)
 
     def detach(self) -> None:
+        """Stop serving; the core's last notes (log lines of its exit) are still delivered."""
         if self._queue is not None:
             self._loop.remove_reader(self._queue.fileno())
+            self._drain(notes_only=True)
 
-    def _drain(self) -> None:
+    def _drain(self, notes_only: bool = False) -> None:
         for call_id, method, target, argument in self._queue.take():
+            if not call_id:  # a note: a plain method, in order, nothing to answer
+                try:
+                    getattr(self, method)(*argument.build())
+                except Exception:
+                    engine_logger.exception(f"The engine's note {method!r} has failed.")
+                continue
+            if notes_only:
+                continue
             coro = self._serve(call_id, getattr(self, method), argument, tuple(target or ()) in self._threaded)
             task = self._loop.create_task(coro)
             self._serving.add(task)
@@ -117,6 +131,16 @@ class Bridge:
             self._queue.complete(call_id, result)
 
     # -- called by the core -------------------------------------------------------------------
+
+    def threading(self) -> tuple[int, list[tuple[str, int]]] | None:
+        """Which handlers the core may call on its own threads (``invoke_in_thread``), and how
+        many at once: the synchronous ones, with the default executor (its size is all that
+        matters, ``settings.execution.max_workers``); an operator's own executor runs them
+        itself (None: all calls come through the loop)."""
+        executor = self.settings.execution.executor
+        if not is_default_executor(executor) or not isinstance(executor, concurrent.futures.ThreadPoolExecutor):
+            return None
+        return executor._max_workers, sorted(self._threaded)
 
     def log_level(self) -> int:
         return objects_logger.getEffectiveLevel()
@@ -193,13 +217,7 @@ class Bridge:
 
     async def invoke(self, call: dict[str, Any]) -> dict[str, Any]:
         handler = self._handler(call)
-        kwargs, logger, patch = self._kwargs(call, handler)
-        kwargs |= {'param': handler.param}
-        cause_body_var.set(kwargs['body'])  # for kopf.adopt() & co without an explicit owner
-        if call['kind'] != 'watching':
-            started = datetime.datetime.fromisoformat(call['started']) if call['started'] else None
-            kwargs |= {'retry': call['retry'], 'started': started,
-                       'runtime': datetime.timedelta(seconds=call['runtime'])}
+        kwargs, logger, patch = self._call_kwargs(call, handler)
         stopper = self._stopper(call['daemon']['token']) if call.get('daemon') else None
         if stopper is not None and stopper.cancelled:
             return {'final': True, 'cancelled': True}
@@ -208,8 +226,7 @@ class Bridge:
                 stopper.task = asyncio.current_task()
             outcome = await execute_once(
                 handler=handler, kwargs=kwargs, logger=logger, retry=call['retry'], runtime=call['runtime'],
-                settings=self.settings,
-                default_errors=ErrorsMode.IGNORED if call['kind'] == 'watching' else ErrorsMode.TEMPORARY,
+                settings=self.settings, default_errors=self._default_errors(call),
             )
         except asyncio.CancelledError:
             if stopper is None or not stopper.cancelled:
@@ -218,6 +235,20 @@ class Bridge:
         finally:
             if stopper is not None:
                 stopper.task = None
+        return outcome.for_engine(dict(patch))
+
+    def invoke_in_thread(self, call: dict[str, Any]) -> dict[str, Any]:
+        """A synchronous handler, called on one of the core's threads (see ``threading``),
+        in a copy of the loop's context, as the executor would have run it."""
+        return self._context.copy().run(self._invoke_here, call)
+
+    def _invoke_here(self, call: dict[str, Any]) -> dict[str, Any]:
+        handler = self._handler(call)
+        kwargs, logger, patch = self._call_kwargs(call, handler)
+        outcome = execute_in_thread(
+            handler=handler, kwargs=kwargs, logger=logger, retry=call['retry'], runtime=call['runtime'],
+            settings=self.settings, default_errors=self._default_errors(call),
+        )
         return outcome.for_engine(dict(patch))
 
     async def check_callbacks(self, calls: list[dict[str, Any]]) -> list[bool]:
@@ -233,6 +264,21 @@ class Bridge:
         return verdicts
 
     # -- internals -----------------------------------------------------------------------------
+
+    def _call_kwargs(self, call: dict[str, Any], handler: ResourceHandler) -> tuple[dict[str, Any], Any, Patch]:
+        """All keyword arguments of a handler's call (the filters' callbacks get fewer)."""
+        kwargs, logger, patch = self._kwargs(call, handler)
+        kwargs |= {'param': handler.param}
+        cause_body_var.set(kwargs['body'])  # for kopf.adopt() & co without an explicit owner
+        if call['kind'] != 'watching':
+            started = datetime.datetime.fromisoformat(call['started']) if call['started'] else None
+            kwargs |= {'retry': call['retry'], 'started': started,
+                       'runtime': datetime.timedelta(seconds=call['runtime'])}
+        return kwargs, logger, patch
+
+    @staticmethod
+    def _default_errors(call: dict[str, Any]) -> ErrorsMode:
+        return ErrorsMode.IGNORED if call['kind'] == 'watching' else ErrorsMode.TEMPORARY
 
     def _handler(self, call: dict[str, Any]) -> ResourceHandler:
         return self._by_kind[call['kind']][call['handler']]  # type: ignore[no-any-return]
@@ -262,9 +308,10 @@ class Bridge:
 
     def _memo(self, uid: str | None) -> Any:
         key = uid or ''
-        if key not in self.memos:
-            self.memos[key] = copy.copy(self.memobase)
-        return self.memos[key]
+        memo = self.memos.get(key)
+        if memo is None:  # handlers of one object may start in two threads at once: one memo wins
+            memo = self.memos.setdefault(key, copy.copy(self.memobase))
+        return memo
 
     def _kwargs(self, call: dict[str, Any], handler: ResourceHandler) -> tuple[dict[str, Any], Any, Patch]:
         raw = call['body']

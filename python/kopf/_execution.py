@@ -72,21 +72,47 @@ async def execute_once(*, handler: Any, kwargs: dict[str, Any], logger: logging.
                        retry: int, runtime: float, settings: Any,
                        default_errors: ErrorsMode = ErrorsMode.TEMPORARY) -> Outcome:
     """Run a handler once; interpret its errors by its errors/timeout/retries/backoff options."""
-    errors_mode = handler.errors if handler.errors is not None else default_errors
-    backoff = handler.backoff if handler.backoff is not None else settings.execution.default_backoff
-    timeout, retries = handler.timeout, handler.retries
     try:
-        if logger.isEnabledFor(logging.DEBUG):  # spare the formatting: timers call this often
-            logger.debug(f"{handler} is invoked.")
-        if timeout is not None and runtime >= timeout:
-            raise HandlerTimeoutError(f"{handler} has timed out after {_timedelta_text(runtime)}.")
-        if retries is not None and retry >= retries:
-            raise HandlerRetriesError(f"{handler} has exceeded {retry} retries.")
+        _check_limits(handler, logger, retry, runtime)
         result = await invoke(handler.fn, kwargs, executor=settings.execution.executor)
     except asyncio.CancelledError:
         logger.warning(f"{handler} is cancelled. Will escalate.")
         raise
-    except TemporaryError as e:
+    except Exception as e:
+        return _failed(handler, e, logger, retry, runtime, settings, default_errors)
+    logger.info(f"{handler} succeeded.")
+    return Outcome(final=True, result=result)
+
+
+def execute_in_thread(*, handler: Any, kwargs: dict[str, Any], logger: logging.LoggerAdapter,  # type: ignore[type-arg]
+                      retry: int, runtime: float, settings: Any,
+                      default_errors: ErrorsMode = ErrorsMode.TEMPORARY) -> Outcome:
+    """The same for a synchronous handler, called directly in the current (worker) thread."""
+    try:
+        _check_limits(handler, logger, retry, runtime)
+        result = handler.fn(**kwargs)
+    except Exception as e:
+        return _failed(handler, e, logger, retry, runtime, settings, default_errors)
+    logger.info(f"{handler} succeeded.")
+    return Outcome(final=True, result=result)
+
+
+def _check_limits(handler: Any, logger: logging.LoggerAdapter, retry: int, runtime: float) -> None:  # type: ignore[type-arg]
+    if logger.isEnabledFor(logging.DEBUG):  # spare the formatting: timers call this often
+        logger.debug(f"{handler} is invoked.")
+    if handler.timeout is not None and runtime >= handler.timeout:
+        raise HandlerTimeoutError(f"{handler} has timed out after {_timedelta_text(runtime)}.")
+    if handler.retries is not None and retry >= handler.retries:
+        raise HandlerRetriesError(f"{handler} has exceeded {retry} retries.")
+
+
+def _failed(handler: Any, e: Exception, logger: logging.LoggerAdapter,  # type: ignore[type-arg]
+            retry: int, runtime: float, settings: Any, default_errors: ErrorsMode) -> Outcome:
+    """What a handler's error means; called while handling it (the traceback is logged)."""
+    errors_mode = handler.errors if handler.errors is not None else default_errors
+    backoff = handler.backoff if handler.backoff is not None else settings.execution.default_backoff
+    timeout, retries = handler.timeout, handler.retries
+    if isinstance(e, TemporaryError):
         will_time_out = timeout is not None and runtime + (e.delay or 0) >= timeout
         will_exceed = retries is not None and retry + 1 >= retries
         if will_time_out:
@@ -99,36 +125,33 @@ async def execute_once(*, handler: Any, kwargs: dict[str, Any], logger: logging.
             return Outcome(final=True, exception=HandlerRetriesError(msg))
         logger.error(f"{handler} failed temporarily: {str(e) or repr(e)}")
         return Outcome(final=False, exception=e, delay=e.delay)
-    except (HandlerTimeoutError, HandlerRetriesError) as e:
+    if isinstance(e, HandlerTimeoutError | HandlerRetriesError):
         logger.error(f"{str(e) or repr(e)}")
         return Outcome(final=True, exception=e)
-    except PermanentError as e:
+    if isinstance(e, PermanentError):
         logger.error(f"{handler} failed permanently: {str(e) or repr(e)}")
         return Outcome(final=True, exception=e)
-    except Exception as e:
-        will_time_out = timeout is not None and runtime + backoff >= timeout
-        will_exceed = retries is not None and retry + 1 >= retries
-        text = str(e) or repr(e)
-        if errors_mode == ErrorsMode.IGNORED:
-            logger.exception(f"{handler} failed with an exception and will ignore it: {text}")
-            return Outcome(final=True)
-        if errors_mode == ErrorsMode.TEMPORARY and will_time_out:
-            msg = (f"{handler} failed with an exception and will stop now "
-                   f"(it would time out in {timeout} seconds on the next attempt): {text}")
-            logger.exception(msg)
-            return Outcome(final=True, exception=HandlerTimeoutError(msg))
-        if errors_mode == ErrorsMode.TEMPORARY and will_exceed:
-            msg = (f"{handler} failed with an exception and will stop now "
-                   f"(it would exceed {retries} retries on the next attempt): {text}")
-            logger.exception(msg)
-            return Outcome(final=True, exception=HandlerRetriesError(msg))
-        if errors_mode == ErrorsMode.TEMPORARY:
-            logger.exception(f"{handler} failed with an exception and will try again in {backoff} seconds: {text}")
-            return Outcome(final=False, exception=e, delay=backoff)
-        logger.exception(f"{handler} failed with an exception and will stop now: {text}")
-        return Outcome(final=True, exception=e)
-    logger.info(f"{handler} succeeded.")
-    return Outcome(final=True, result=result)
+    will_time_out = timeout is not None and runtime + backoff >= timeout
+    will_exceed = retries is not None and retry + 1 >= retries
+    text = str(e) or repr(e)
+    if errors_mode == ErrorsMode.IGNORED:
+        logger.exception(f"{handler} failed with an exception and will ignore it: {text}")
+        return Outcome(final=True)
+    if errors_mode == ErrorsMode.TEMPORARY and will_time_out:
+        msg = (f"{handler} failed with an exception and will stop now "
+               f"(it would time out in {timeout} seconds on the next attempt): {text}")
+        logger.exception(msg)
+        return Outcome(final=True, exception=HandlerTimeoutError(msg))
+    if errors_mode == ErrorsMode.TEMPORARY and will_exceed:
+        msg = (f"{handler} failed with an exception and will stop now "
+               f"(it would exceed {retries} retries on the next attempt): {text}")
+        logger.exception(msg)
+        return Outcome(final=True, exception=HandlerRetriesError(msg))
+    if errors_mode == ErrorsMode.TEMPORARY:
+        logger.exception(f"{handler} failed with an exception and will try again in {backoff} seconds: {text}")
+        return Outcome(final=False, exception=e, delay=backoff)
+    logger.exception(f"{handler} failed with an exception and will stop now: {text}")
+    return Outcome(final=True, exception=e)
 
 
 def _timedelta_text(seconds: float) -> str:

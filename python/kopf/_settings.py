@@ -5,6 +5,7 @@ from __future__ import annotations
 import concurrent.futures
 import dataclasses
 import logging
+import weakref
 from collections.abc import Iterable
 from typing import Any
 
@@ -103,12 +104,26 @@ class ScanningSettings:
     disabled: bool = False
 
 
+_default_executors: weakref.WeakSet[concurrent.futures.Executor] = weakref.WeakSet()
+
+
+def _default_executor() -> concurrent.futures.Executor:
+    """The executor an operator gets unless it sets its own (then that one runs the sync
+    handlers; the default one's threads may be the engine's own)."""
+    executor = concurrent.futures.ThreadPoolExecutor()
+    _default_executors.add(executor)
+    return executor
+
+
+def is_default_executor(executor: concurrent.futures.Executor) -> bool:
+    return executor in _default_executors
+
+
 @dataclasses.dataclass
 class ExecutionSettings:
     default_backoff: float = 60
     """Seconds before a handler is retried after an arbitrary exception."""
-    executor: concurrent.futures.Executor = dataclasses.field(
-        default_factory=concurrent.futures.ThreadPoolExecutor)
+    executor: concurrent.futures.Executor = dataclasses.field(default_factory=_default_executor)
     """Where synchronous handlers run."""
     _max_workers: int | None = None
 

@@ -22,6 +22,9 @@ use tokio::sync::oneshot;
 type Argument = Box<dyn for<'py> FnOnce(Python<'py>) -> PyResult<Bound<'py, PyAny>> + Send>;
 type Completion = Box<dyn for<'py> FnOnce(Python<'py>, PyResult<Bound<'py, PyAny>>) + Send>;
 
+/// The id of notes: calls that nobody awaits (calls are numbered from 1).
+const NOTE: u64 = 0;
+
 /// The call could not be made or answered: the operator's loop has stopped serving.
 #[derive(Debug)]
 pub struct Closed;
@@ -76,23 +79,38 @@ impl Calls {
         let completion: Completion = Box::new(move |py, result| {
             let _ = tx.send(parse(py, result)); // the caller may have given up: fine
         });
-        let shared = &self.shared;
-        let id = shared.next_id.fetch_add(1, Ordering::Relaxed);
-        shared
+        let id = self.shared.next_id.fetch_add(1, Ordering::Relaxed);
+        self.shared
             .waiting
             .lock()
             .expect("not poisoned")
             .insert(id, completion);
+        self.push(id, method, target, Box::new(argument));
+        Box::pin(async move { rx.await.map_err(|_| Closed) })
+    }
+
+    /// Tell the loop something: `bridge.<method>(*arguments)`, a plain function, is called
+    /// there in the order of all calls and notes; nothing waits for it. (Taking the GIL on
+    /// the core's threads instead would make them wait while the loop runs Python.)
+    pub fn notify(
+        &self,
+        method: &'static str,
+        arguments: impl for<'py> FnOnce(Python<'py>) -> PyResult<Bound<'py, PyAny>> + Send + 'static,
+    ) {
+        self.push(NOTE, method, None, Box::new(arguments));
+    }
+
+    fn push(&self, id: u64, method: &'static str, target: Target, argument: Argument) {
+        let shared = &self.shared;
         shared
             .ready
             .lock()
             .expect("not poisoned")
-            .push((id, method, target, Box::new(argument)));
+            .push((id, method, target, argument));
         if !shared.woken.swap(true, Ordering::SeqCst) {
             // A full socket means a wake-up is pending already: nothing is lost.
             let _ = (&shared.sender).write(&[1]);
         }
-        Box::pin(async move { rx.await.map_err(|_| Closed) })
     }
 
     pub fn queue(&self) -> CallQueue {
@@ -115,7 +133,8 @@ impl CallQueue {
         self.shared.receiver.as_raw_fd()
     }
 
-    /// The queued calls as `(id, method, target, pending argument)`, consuming the wake-ups.
+    /// The queued calls as `(id, method, target, pending argument)`, consuming the wake-ups;
+    /// notes have the id 0.
     fn take<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
         let mut buffer = [0u8; 256];
         while matches!(std::io::Read::read(&mut &self.shared.receiver, &mut buffer), Ok(n) if n > 0)

@@ -1,6 +1,6 @@
 //! [`Hooks`] implemented by a Python object (`kopf._bridge.Bridge`): handler calls
-//! become coroutines on the operator's loop (queued, see `calls`); log lines go to
-//! Python's `logging`.
+//! become coroutines on the operator's loop (queued, see `calls`), except synchronous
+//! handlers, which run on threads of the core's own; log lines go to Python's `logging`.
 
 use super::calls::{Calls, Closed, Target};
 use super::storages::PyCustomStorages;
@@ -13,14 +13,56 @@ use futures::future::BoxFuture;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
 use serde_json::Value;
+use std::collections::HashSet;
 use std::sync::Arc;
+use tokio::sync::Semaphore;
 
 pub struct PyHooks {
-    bridge: Py<PyAny>,
+    bridge: Arc<Py<PyAny>>,
     calls: Calls,
     storages: PyCustomStorages,
     /// The effective level of the `kopf.objects` logger, read once at start.
     level: u8,
+    threads: Option<Threads>,
+}
+
+/// Synchronous handlers run on the core's blocking threads, as many at once as the
+/// operator's executor has threads: Kopf would run them in that executor from its loop,
+/// and going through the loop costs four thread switches per call instead of two.
+struct Threads {
+    handlers: HashSet<(&'static str, usize)>,
+    slots: Arc<Semaphore>,
+}
+
+impl Threads {
+    /// What the bridge allows (`Bridge.threading()`): none if the executor is not a
+    /// plain thread pool (its own threads might matter to the handlers).
+    fn of(py: Python<'_>, bridge: &Py<PyAny>) -> PyResult<Option<Self>> {
+        let answer = bridge.call_method0(py, "threading")?;
+        let Some((workers, handlers)) =
+            answer.extract::<Option<(usize, Vec<(String, usize)>)>>(py)?
+        else {
+            return Ok(None);
+        };
+        let handlers = handlers
+            .into_iter()
+            .filter_map(|(kind, index)| {
+                let kind = [
+                    HandlerKind::Changing,
+                    HandlerKind::Watching,
+                    HandlerKind::Spawning,
+                ]
+                .into_iter()
+                .map(kind_name)
+                .find(|name| *name == kind)?;
+                Some((kind, index))
+            })
+            .collect();
+        Ok(Some(Self {
+            handlers,
+            slots: Arc::new(Semaphore::new(workers.max(1))),
+        }))
+    }
 }
 
 impl PyHooks {
@@ -31,11 +73,13 @@ impl PyHooks {
         storages: PyCustomStorages,
     ) -> PyResult<Self> {
         let level: u8 = bridge.call_method0(py, "log_level")?.extract(py)?;
+        let threads = Threads::of(py, &bridge)?;
         Ok(Self {
-            bridge,
+            bridge: Arc::new(bridge),
             calls,
             storages,
             level,
+            threads,
         })
     }
 
@@ -215,23 +259,21 @@ impl Hooks for PyHooks {
     }
 
     fn log(&self, level: Level, object: Option<&ObjectRef>, message: &str) {
-        Python::attach(|py| {
-            let result = object
-                .map(|o| object_dict(py, o))
-                .transpose()
-                .and_then(|object| {
-                    self.bridge
-                        .call_method1(py, "log", (level_number(level), object, message))
-                });
-            if let Err(error) = result {
-                error.print(py);
-            }
+        let (object, message) = (object.cloned(), message.to_owned());
+        self.calls.notify("log", move |py| {
+            let object = object.map(|o| object_dict(py, &o)).transpose()?;
+            Ok((level_number(level), object, message)
+                .into_pyobject(py)?
+                .into_any())
         });
     }
 
     fn log_to(&self, logger: &str, level: Level, message: &str) {
-        self.call_sync("log_to", |py| {
-            (logger, level_number(level), message).into_pyobject(py)
+        let (logger, message) = (logger.to_owned(), message.to_owned());
+        self.calls.notify("log_to", move |py| {
+            Ok((logger, level_number(level), message)
+                .into_pyobject(py)?
+                .into_any())
         });
     }
 
@@ -246,23 +288,18 @@ impl Hooks for PyHooks {
     }
 
     fn invoke(&self, invocation: Invocation) -> BoxFuture<'static, Invoked> {
-        let target = Some((kind_name(invocation.kind), invocation.handler));
+        let target = (kind_name(invocation.kind), invocation.handler);
+        if let Some(threads) = &self.threads {
+            if threads.handlers.contains(&target) {
+                return self.invoke_in_thread(invocation, threads.slots.clone());
+            }
+        }
         self.call(
             "invoke",
-            target,
+            Some(target),
             move |py| Ok(invocation_dict(py, &invocation)?.into_any()),
             |_, answer| parse_invoked(&answer),
-            // A failure of the bridge itself (not of the handler): retry later.
-            |message| Invoked {
-                outcome: Outcome {
-                    final_: false,
-                    delay: Some(60.0),
-                    exception: Some(message),
-                    ..Default::default()
-                },
-                patch: None,
-                cancelled: false,
-            },
+            bridge_failure,
         )
     }
 
@@ -292,7 +329,9 @@ impl Hooks for PyHooks {
     }
 
     fn forget(&self, key: &str) {
-        self.call_sync("forget", |py| (key,).into_pyobject(py));
+        let key = key.to_owned();
+        self.calls
+            .notify("forget", move |py| Ok((key,).into_pyobject(py)?.into_any()));
     }
 
     fn initial_delay(&self, invocation: Invocation) -> BoxFuture<'static, f64> {
@@ -328,7 +367,50 @@ impl Hooks for PyHooks {
     }
 }
 
+/// A failure of the bridge itself (not of the handler): retry later.
+fn bridge_failure(message: String) -> Invoked {
+    Invoked {
+        outcome: Outcome {
+            final_: false,
+            delay: Some(60.0),
+            exception: Some(message),
+            ..Default::default()
+        },
+        patch: None,
+        cancelled: false,
+    }
+}
+
 impl PyHooks {
+    /// A synchronous handler on a blocking thread (`Bridge.invoke_in_thread()`), once one
+    /// of the executor's slots is free.
+    fn invoke_in_thread(
+        &self,
+        invocation: Invocation,
+        slots: Arc<Semaphore>,
+    ) -> BoxFuture<'static, Invoked> {
+        let bridge = self.bridge.clone();
+        Box::pin(async move {
+            let Ok(_slot) = slots.acquire_owned().await else {
+                return bridge_failure("the operator's threads are closed".into());
+            };
+            let answer = tokio::task::spawn_blocking(move || {
+                Python::attach(|py| {
+                    let answer = invocation_dict(py, &invocation)
+                        .and_then(|call| bridge.call_method1(py, "invoke_in_thread", (call,)))
+                        .and_then(|answer| parse_invoked(answer.bind(py)));
+                    answer.inspect_err(|error| error.print(py))
+                })
+            })
+            .await;
+            match answer {
+                Ok(Ok(invoked)) => invoked,
+                Ok(Err(error)) => bridge_failure(error.to_string()),
+                Err(error) => bridge_failure(format!("the handler's thread has failed: {error}")),
+            }
+        })
+    }
+
     /// Call a plain method of the bridge; its errors are printed (nobody to return them to).
     fn call_sync(
         &self,

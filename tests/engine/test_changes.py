@@ -465,6 +465,61 @@ def test_objects_are_handled_concurrently(crd: None, namespace: str, tmp_path: P
     assert [event for event, _ in order] == ["start", "start", "end", "end"], order
 
 
+def test_sync_handlers_threads(crd: None, namespace: str, tmp_path: Path) -> None:
+    """Sync handlers run in threads, at most `max_workers` at once, with the context the
+    operator had; a custom executor set by the operator is the one that runs them."""
+    script = write_script(tmp_path, """
+        import concurrent.futures
+        import contextvars
+        import os
+        import threading
+        import time
+        import kopf
+
+        GREETING = contextvars.ContextVar('greeting', default='unset')
+        GREETING.set('hello')
+        running = []
+        lock = threading.Lock()
+
+        @kopf.on.startup()
+        def setup(settings, **_):
+            if os.environ.get('CUSTOM_EXECUTOR'):
+                settings.execution.executor = concurrent.futures.ThreadPoolExecutor(
+                    max_workers=1, thread_name_prefix='custom-pool')
+            else:
+                settings.execution.max_workers = 2
+
+        @kopf.on.create('greetings')
+        def slow(name, logger, **_):
+            with lock:
+                running.append(name)
+                logger.info(f"start {name} with {len(running)} running, {GREETING.get()}, "
+                            f"in {threading.current_thread().name}")
+            time.sleep(1)
+            with lock:
+                running.remove(name)
+    """)
+    for custom in (False, True):
+        env = {"CUSTOM_EXECUTOR": "1"} if custom else {}
+        operator = OperatorProcess(["run", "-n", namespace, str(script)], cwd=tmp_path, env=env)
+        names = [f"t{int(custom)}{i}" for i in range(4)]
+        try:
+            for name in names:
+                kubectl("create", "-f", "-", input=greeting(name, namespace))
+            output = operator.wait_for(r"Handler 'slow' succeeded", count=4, timeout=60)
+        finally:
+            operator.stop()
+        starts = re.findall(r"start (t\d+) with (\d) running, (\w+), in (\S+)$", output, re.MULTILINE)
+        assert sorted(name for name, *_ in starts) == names
+        assert {greeting for _, _, greeting, _ in starts} == {"hello"}
+        concurrency = max(int(count) for _, count, _, _ in starts)
+        if custom:
+            assert concurrency == 1, starts
+            assert all(thread.startswith("custom-pool") for *_, thread in starts), starts
+        else:
+            assert concurrency == 2, starts
+
+
 def test_handler_timeouts(crd: None, namespace: str, tmp_path: Path) -> None:
     script = write_script(tmp_path, """
         import kopf
