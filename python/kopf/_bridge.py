@@ -57,8 +57,9 @@ class Bridge:
         self._queue: Any = None
         self._context = contextvars.copy_context()  # what handlers on the core's threads start with
         self._serving: set[asyncio.Task[None]] = set()
-        # Sync handlers wait for the executor's threads anyway; making them wait before their
-        # arguments are built keeps a burst of calls from holding all those bodies at once.
+        # Sync handlers in an operator's own executor (see `threading`) wait for its threads
+        # anyway; making them wait before their arguments are built keeps a burst of calls
+        # from holding all those bodies at once.
         threads = getattr(settings.execution.executor, '_max_workers', None) or 32
         self._executor_slots = asyncio.Semaphore(2 * threads)
         # Decided once per handler, not per call: sync handlers that return soon (daemons
@@ -92,7 +93,6 @@ class Bridge:
     def attach(self, queue: Any) -> None:
         """Serve the core's calls (``kopf._engine.CallQueue``) whenever its socket is readable."""
         self._queue = queue
-        self._context = contextvars.copy_context()
         self._loop.add_reader(queue.fileno(), self._drain)
 
     def detach(self) -> None:
