@@ -5,14 +5,14 @@
 //! Python is called only when a function actually runs or a stop flag changes.
 
 use crate::applying;
+use crate::context::ResourceContext;
 use crate::credentials::Credentials;
 use crate::handlers::{SpawningHandler, SpawningKind};
 use crate::invoking::{DaemonCall, HandlerKind, Hooks, Invocation, Level, ObjectRef};
 use crate::object_log;
 use crate::patches::Patch;
 use crate::pausing::Pause;
-use crate::processing::{deliver_result, ResourceContext};
-use crate::progression::format_time;
+use crate::progression::{deliver_result, format_time};
 use chrono::Utc;
 use serde_json::Value;
 use std::collections::{HashMap, HashSet};

@@ -5,8 +5,7 @@ use crate::conventions::{detect_marked_prefixes, KeyForming};
 use crate::dicts::{self, FieldPath};
 use crate::encoding::to_python_json;
 use crate::patches::Patch;
-use crate::persistence::StorageResult;
-use crate::progress::{decode_stored, fetch_annotation, remove_empty_stanzas};
+use crate::persistence::{decode_stored, fetch_annotation, remove_empty_stanzas, StorageResult};
 use serde_json::{Map, Value};
 use std::sync::Arc;
 

@@ -129,8 +129,8 @@ pub trait Hooks: Send + Sync + 'static {
     /// The object has changed: the long-running daemons' `body` shows the new state.
     fn refresh_body(&self, key: &str, body: &Value);
     /// The operator's own storages, which `settings.persistence` refers to by index.
-    fn custom_storages(&self) -> &dyn crate::persistence::CustomStorages {
-        &crate::persistence::NoCustomStorages
+    fn custom_storages(&self) -> &dyn crate::storages::CustomStorages {
+        &crate::storages::NoCustomStorages
     }
 }
 

@@ -9,63 +9,13 @@
 use crate::credentials::Credentials;
 use crate::invoking::{Hooks, Level};
 use crate::pausing::Pause;
+use crate::settings::LeadershipSettings;
 use chrono::{SecondsFormat, Utc};
-use serde::Deserialize;
 use serde_json::{json, Value};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
 use tokio::time::Instant;
-
-/// `settings.leadership`: no election without a lease name.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(default)]
-pub struct LeadershipSettings {
-    pub lease_name: Option<String>,
-    /// Where the Lease lives (the binding fills in a default).
-    pub lease_namespace: Option<String>,
-    /// How long a Lease is valid after its last renewal.
-    pub lease_duration: f64,
-    /// A holder that has not renewed for this long stops handling (less than the duration).
-    pub renew_deadline: f64,
-    /// How often the holder renews and the others try to take over.
-    pub retry_period: f64,
-}
-
-impl Default for LeadershipSettings {
-    fn default() -> Self {
-        Self {
-            lease_name: None,
-            lease_namespace: None,
-            lease_duration: 15.0,
-            renew_deadline: 10.0,
-            retry_period: 2.0,
-        }
-    }
-}
-
-impl LeadershipSettings {
-    /// The settings' contradictions, if any (the operator refuses to start with them).
-    pub fn problem(&self) -> Option<String> {
-        let positive =
-            self.lease_duration > 0.0 && self.renew_deadline > 0.0 && self.retry_period > 0.0;
-        if !positive {
-            Some("the lease duration, renew deadline and retry period must be positive".into())
-        } else if self.renew_deadline >= self.lease_duration {
-            Some(format!(
-                "the renew deadline ({}) must be shorter than the lease duration ({})",
-                self.renew_deadline, self.lease_duration
-            ))
-        } else if self.retry_period >= self.renew_deadline {
-            Some(format!(
-                "the retry period ({}) must be shorter than the renew deadline ({})",
-                self.retry_period, self.renew_deadline
-            ))
-        } else {
-            None
-        }
-    }
-}
 
 /// What one look at the Lease found out.
 #[derive(Debug, PartialEq)]

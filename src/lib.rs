@@ -4,6 +4,7 @@
 
 pub mod applying;
 pub mod connection;
+pub mod context;
 pub mod conventions;
 pub mod credentials;
 pub mod daemons;
@@ -30,6 +31,7 @@ pub mod queueing;
 pub mod resources;
 pub mod running;
 pub mod settings;
+pub mod storages;
 pub mod watching;
 
 #[cfg(feature = "python")]

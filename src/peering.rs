@@ -7,46 +7,16 @@
 use crate::credentials::Credentials;
 use crate::invoking::{Hooks, Level};
 use crate::pausing::Pause;
-use crate::processing::RawEvent;
 use crate::progression::{format_time, parse_time};
 use crate::resources::Resource;
-use crate::settings::WatchingSettings;
-use crate::watching::Watcher;
+use crate::settings::{PeeringSettings, WatchingSettings};
+use crate::watching::{RawEvent, Watcher};
 use chrono::{DateTime, Duration as TimeDelta, Utc};
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{mpsc, watch};
-
-/// `settings.peering` plus the operator's identity (`POD_ID`, or user@host/time/random).
-#[derive(Debug, Clone, Deserialize)]
-#[serde(default)]
-pub struct PeeringSettings {
-    pub name: String,
-    pub priority: i64,
-    pub lifetime: i64,
-    pub stealth: bool,
-    pub mandatory: bool,
-    pub standalone: bool,
-    pub clusterwide: bool,
-    pub identity: String,
-}
-
-impl Default for PeeringSettings {
-    fn default() -> Self {
-        Self {
-            name: "default".into(),
-            priority: 0,
-            lifetime: 60,
-            stealth: false,
-            mandatory: false,
-            standalone: false,
-            clusterwide: false,
-            identity: "kopf-rs".into(),
-        }
-    }
-}
 
 /// Kopf's logger of peering, by which users filter its messages.
 const LOGGER: &str = "kopf._core.engines.peering";

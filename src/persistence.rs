@@ -1,16 +1,7 @@
-//! Which storages keep the handlers' progress and the diff base: built from their
-//! descriptions in `settings.persistence`. The built-in kinds run here; custom ones
-//! (the operator's own Python classes) are supplied by the binding.
+//! What every storage of the engine's state shares: the error of a storage that
+//! cannot read or write, and the forms in which Kopf keeps values in objects.
 
-use crate::dicts::FieldPath;
-use crate::diffbase::{
-    AnnotationsDiffBaseStorage, DiffBaseStorage, MultiDiffBaseStorage, StatusDiffBaseStorage,
-};
-use crate::progress::{
-    AnnotationsProgressStorage, MultiProgressStorage, ProgressStorage, StatusProgressStorage,
-};
-use serde::Deserialize;
-use std::sync::Arc;
+use serde_json::Value;
 
 /// A storage could not read or write its state (a custom storage raised, or a stored
 /// value is not what the storage itself would have written).
@@ -24,250 +15,63 @@ pub struct StorageError {
 
 pub type StorageResult<T> = Result<T, StorageError>;
 
-/// A progress storage as `settings.persistence.progress_storage` describes it.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-pub enum ProgressSpec {
-    Annotations {
-        prefix: String,
-        verbose: bool,
-        touch_key: String,
-        v1: bool,
-    },
-    Status {
-        field: FieldPath,
-        touch_field: FieldPath,
-        /// Kopf 1.45's default reads and purges the old status records but never writes them.
-        writable: bool,
-    },
-    Multi {
-        storages: Vec<ProgressSpec>,
-    },
-    Custom {
-        index: usize,
-    },
+/// A JSON string that a storage wrote itself, decoded; anything else is an error.
+pub fn decode_stored(
+    encoded: &Value,
+    storage: &str,
+    method: &'static str,
+    location: &str,
+) -> StorageResult<Value> {
+    let error = |message: String| StorageError {
+        storage: storage.to_owned(),
+        method,
+        message: format!("{location}: {message}"),
+    };
+    let text = encoded
+        .as_str()
+        .ok_or_else(|| error(format!("expected a JSON string, found {encoded}")))?;
+    serde_json::from_str(text).map_err(|e| error(format!("malformed JSON ({e})")))
 }
 
-impl Default for ProgressSpec {
-    /// Kopf 1.45's `SmartProgressStorage`.
-    fn default() -> Self {
-        let status = |leaf: &str| vec!["status".into(), "kopf".into(), leaf.into()];
-        Self::Multi {
-            storages: vec![
-                Self::Annotations {
-                    prefix: "kopf.zalando.org".into(),
-                    verbose: false,
-                    touch_key: "touch-dummy".into(),
-                    v1: true,
-                },
-                Self::Status {
-                    field: status("progress"),
-                    touch_field: status("dummy"),
-                    writable: false,
-                },
-            ],
-        }
-    }
-}
-
-/// A diff-base storage as `settings.persistence.diffbase_storage` describes it.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-pub enum DiffBaseSpec {
-    Annotations {
-        prefix: String,
-        key: String,
-        v1: bool,
-        #[serde(default)]
-        ignored_fields: Vec<FieldPath>,
-    },
-    Status {
-        field: FieldPath,
-        #[serde(default)]
-        ignored_fields: Vec<FieldPath>,
-    },
-    Multi {
-        storages: Vec<DiffBaseSpec>,
-        #[serde(default)]
-        ignored_fields: Vec<FieldPath>,
-    },
-    Custom {
-        index: usize,
-    },
-}
-
-impl Default for DiffBaseSpec {
-    /// Kopf's `AnnotationsDiffBaseStorage()`.
-    fn default() -> Self {
-        Self::Annotations {
-            prefix: "kopf.zalando.org".into(),
-            key: "last-handled-configuration".into(),
-            v1: true,
-            ignored_fields: Vec::new(),
-        }
-    }
-}
-
-/// The operator's own storages, by their index in the description.
-pub trait CustomStorages {
-    fn progress(&self, index: usize) -> Option<Arc<dyn ProgressStorage>>;
-    fn diffbase(&self, index: usize) -> Option<Arc<dyn DiffBaseStorage>>;
-}
-
-/// No custom storages at all (the core alone, and its tests).
-pub struct NoCustomStorages;
-
-impl CustomStorages for NoCustomStorages {
-    fn progress(&self, _: usize) -> Option<Arc<dyn ProgressStorage>> {
-        None
-    }
-    fn diffbase(&self, _: usize) -> Option<Arc<dyn DiffBaseStorage>> {
-        None
-    }
-}
-
-/// The two storages an operator uses for all its resources.
-#[derive(Clone)]
-pub struct Storages {
-    pub progress: Arc<dyn ProgressStorage>,
-    pub diffbase: Arc<dyn DiffBaseStorage>,
-}
-
-impl std::fmt::Debug for Storages {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Storages { .. }")
-    }
-}
-
-impl Default for Storages {
-    fn default() -> Self {
-        Self::build(
-            &ProgressSpec::default(),
-            &DiffBaseSpec::default(),
-            &NoCustomStorages,
-        )
-        .expect("the defaults have no custom storages")
-    }
-}
-
-impl Storages {
-    pub fn build(
-        progress: &ProgressSpec,
-        diffbase: &DiffBaseSpec,
-        custom: &dyn CustomStorages,
-    ) -> Result<Self, String> {
-        Ok(Self {
-            progress: build_progress(progress, custom)?,
-            diffbase: build_diffbase(diffbase, custom)?,
-        })
-    }
-}
-
-fn build_progress(
-    spec: &ProgressSpec,
-    custom: &dyn CustomStorages,
-) -> Result<Arc<dyn ProgressStorage>, String> {
-    Ok(match spec {
-        ProgressSpec::Annotations {
-            prefix,
-            verbose,
-            touch_key,
-            v1,
-        } => Arc::new(AnnotationsProgressStorage::new(
-            prefix, *verbose, touch_key, *v1,
-        )),
-        ProgressSpec::Status {
-            field,
-            touch_field,
-            writable,
-        } => Arc::new(StatusProgressStorage {
-            field: field.clone(),
-            touch_field: touch_field.clone(),
-            writable: *writable,
-        }),
-        ProgressSpec::Multi { storages } => Arc::new(MultiProgressStorage {
-            storages: (storages.iter())
-                .map(|s| build_progress(s, custom))
-                .collect::<Result<_, _>>()?,
-        }),
-        ProgressSpec::Custom { index } => custom
-            .progress(*index)
-            .ok_or_else(|| format!("no custom progress storage #{index}"))?,
-    })
-}
-
-fn build_diffbase(
-    spec: &DiffBaseSpec,
-    custom: &dyn CustomStorages,
-) -> Result<Arc<dyn DiffBaseStorage>, String> {
-    Ok(match spec {
-        DiffBaseSpec::Annotations {
-            prefix,
-            key,
-            v1,
-            ignored_fields,
-        } => Arc::new(AnnotationsDiffBaseStorage::new(
-            prefix,
-            key,
-            *v1,
-            ignored_fields.clone(),
-        )),
-        DiffBaseSpec::Status {
-            field,
-            ignored_fields,
-        } => Arc::new(StatusDiffBaseStorage {
-            field: field.clone(),
-            ignored_fields: ignored_fields.clone(),
-        }),
-        DiffBaseSpec::Multi {
-            storages,
-            ignored_fields,
-        } => Arc::new(MultiDiffBaseStorage {
-            storages: (storages.iter())
-                .map(|s| build_diffbase(s, custom))
-                .collect::<Result<_, _>>()?,
-            ignored_fields: ignored_fields.clone(),
-        }),
-        DiffBaseSpec::Custom { index } => custom
-            .diffbase(*index)
-            .ok_or_else(|| format!("no custom diff-base storage #{index}"))?,
-    })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    #[test]
-    fn descriptions_from_python() {
-        let spec: ProgressSpec = serde_json::from_value(json!({
-            "kind": "multi", "storages": [
-                {"kind": "annotations", "prefix": "my.op", "verbose": true, "touch_key": "t", "v1": false},
-                {"kind": "status", "field": ["status", "x"], "touch_field": ["status", "y"], "writable": true},
-            ]}))
-        .unwrap();
-        assert!(matches!(spec, ProgressSpec::Multi { ref storages } if storages.len() == 2));
-        let spec: DiffBaseSpec = serde_json::from_value(json!({
-            "kind": "status", "field": ["status", "x"], "ignored_fields": [["spec", "a"]]}))
-        .unwrap();
-        assert_eq!(
-            spec,
-            DiffBaseSpec::Status {
-                field: vec!["status".into(), "x".into()],
-                ignored_fields: vec![vec!["spec".into(), "a".into()]]
+/// The first of these annotations that holds a stored value (JSON, not `null`), decoded.
+pub fn fetch_annotation(
+    body: &Value,
+    keys: &[String],
+    storage: &str,
+) -> StorageResult<Option<Value>> {
+    for key in keys {
+        if let Some(encoded) = annotation(body, key) {
+            let decoded = decode_stored(encoded, storage, "fetch", &format!("annotation {key}"))?;
+            if !decoded.is_null() {
+                return Ok(Some(decoded));
             }
-        );
+        }
     }
+    Ok(None)
+}
 
-    #[test]
-    fn missing_custom_storages_are_errors() {
-        let error = Storages::build(
-            &ProgressSpec::Custom { index: 0 },
-            &DiffBaseSpec::default(),
-            &NoCustomStorages,
-        )
-        .unwrap_err();
-        assert_eq!(error, "no custom progress storage #0");
+/// The value of an annotation of the body, if it has it.
+pub fn annotation<'a>(body: &'a Value, key: &str) -> Option<&'a Value> {
+    body.get("metadata")?.get("annotations")?.get(key)
+}
+
+/// Drop `metadata.annotations`, `metadata.labels`, `metadata` and `status` if empty.
+pub fn remove_empty_stanzas(essence: &mut Value) {
+    fn is_empty(v: Option<&Value>) -> bool {
+        v.and_then(Value::as_object).is_some_and(|m| m.is_empty())
+    }
+    if let Some(meta) = essence.get_mut("metadata").and_then(Value::as_object_mut) {
+        for key in ["annotations", "labels"] {
+            if is_empty(meta.get(key)) {
+                meta.shift_remove(key);
+            }
+        }
+    }
+    if let Some(fields) = essence.as_object_mut() {
+        for key in ["metadata", "status"] {
+            if is_empty(fields.get(key)) {
+                fields.shift_remove(key);
+            }
+        }
     }
 }

@@ -2,64 +2,21 @@
 //! to call (causes, filters, progress) and the patch that records the outcome.
 //! The patch is applied by `applying`; the order of events is kept by `queueing`.
 
+use crate::context::{Cycle, Memory, ResourceContext};
 use crate::daemons::{Daemons, ObjectDaemons};
 use crate::dicts::{self, FieldPath};
-use crate::diffbase::DiffBaseStorage;
 use crate::diffs::{self, Diff};
 use crate::encoding::to_python_repr;
-use crate::handlers::{ChangingHandler, Match, Reason, SpawningHandler, WatchingHandler};
-use crate::invoking::{HandlerKind, Hooks, Invocation, Level, ObjectRef};
+use crate::handlers::{ChangingHandler, Match, Reason, SpawningHandler};
+use crate::invoking::{HandlerKind, Invocation, Level, ObjectRef};
 use crate::object_log;
 use crate::patches::{FinalizerOp, Patch};
 use crate::persistence::StorageResult;
-use crate::progress::ProgressStorage;
-use crate::progression::{Outcome, State};
-use crate::resources::Resource;
-use crate::settings::Settings;
+use crate::progression::{deliver_result, State};
+use crate::watching::RawEvent;
 use chrono::Utc;
 use serde_json::Value;
 use std::sync::Arc;
-
-/// A raw event as the watcher delivers it; `event_type` is `None` for listed objects.
-#[derive(Debug, Clone)]
-pub struct RawEvent {
-    pub event_type: Option<String>,
-    pub object: Arc<Value>,
-}
-
-/// What the engine remembers about one object between its events.
-#[derive(Debug, Default)]
-pub struct Memory {
-    /// Seen first in the initial listing: resume handlers apply.
-    pub noticed_by_listing: bool,
-    /// All handlers succeeded once since the start: no more resuming.
-    pub fully_handled_once: bool,
-    /// What could not be applied last time (a finalizer change in a conflict).
-    pub remaining_patch: Option<Patch>,
-}
-
-/// Everything shared by the objects of one resource.
-pub struct ResourceContext {
-    pub resource: Arc<Resource>,
-    pub settings: Arc<Settings>,
-    pub hooks: Arc<dyn Hooks>,
-    pub changing: Vec<ChangingHandler>,
-    pub watching: Vec<WatchingHandler>,
-    pub spawning: Vec<SpawningHandler>,
-    pub progress: Arc<dyn ProgressStorage>,
-    pub diffbase: Arc<dyn DiffBaseStorage>,
-    /// Fields handlers watch outside the default essence (e.g. in `status`).
-    pub extra_fields: Vec<FieldPath>,
-}
-
-/// The result of a cycle: what to patch and how long until handlers want to run again.
-#[derive(Debug, Default)]
-pub struct Cycle {
-    pub patch: Patch,
-    pub delays: Vec<f64>,
-    /// A changing cause was processed (for the "cycle is finished" log line).
-    pub matched: bool,
-}
 
 struct Change {
     reason: Reason,
@@ -572,25 +529,6 @@ async fn process_change(
     Ok(delays)
 }
 
-/// Results go to `status.<handler id>`: dicts are merged in, other values replace.
-pub fn deliver_result(id: &str, outcome: &Outcome, patch: &mut Patch) {
-    if outcome.exception.is_some() {
-        return;
-    }
-    let path = vec!["status".to_owned(), id.to_owned()];
-    match &outcome.result {
-        None | Some(Value::Null) => {}
-        Some(Value::Object(fields)) => {
-            for (key, value) in fields {
-                let mut field_path = path.clone();
-                field_path.push(key.clone());
-                patch.set(&field_path, value.clone());
-            }
-        }
-        Some(other) => patch.set(&path, other.clone()),
-    }
-}
-
 /// `on.event` handlers: called for every event, in order, silently; never retried.
 /// Their results and patches are returned, to be applied with the cycle's patch.
 pub async fn process_watching(ctx: &ResourceContext, event: &RawEvent) -> Patch {
@@ -685,22 +623,5 @@ mod tests {
             Some(&json!({"spec": {"x": 2}})),
         );
         assert_eq!(diff_repr(&d), "(('change', ('spec', 'x'), 1, 2),)");
-    }
-
-    #[test]
-    fn results_land_in_status() {
-        let mut patch = Patch::default();
-        let ok = |result| Outcome {
-            final_: true,
-            result: Some(result),
-            ..Default::default()
-        };
-        deliver_result("a", &ok(json!({"x": 1})), &mut patch);
-        deliver_result("b", &ok(json!("text")), &mut patch);
-        deliver_result("c", &ok(Value::Null), &mut patch);
-        assert_eq!(
-            Value::Object(patch.merge),
-            json!({"status": {"a": {"x": 1}, "b": "text"}})
-        );
     }
 }

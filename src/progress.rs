@@ -7,7 +7,7 @@ use crate::conventions::KeyForming;
 use crate::dicts::{self, FieldPath};
 use crate::encoding::to_python_json;
 use crate::patches::Patch;
-use crate::persistence::{StorageError, StorageResult};
+use crate::persistence::{annotation, fetch_annotation, remove_empty_stanzas, StorageResult};
 use serde_json::Value;
 use std::sync::Arc;
 
@@ -29,41 +29,6 @@ pub trait ProgressStorage: Send + Sync {
     fn flush(&self) -> StorageResult<()> {
         Ok(())
     }
-}
-
-/// A JSON string that a storage wrote itself, decoded; anything else is an error.
-pub fn decode_stored(
-    encoded: &Value,
-    storage: &str,
-    method: &'static str,
-    location: &str,
-) -> StorageResult<Value> {
-    let error = |message: String| StorageError {
-        storage: storage.to_owned(),
-        method,
-        message: format!("{location}: {message}"),
-    };
-    let text = encoded
-        .as_str()
-        .ok_or_else(|| error(format!("expected a JSON string, found {encoded}")))?;
-    serde_json::from_str(text).map_err(|e| error(format!("malformed JSON ({e})")))
-}
-
-/// The first of these annotations that holds a stored value (JSON, not `null`), decoded.
-pub fn fetch_annotation(
-    body: &Value,
-    keys: &[String],
-    storage: &str,
-) -> StorageResult<Option<Value>> {
-    for key in keys {
-        if let Some(encoded) = annotation(body, key) {
-            let decoded = decode_stored(encoded, storage, "fetch", &format!("annotation {key}"))?;
-            if !decoded.is_null() {
-                return Ok(Some(decoded));
-            }
-        }
-    }
-    Ok(None)
 }
 
 /// Progress as JSON strings in annotations (Kopf's `AnnotationsProgressStorage`).
@@ -89,10 +54,6 @@ impl AnnotationsProgressStorage {
             }
         }
     }
-}
-
-fn annotation<'a>(body: &'a Value, key: &str) -> Option<&'a Value> {
-    body.get("metadata")?.get("annotations")?.get(key)
 }
 
 /// Null a field in the patch if the object has it; drop it from the patch otherwise.
@@ -257,27 +218,6 @@ impl ProgressStorage for MultiProgressStorage {
     }
 }
 
-/// Drop `metadata.annotations`, `metadata.labels`, `metadata` and `status` if empty.
-pub fn remove_empty_stanzas(essence: &mut Value) {
-    fn is_empty(v: Option<&Value>) -> bool {
-        v.and_then(Value::as_object).is_some_and(|m| m.is_empty())
-    }
-    if let Some(meta) = essence.get_mut("metadata").and_then(Value::as_object_mut) {
-        for key in ["annotations", "labels"] {
-            if is_empty(meta.get(key)) {
-                meta.shift_remove(key);
-            }
-        }
-    }
-    if let Some(fields) = essence.as_object_mut() {
-        for key in ["metadata", "status"] {
-            if is_empty(fields.get(key)) {
-                fields.shift_remove(key);
-            }
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -285,7 +225,7 @@ mod tests {
 
     #[test]
     fn annotations_roundtrip_in_kopf_format() {
-        let storage = crate::persistence::Storages::default().progress;
+        let storage = crate::storages::Storages::default().progress;
         let storage = storage.as_ref();
         let body = json!({"metadata": {"annotations": {}}});
         let mut patch = Patch::default();
@@ -320,7 +260,7 @@ mod tests {
 
     #[test]
     fn legacy_status_progress_is_read_and_purged() {
-        let storage = crate::persistence::Storages::default().progress;
+        let storage = crate::storages::Storages::default().progress;
         let storage = storage.as_ref();
         let body = json!({"status": {"kopf": {"progress": {"h": {"retries": 2}}}}});
         assert_eq!(
@@ -351,7 +291,7 @@ mod tests {
 
     #[test]
     fn clearing_essences() {
-        let storage = crate::persistence::Storages::default().progress;
+        let storage = crate::storages::Storages::default().progress;
         let storage = storage.as_ref();
         let mut essence = json!({"metadata": {"annotations": {"kopf.zalando.org/x": "1"}},
                                  "status": {"kopf": {"progress": {}}}, "spec": {}});
@@ -365,7 +305,7 @@ mod tests {
 
     #[test]
     fn malformed_records_are_errors() {
-        let storage = crate::persistence::Storages::default().progress;
+        let storage = crate::storages::Storages::default().progress;
         let storage = storage.as_ref();
         let body = json!({"metadata": {"annotations": {"kopf.zalando.org/h": "{not json"}}});
         let error = storage.fetch("h", &body).unwrap_err();

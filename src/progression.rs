@@ -156,6 +156,25 @@ impl HandlerState {
     }
 }
 
+/// Results go to `status.<handler id>`: dicts are merged in, other values replace.
+pub fn deliver_result(id: &str, outcome: &Outcome, patch: &mut Patch) {
+    if outcome.exception.is_some() {
+        return;
+    }
+    let path = vec!["status".to_owned(), id.to_owned()];
+    match &outcome.result {
+        None | Some(Value::Null) => {}
+        Some(Value::Object(fields)) => {
+            for (key, value) in fields {
+                let mut field_path = path.clone();
+                field_path.push(key.clone());
+                patch.set(&field_path, value.clone());
+            }
+        }
+        Some(other) => patch.set(&path, other.clone()),
+    }
+}
+
 /// Python's `datetime.isoformat(timespec='microseconds')` of an aware UTC time.
 pub fn format_time(t: DateTime<Utc>) -> String {
     t.format("%Y-%m-%dT%H:%M:%S%.6f+00:00").to_string()
@@ -410,7 +429,7 @@ mod tests {
     #[test]
     fn a_handler_succeeds_then_records_are_purged() {
         let now = t("2026-01-01T00:00:00+00:00");
-        let storage = crate::persistence::Storages::default().progress;
+        let storage = crate::storages::Storages::default().progress;
         let storage = storage.as_ref();
         let body = json!({});
         let ids = vec!["a".to_owned(), "b".to_owned()];
@@ -454,7 +473,7 @@ mod tests {
     #[test]
     fn retries_are_delayed_and_unchanged_records_not_rewritten() {
         let now = t("2026-01-01T00:00:00+00:00");
-        let storage = crate::persistence::Storages::default().progress;
+        let storage = crate::storages::Storages::default().progress;
         let storage = storage.as_ref();
         let record = r#"{"started":"2026-01-01T00:00:00.000000+00:00","delayed":"2026-01-01T00:01:00.000000+00:00","purpose":"update","retries":1,"success":false,"failure":false,"message":"boo"}"#;
         let body = json!({"metadata": {"annotations": {"kopf.zalando.org/h": record}}});
@@ -484,7 +503,7 @@ mod tests {
     #[test]
     fn other_purposes_are_extras() {
         let now = t("2026-01-01T00:00:00+00:00");
-        let storage = crate::persistence::Storages::default().progress;
+        let storage = crate::storages::Storages::default().progress;
         let storage = storage.as_ref();
         let record =
             r#"{"started":"2026-01-01T00:00:00.000000+00:00","purpose":"create","retries":0}"#;
@@ -502,6 +521,23 @@ mod tests {
                     running: 1
                 }
             )]
+        );
+    }
+
+    #[test]
+    fn results_land_in_status() {
+        let mut patch = Patch::default();
+        let ok = |result| Outcome {
+            final_: true,
+            result: Some(result),
+            ..Default::default()
+        };
+        deliver_result("a", &ok(json!({"x": 1})), &mut patch);
+        deliver_result("b", &ok(json!("text")), &mut patch);
+        deliver_result("c", &ok(Value::Null), &mut patch);
+        assert_eq!(
+            Value::Object(patch.merge),
+            json!({"status": {"a": {"x": 1}, "b": "text"}})
         );
     }
 }

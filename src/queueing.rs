@@ -6,6 +6,7 @@
 //! the engine remembers of an object outlives them.
 
 use crate::applying;
+use crate::context::{Memory, ResourceContext};
 use crate::credentials::Credentials;
 use crate::daemons::{Daemons, ObjectDaemons};
 use crate::invoking::{Hooks, Level, ObjectRef};
@@ -13,7 +14,8 @@ use crate::object_log;
 use crate::patches::Patch;
 use crate::pausing::Pause;
 use crate::persistence::StorageError;
-use crate::processing::{self, Memory, RawEvent, ResourceContext};
+use crate::processing;
+use crate::watching::RawEvent;
 use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

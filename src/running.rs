@@ -1,6 +1,7 @@
 //! The operator as a whole: resolve the handlers' resources through discovery,
 //! then one watcher and one dispatcher per resource and namespace, until told to stop.
 
+use crate::context::ResourceContext;
 use crate::credentials::Credentials;
 use crate::daemons::Daemons;
 use crate::dicts::FieldPath;
@@ -12,13 +13,12 @@ use crate::leadership::Leadership;
 use crate::namespaces;
 use crate::pausing::Pause;
 use crate::peering::{self, Peering, Target};
-use crate::persistence::Storages;
 use crate::posting::{K8sEvent, Poster};
-use crate::processing::{RawEvent, ResourceContext};
 use crate::queueing::Dispatcher;
 use crate::resources::{Resource, Selector};
 use crate::settings::Settings;
-use crate::watching::Watcher;
+use crate::storages::Storages;
+use crate::watching::{RawEvent, Watcher};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::sync::Arc;

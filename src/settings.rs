@@ -12,8 +12,8 @@ pub struct Settings {
     pub posting: PostingSettings,
     pub networking: NetworkingSettings,
     pub background: BackgroundSettings,
-    pub peering: crate::peering::PeeringSettings,
-    pub leadership: crate::leadership::LeadershipSettings,
+    pub peering: PeeringSettings,
+    pub leadership: LeadershipSettings,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -74,8 +74,8 @@ impl Default for QueueingSettings {
 #[serde(default)]
 pub struct PersistenceSettings {
     pub finalizer: String,
-    pub progress_storage: crate::persistence::ProgressSpec,
-    pub diffbase_storage: crate::persistence::DiffBaseSpec,
+    pub progress_storage: crate::storages::ProgressSpec,
+    pub diffbase_storage: crate::storages::DiffBaseSpec,
     /// How long to wait for our own patch to come back in the watch stream.
     pub consistency_timeout: f64,
 }
@@ -161,6 +161,85 @@ impl BackgroundSettings {
             (Some(timeout), _) => timeout,
             (None, Some(cycles)) => f64::from(cycles) * 0.01,
             (None, None) => 0.0,
+        }
+    }
+}
+
+/// `settings.peering` plus the operator's identity (`POD_ID`, or user@host/time/random).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default)]
+pub struct PeeringSettings {
+    pub name: String,
+    pub priority: i64,
+    pub lifetime: i64,
+    pub stealth: bool,
+    pub mandatory: bool,
+    pub standalone: bool,
+    pub clusterwide: bool,
+    pub identity: String,
+}
+
+impl Default for PeeringSettings {
+    fn default() -> Self {
+        Self {
+            name: "default".into(),
+            priority: 0,
+            lifetime: 60,
+            stealth: false,
+            mandatory: false,
+            standalone: false,
+            clusterwide: false,
+            identity: "kopf-rs".into(),
+        }
+    }
+}
+
+/// `settings.leadership`: no election without a lease name.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default)]
+pub struct LeadershipSettings {
+    pub lease_name: Option<String>,
+    /// Where the Lease lives (the binding fills in a default).
+    pub lease_namespace: Option<String>,
+    /// How long a Lease is valid after its last renewal.
+    pub lease_duration: f64,
+    /// A holder that has not renewed for this long stops handling (less than the duration).
+    pub renew_deadline: f64,
+    /// How often the holder renews and the others try to take over.
+    pub retry_period: f64,
+}
+
+impl Default for LeadershipSettings {
+    fn default() -> Self {
+        Self {
+            lease_name: None,
+            lease_namespace: None,
+            lease_duration: 15.0,
+            renew_deadline: 10.0,
+            retry_period: 2.0,
+        }
+    }
+}
+
+impl LeadershipSettings {
+    /// The settings' contradictions, if any (the operator refuses to start with them).
+    pub fn problem(&self) -> Option<String> {
+        let positive =
+            self.lease_duration > 0.0 && self.renew_deadline > 0.0 && self.retry_period > 0.0;
+        if !positive {
+            Some("the lease duration, renew deadline and retry period must be positive".into())
+        } else if self.renew_deadline >= self.lease_duration {
+            Some(format!(
+                "the renew deadline ({}) must be shorter than the lease duration ({})",
+                self.renew_deadline, self.lease_duration
+            ))
+        } else if self.retry_period >= self.renew_deadline {
+            Some(format!(
+                "the retry period ({}) must be shorter than the renew deadline ({})",
+                self.retry_period, self.renew_deadline
+            ))
+        } else {
+            None
         }
     }
 }

@@ -6,7 +6,6 @@
 
 use crate::credentials::Credentials;
 use crate::invoking::{Hooks, Level};
-use crate::processing::RawEvent;
 use crate::resources::Resource;
 use crate::settings::WatchingSettings;
 use futures::StreamExt;
@@ -18,6 +17,13 @@ use std::time::Duration;
 use tokio::sync::{mpsc, watch};
 
 const MAX_BACKOFF: f64 = 30.0;
+
+/// A raw event as the watcher delivers it; `event_type` is `None` for listed objects.
+#[derive(Debug, Clone)]
+pub struct RawEvent {
+    pub event_type: Option<String>,
+    pub object: Arc<Value>,
+}
 
 /// Why a watch loop restarts.
 enum Restart {

@@ -13,9 +13,11 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
+from kopf._activities import authenticate, run_activity
 from kopf._daemons import AsyncDaemonStopperChecker, DaemonStopper, SyncDaemonStopperChecker
 from kopf._errors import ErrorsMode
 from kopf._execution import execute_in_thread, execute_once, is_async_fn
+from kopf._filters import spec_of
 from kopf._handlers import Activity, ChangingHandler, DaemonHandler, OperatorRegistry, Reason, ResourceHandler
 from kopf._kits import cause_body_var
 from kopf._logging import LocalObjectLogger, ObjectLogger, objects_logger
@@ -71,7 +73,6 @@ class Bridge:
     def spec(self) -> dict[str, Any]:
         """The handlers as the core needs them (their positions identify them in calls back)."""
         def changing(index: int, h: ChangingHandler) -> dict[str, Any]:
-            from kopf._filters import spec_of
             return {
                 'index': index, 'id': h.id, 'reason': h.reason.value if h.reason else None,
                 'initial': bool(h.initial), 'deleted': bool(h.deleted),
@@ -172,13 +173,11 @@ class Bridge:
         return verdicts
 
     async def probe(self, _: None) -> dict[str, Any]:
-        from kopf._running import run_activity
         return await run_activity(registry=self.registry, settings=self.settings, activity=Activity.PROBE,
                                   memo=self.memobase)
 
     async def relogin(self, _: None) -> str:
         """The server refused the credentials (401): run the login handlers again."""
-        from kopf._running import authenticate  # not at the top: _running imports this module
         connection = await authenticate(registry=self.registry, settings=self.settings, memo=self.memobase,
                                         title="Re-authentication")
         return json.dumps(connection)

@@ -9,6 +9,7 @@ from collections.abc import Callable, Collection, Mapping
 from types import FunctionType, MethodType
 from typing import Any
 
+from kopf import _credentials
 from kopf._errors import ErrorsMode
 from kopf._filters import spec_of
 from kopf._references import Selector
@@ -157,7 +158,6 @@ class SmartOperatorRegistry(OperatorRegistry):
 
     def __init__(self) -> None:
         super().__init__()
-        from kopf import _credentials
         for fn in _credentials.fallback_logins():
             self._activities.append(ActivityHandler(
                 fn=fn, id=fn.__name__, activity=Activity.AUTHENTICATION, errors=ErrorsMode.IGNORED,

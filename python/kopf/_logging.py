@@ -9,6 +9,8 @@ import logging
 from collections.abc import Mapping, MutableMapping
 from typing import Any
 
+from kopf import _posting
+
 try:
     from pythonjsonlogger.core import RESERVED_ATTRS as _JSON_RESERVED
     from pythonjsonlogger.json import JsonFormatter as _JsonFormatter
@@ -154,7 +156,6 @@ class K8sPoster(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
-            from kopf import _posting
             level = record.levelno
             type_ = ('Debug' if level <= logging.DEBUG else 'Normal' if level <= logging.INFO
                      else 'Warning' if level <= logging.WARNING else 'Error' if level <= logging.ERROR

@@ -17,6 +17,7 @@ from collections.abc import Collection
 from typing import Any, NewType
 
 from kopf import _engine
+from kopf._activities import authenticate
 from kopf._errors import OperatorError
 from kopf._handlers import get_default_registry
 from kopf._settings import OperatorSettings
@@ -47,7 +48,6 @@ def detect_own_id(*, manual: bool) -> Identity:
 async def touch_command(*, identity: str, name: str, priority: int, lifetime: int,
                         clusterwide: bool, namespaces: Collection[str]) -> None:
     """Write (``lifetime > 0``) or remove (``0``) our record in the peering objects."""
-    from kopf._running import authenticate
     settings = OperatorSettings()
     connection = await authenticate(registry=get_default_registry(), settings=settings, memo=None)
     request = {'identity': identity, 'name': name, 'priority': priority, 'lifetime': lifetime,

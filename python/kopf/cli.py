@@ -14,7 +14,7 @@ from typing import Any
 
 import click
 
-from kopf import _logging, _peering, _running
+from kopf import _engine, _logging, _peering, _running
 from kopf._errors import LoginError, OperatorError
 from kopf._handlers import OperatorRegistry, set_default_registry
 from kopf._settings import OperatorSettings
@@ -54,7 +54,6 @@ def _version() -> str:
     try:
         return version('kopf-rs')
     except PackageNotFoundError:  # pragma: no cover - running from a source tree
-        from kopf import _engine
         return str(_engine.__version__)
 
 

@@ -6,8 +6,9 @@
 use crate::dicts::FieldPath;
 use crate::diffbase::DiffBaseStorage;
 use crate::patches::Patch;
-use crate::persistence::{CustomStorages, StorageError, StorageResult};
+use crate::persistence::{StorageError, StorageResult};
 use crate::progress::ProgressStorage;
+use crate::storages::CustomStorages;
 use pyo3::prelude::*;
 use pyo3::sync::MutexExt;
 use pyo3::types::{PyDict, PyTuple};

@@ -1,0 +1,212 @@
+#!/usr/bin/env python3
+"""Fails on an import cycle in the Rust core (`src/`) or in the Python package (`python/kopf`),
+and on a Rust module that uses a layer above its own.
+
+Rust: every `crate::...` path (in `use` lines, grouped ones included, and inline in code) and
+`super::...` path is resolved to the module file it names; a module is a node, and a file's
+uses are its edges. Python: every `import`/`from ... import` of a `kopf` module, at the top of
+a file or inside a function alike, is an edge. ``python tests/layering.py`` prints the layers.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import sys
+from collections.abc import Iterable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# The core's layers, bottom-up: a module may use its own layer and those below it.
+# Top-level files are layers of their own (`settings` is low: every layer reads it).
+LAYERS: list[tuple[str, ...]] = [
+    ("util",),
+    ("state",),
+    ("settings",),
+    ("client",),
+    ("ha",),
+    ("engine",),
+    ("probing",),
+    ("running",),
+    ("binding",),
+]
+ROOT_MODULES = {"lib"}  # the crate root declares every layer; it uses none of them
+
+
+def rust_modules(src: Path) -> dict[str, Path]:
+    """Module paths (`engine::queueing`, `state` for `state/mod.rs`) to their files."""
+    modules: dict[str, Path] = {}
+    for path in sorted(src.rglob("*.rs")):
+        parts = list(path.relative_to(src).with_suffix("").parts)
+        if parts[-1] == "mod":
+            parts.pop()
+        modules["::".join(parts) or "lib"] = path
+    return modules
+
+
+def _strip_comments(text: str) -> str:
+    text = re.sub(r"//[^\n]*", "", text)
+    return re.sub(r"/\*.*?\*/", "", text, flags=re.S)
+
+
+def _expand(tree: str) -> list[str]:
+    """`a::{b, c::{d, e}}` -> [`a::b`, `a::c::d`, `a::c::e`]."""
+    tree = re.sub(r"\s+", "", tree)
+    start = tree.find("{")
+    if start < 0:
+        return [tree]
+    prefix, depth, items, current = tree[:start], 0, [], ""
+    for char in tree[start + 1:tree.rfind("}")]:
+        if char == "," and depth == 0:
+            items.append(current)
+            current = ""
+            continue
+        depth += (char == "{") - (char == "}")
+        current += char
+    items.append(current)
+    return [prefix + leaf for item in items if item for leaf in _expand(item)]
+
+
+def _cfg_test_free(text: str) -> str:
+    """The code without its `#[cfg(test)] mod tests { ... }` (tests may look anywhere)."""
+    match = re.search(r"#\[cfg\(test\)\]\s*mod\s+\w+\s*\{", text)
+    if not match:
+        return text
+    depth, index = 1, match.end()
+    while depth and index < len(text):
+        depth += (text[index] == "{") - (text[index] == "}")
+        index += 1
+    return text[:match.start()] + _cfg_test_free(text[index:])
+
+
+def rust_uses(module: str, path: Path, modules: dict[str, Path]) -> set[str]:
+    text = _cfg_test_free(_strip_comments(path.read_text()))
+    paths: list[str] = []
+    for statement in re.findall(r"\buse\s+([^;]+);", text):
+        paths.extend(_expand(statement))
+    paths.extend(re.findall(r"\b((?:crate|super)(?:::\w+)+)", text))
+    # `super` is the parent of this module (of the folder's `mod.rs` for its files).
+    parent = module.split("::")[:-1]
+    used = set()
+    for full in paths:
+        parts = full.split(" as ")[0].split("::")
+        if parts[0] == "super":
+            parts = parent + parts[1:]
+        elif parts[0] == "crate":
+            parts = parts[1:]
+        else:
+            continue
+        # The longest prefix that is a module (the rest are items in it).
+        for length in range(len(parts), 0, -1):
+            candidate = "::".join(parts[:length])
+            if candidate in modules:
+                if candidate != module:
+                    used.add(candidate)
+                break
+    return used
+
+
+def python_modules(package: Path) -> dict[str, Path]:
+    # The compiled core: it imports nothing of the package.
+    modules = {"kopf._engine": package / "_engine.pyi"}
+    for path in sorted(package.glob("*.py")):
+        name = "kopf" if path.stem == "__init__" else f"kopf.{path.stem}"
+        modules[name] = path
+    return modules
+
+
+def python_uses(path: Path, modules: dict[str, Path]) -> set[str]:
+    used = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            # `from kopf import _engine`: the submodule if there is one, else the package.
+            names = [f"{node.module}.{alias.name}" if f"{node.module}.{alias.name}" in modules
+                     else node.module for alias in node.names]
+        else:
+            continue
+        used.update(name for name in names if name in modules)
+    return used
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components with more than one node (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for other in sorted(graph.get(node, ())):
+            if other not in index:
+                visit(other)
+                low[node] = min(low[node], low[other])
+            elif other in stack:
+                low[node] = min(low[node], index[other])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    sys.setrecursionlimit(10_000)
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def layer_of(module: str) -> int | None:
+    top = module.split("::")[0]
+    for number, names in enumerate(LAYERS):
+        if top in names:
+            return number
+    return None
+
+
+def layer_violations(graph: dict[str, set[str]]) -> Iterable[str]:
+    for module, used in sorted(graph.items()):
+        if module in ROOT_MODULES:
+            continue
+        own = layer_of(module)
+        if own is None:
+            yield f"{module}: in no layer (add its folder to LAYERS in tests/layering.py)"
+            continue
+        for other in sorted(used):
+            theirs = layer_of(other)
+            if theirs is not None and theirs > own:
+                yield f"{module} uses {other}, a layer above its own"
+
+
+def main() -> int:
+    rust = rust_modules(ROOT / "src")
+    rust_graph = {module: rust_uses(module, path, rust) for module, path in rust.items()}
+    python = python_modules(ROOT / "python" / "kopf")
+    python_graph = {module: python_uses(path, python) for module, path in python.items() if path.exists()}
+    # The package's `__init__` gathers the public API from the modules: an edge from a module
+    # back to `kopf` itself would close a cycle, which is reported.
+    problems = [f"Rust import cycle: {' <-> '.join(c)}" for c in cycles(rust_graph)]
+    problems += [f"Rust layering: {v}" for v in layer_violations(rust_graph)]
+    problems += [f"Python import cycle: {' <-> '.join(c)}" for c in cycles(python_graph)]
+    if "-v" in sys.argv[1:]:
+        for number, names in enumerate(LAYERS):
+            members = sorted(m for m in rust if layer_of(m) == number)
+            print(f"{number}. {', '.join(names)}: {', '.join(members)}")
+    for problem in problems:
+        print(problem, file=sys.stderr)
+    if not problems:
+        print(f"No import cycles: {len(rust)} Rust modules in {len(LAYERS)} layers, "
+              f"{len(python)} Python modules.")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
