@@ -1,38 +1,31 @@
 //! The engine behind `kopf`: a Rust core that watches, queues and processes
 //! Kubernetes objects, and a thin PyO3 layer (feature `python`) that connects
 //! it to the handlers written in Python. The core holds no Python types.
+//!
+//! The core is grouped by layer; a layer uses only the layers above it in this list
+//! (`tests/layering.py` checks it, and that no modules import each other in a cycle):
+//!
+//! - `util`: JSON helpers, Python-exact encodings, error texts;
+//! - `state`: what is kept in the objects (progress, diff base, patches), as Kopf keeps it;
+//! - `settings`: the part of `kopf.OperatorSettings` the core acts on;
+//! - `client`: the API client, discovery, watch-streams, patching, Events;
+//! - `ha`: the pause, and Kopf's peering and Lease election that switch it;
+//! - `engine`: per-object queues, causes and handlers, daemons and timers;
+//! - `probing`: the liveness endpoint;
+//! - `running`: the operator as a whole, from discovery to the dispatchers;
+//! - `binding` (feature `python`): the only code that touches Python.
+//!
+//! A new subsystem (admission webhooks, indices, metrics) gets a folder of its own,
+//! between `engine` and `running`.
 
-pub mod applying;
-pub mod connection;
-pub mod context;
-pub mod conventions;
-pub mod credentials;
-pub mod daemons;
-pub mod dicts;
-pub mod diffbase;
-pub mod diffs;
-pub mod discovery;
-pub mod encoding;
-pub mod errors;
-pub mod handlers;
-pub mod invoking;
-pub mod leadership;
-pub mod namespaces;
-pub mod patches;
-pub mod pausing;
-pub mod peering;
-pub mod persistence;
-pub mod posting;
+pub mod client;
+pub mod engine;
+pub mod ha;
 pub mod probing;
-pub mod processing;
-pub mod progress;
-pub mod progression;
-pub mod queueing;
-pub mod resources;
 pub mod running;
 pub mod settings;
-pub mod storages;
-pub mod watching;
+pub mod state;
+pub mod util;
 
 #[cfg(feature = "python")]
 mod binding;

@@ -1,7 +1,7 @@
 //! The liveness endpoint (`--liveness http://host:port/path`): answers GET with the
 //! results of the `@kopf.on.probe` handlers as JSON, re-run at most every 10 seconds.
 
-use crate::invoking::{Hooks, Level};
+use crate::engine::hooks::{Hooks, Level};
 use http_body_util::Full;
 use hyper::body::{Bytes, Incoming};
 use hyper::{Method, Request, Response, StatusCode};

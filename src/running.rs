@@ -1,24 +1,24 @@
 //! The operator as a whole: resolve the handlers' resources through discovery,
 //! then one watcher and one dispatcher per resource and namespace, until told to stop.
 
-use crate::context::ResourceContext;
-use crate::credentials::Credentials;
-use crate::daemons::Daemons;
-use crate::dicts::FieldPath;
-use crate::discovery;
-use crate::errors;
-use crate::handlers::{ChangingHandler, SpawningHandler, WatchingHandler};
-use crate::invoking::{HandlerKind, Hooks, Level};
-use crate::leadership::Leadership;
-use crate::namespaces;
-use crate::pausing::Pause;
-use crate::peering::{self, Peering, Target};
-use crate::posting::{K8sEvent, Poster};
-use crate::queueing::Dispatcher;
-use crate::resources::{Resource, Selector};
+use crate::client::credentials::Credentials;
+use crate::client::discovery;
+use crate::client::namespaces;
+use crate::client::posting::{K8sEvent, Poster};
+use crate::client::resources::{Resource, Selector};
+use crate::client::watching::{RawEvent, Watcher};
+use crate::engine::context::ResourceContext;
+use crate::engine::daemons::Daemons;
+use crate::engine::handlers::{ChangingHandler, SpawningHandler, WatchingHandler};
+use crate::engine::hooks::{HandlerKind, Hooks, Level};
+use crate::engine::queueing::Dispatcher;
+use crate::ha::leadership::Leadership;
+use crate::ha::pausing::Pause;
+use crate::ha::peering::{self, Peering, Target};
 use crate::settings::Settings;
-use crate::storages::Storages;
-use crate::watching::{RawEvent, Watcher};
+use crate::state::storages::Storages;
+use crate::util::dicts::FieldPath;
+use crate::util::errors;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::sync::Arc;

@@ -74,8 +74,8 @@ impl Default for QueueingSettings {
 #[serde(default)]
 pub struct PersistenceSettings {
     pub finalizer: String,
-    pub progress_storage: crate::storages::ProgressSpec,
-    pub diffbase_storage: crate::storages::DiffBaseSpec,
+    pub progress_storage: crate::state::storages::ProgressSpec,
+    pub diffbase_storage: crate::state::storages::DiffBaseSpec,
     /// How long to wait for our own patch to come back in the watch stream.
     pub consistency_timeout: f64,
 }

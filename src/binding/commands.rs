@@ -1,9 +1,9 @@
 //! One-shot commands of the CLI that only talk to the API: `kopf freeze` and `kopf resume`.
 
-use crate::connection::{self, ConnectionInfo};
-use crate::credentials::Credentials;
-use crate::discovery;
-use crate::peering::{self, TouchRequest};
+use crate::client::connection::{self, ConnectionInfo};
+use crate::client::credentials::Credentials;
+use crate::client::discovery;
+use crate::ha::peering::{self, TouchRequest};
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 
@@ -28,7 +28,7 @@ pub fn touch_peering<'py>(
             failed(format!(
                 "API discovery at {} failed: {}",
                 info.server,
-                crate::errors::chain(&e)
+                crate::util::errors::chain(&e)
             ))
         })?;
         let credentials = Credentials::fixed(client);

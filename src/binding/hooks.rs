@@ -4,11 +4,11 @@
 
 use super::calls::{Calls, Closed, Target};
 use super::storages::PyCustomStorages;
-use crate::connection::ConnectionInfo;
-use crate::diffs::Diff;
-use crate::invoking::{HandlerKind, Hooks, Invocation, Invoked, Level, ObjectRef};
-use crate::progression::Outcome;
-use crate::storages::CustomStorages;
+use crate::client::connection::ConnectionInfo;
+use crate::engine::hooks::{HandlerKind, Hooks, Invocation, Invoked, Level, ObjectRef};
+use crate::state::diffs::Diff;
+use crate::state::progression::Outcome;
+use crate::state::storages::CustomStorages;
 use futures::future::BoxFuture;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
@@ -178,9 +178,9 @@ fn diff_list<'py>(py: Python<'py>, diff: &Diff) -> PyResult<Bound<'py, PyList>> 
     let items = PyList::empty(py);
     for item in diff {
         let op = match item.op {
-            crate::diffs::Operation::Add => "add",
-            crate::diffs::Operation::Change => "change",
-            crate::diffs::Operation::Remove => "remove",
+            crate::state::diffs::Operation::Add => "add",
+            crate::state::diffs::Operation::Change => "change",
+            crate::state::diffs::Operation::Remove => "remove",
         };
         let field = PyTuple::new(py, &item.field)?;
         let entry = (op, field, to_py(py, &item.old)?, to_py(py, &item.new)?);
@@ -307,7 +307,7 @@ impl Hooks for PyHooks {
         &self,
         kind: HandlerKind,
         handler: usize,
-        resources: Vec<crate::resources::Resource>,
+        resources: Vec<crate::client::resources::Resource>,
     ) -> BoxFuture<'static, Vec<bool>> {
         self.verdicts("select_resources", resources.len(), move |py| {
             let request = PyDict::new(py);

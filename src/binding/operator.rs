@@ -3,9 +3,9 @@
 use super::calls::Calls;
 use super::hooks::PyHooks;
 use super::storages::PyCustomStorages;
-use crate::connection::{self, ConnectionInfo};
-use crate::credentials::{Credentials, Login};
-use crate::posting::K8sEvent;
+use crate::client::connection::{self, ConnectionInfo};
+use crate::client::credentials::{Credentials, Login};
+use crate::client::posting::K8sEvent;
 use crate::running::{self, OperatorSpec};
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;

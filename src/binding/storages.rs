@@ -3,12 +3,12 @@
 //! synchronously, with keyword arguments, `kopf.Body` bodies and a `kopf.Patch` to fill.
 //! Calls into one storage never overlap (Kopf makes them all from one thread).
 
-use crate::dicts::FieldPath;
-use crate::diffbase::DiffBaseStorage;
-use crate::patches::Patch;
-use crate::persistence::{StorageError, StorageResult};
-use crate::progress::ProgressStorage;
-use crate::storages::CustomStorages;
+use crate::state::diffbase::DiffBaseStorage;
+use crate::state::patches::Patch;
+use crate::state::progress::ProgressStorage;
+use crate::state::storages::CustomStorages;
+use crate::state::{StorageError, StorageResult};
+use crate::util::dicts::FieldPath;
 use pyo3::prelude::*;
 use pyo3::sync::MutexExt;
 use pyo3::types::{PyDict, PyTuple};

@@ -2,9 +2,9 @@
 //! and when, for which purpose (cause) they ran. Loaded from and stored to a
 //! progress storage as Kopf's progress records.
 
-use crate::patches::Patch;
-use crate::persistence::StorageResult;
-use crate::progress::ProgressStorage;
+use crate::state::patches::Patch;
+use crate::state::progress::ProgressStorage;
+use crate::state::StorageResult;
 use chrono::{DateTime, NaiveDateTime, Utc};
 use indexmap_like::OrderedMap;
 use serde_json::{json, Value};
@@ -429,7 +429,7 @@ mod tests {
     #[test]
     fn a_handler_succeeds_then_records_are_purged() {
         let now = t("2026-01-01T00:00:00+00:00");
-        let storage = crate::storages::Storages::default().progress;
+        let storage = crate::state::storages::Storages::default().progress;
         let storage = storage.as_ref();
         let body = json!({});
         let ids = vec!["a".to_owned(), "b".to_owned()];
@@ -473,7 +473,7 @@ mod tests {
     #[test]
     fn retries_are_delayed_and_unchanged_records_not_rewritten() {
         let now = t("2026-01-01T00:00:00+00:00");
-        let storage = crate::storages::Storages::default().progress;
+        let storage = crate::state::storages::Storages::default().progress;
         let storage = storage.as_ref();
         let record = r#"{"started":"2026-01-01T00:00:00.000000+00:00","delayed":"2026-01-01T00:01:00.000000+00:00","purpose":"update","retries":1,"success":false,"failure":false,"message":"boo"}"#;
         let body = json!({"metadata": {"annotations": {"kopf.zalando.org/h": record}}});
@@ -503,7 +503,7 @@ mod tests {
     #[test]
     fn other_purposes_are_extras() {
         let now = t("2026-01-01T00:00:00+00:00");
-        let storage = crate::storages::Storages::default().progress;
+        let storage = crate::state::storages::Storages::default().progress;
         let storage = storage.as_ref();
         let record =
             r#"{"started":"2026-01-01T00:00:00.000000+00:00","purpose":"create","retries":0}"#;

@@ -4,9 +4,9 @@
 //! with jitter on errors. Listed objects are marked as such (no event type),
 //! so that nothing from before the listing is replayed as new.
 
-use crate::credentials::Credentials;
-use crate::invoking::{Hooks, Level};
-use crate::resources::Resource;
+use crate::client::credentials::Credentials;
+use crate::client::resources::Resource;
+use crate::engine::hooks::{Hooks, Level};
 use crate::settings::WatchingSettings;
 use futures::StreamExt;
 use kube::core::WatchEvent;
@@ -60,7 +60,10 @@ impl Watcher {
                 }
                 Ok(None) => return, // the receiver is gone
                 Err(error) => {
-                    self.warn(&format!("Listing failed: {}", crate::errors::chain(&error)));
+                    self.warn(&format!(
+                        "Listing failed: {}",
+                        crate::util::errors::chain(&error)
+                    ));
                     self.backoff(&mut failures).await;
                     continue 'relist;
                 }
@@ -84,7 +87,7 @@ impl Watcher {
                     Err(error) => {
                         self.warn(&format!(
                             "Watching failed: {}",
-                            crate::errors::chain(&error)
+                            crate::util::errors::chain(&error)
                         ));
                         self.backoff(&mut failures).await;
                     }
@@ -203,12 +206,12 @@ impl Watcher {
                     return Ok(None);
                 }
             }
-            token = crate::dicts::meta(&page, "continue")
+            token = crate::util::dicts::meta(&page, "continue")
                 .and_then(Value::as_str)
                 .filter(|t| !t.is_empty())
                 .map(str::to_owned);
             if token.is_none() {
-                let version = crate::dicts::meta(&page, "resourceVersion")
+                let version = crate::util::dicts::meta(&page, "resourceVersion")
                     .and_then(Value::as_str)
                     .unwrap_or_default()
                     .to_owned();
@@ -255,7 +258,8 @@ impl Watcher {
                 WatchEvent::Error(e) if e.code == 410 => return Ok(Some(Restart::Relist)),
                 WatchEvent::Error(e) => return Err(kube::Error::Api(e)),
             };
-            if let Some(v) = crate::dicts::meta(&object, "resourceVersion").and_then(Value::as_str)
+            if let Some(v) =
+                crate::util::dicts::meta(&object, "resourceVersion").and_then(Value::as_str)
             {
                 *version = v.to_owned();
             }

@@ -2,18 +2,18 @@
 //! to call (causes, filters, progress) and the patch that records the outcome.
 //! The patch is applied by `applying`; the order of events is kept by `queueing`.
 
-use crate::context::{Cycle, Memory, ResourceContext};
-use crate::daemons::{Daemons, ObjectDaemons};
-use crate::dicts::{self, FieldPath};
-use crate::diffs::{self, Diff};
-use crate::encoding::to_python_repr;
-use crate::handlers::{ChangingHandler, Match, Reason, SpawningHandler};
-use crate::invoking::{HandlerKind, Invocation, Level, ObjectRef};
+use crate::client::watching::RawEvent;
+use crate::engine::context::{Cycle, Memory, ResourceContext};
+use crate::engine::daemons::{Daemons, ObjectDaemons};
+use crate::engine::handlers::{ChangingHandler, Match, Reason, SpawningHandler};
+use crate::engine::hooks::{HandlerKind, Invocation, Level, ObjectRef};
 use crate::object_log;
-use crate::patches::{FinalizerOp, Patch};
-use crate::persistence::StorageResult;
-use crate::progression::{deliver_result, State};
-use crate::watching::RawEvent;
+use crate::state::diffs::{self, Diff};
+use crate::state::patches::{FinalizerOp, Patch};
+use crate::state::progression::{deliver_result, State};
+use crate::state::StorageResult;
+use crate::util::dicts::{self, FieldPath};
+use crate::util::encoding::to_python_repr;
 use chrono::Utc;
 use serde_json::Value;
 use std::sync::Arc;
@@ -469,7 +469,9 @@ async fn process_change(
                     Some(change),
                 );
                 call.retry = handler_state.retries;
-                call.started = Some(crate::progression::format_time(handler_state.started));
+                call.started = Some(crate::state::progression::format_time(
+                    handler_state.started,
+                ));
                 call.runtime = handler_state.runtime(Utc::now());
                 let invoked = hooks.invoke(call).await;
                 if let Some(handler_patch) = &invoked.patch {

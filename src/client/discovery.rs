@@ -1,7 +1,7 @@
 //! API discovery: every resource the server offers, with the names handlers may
 //! use for it (short names, singulars and categories come from these lists).
 
-use crate::resources::Resource;
+use crate::client::resources::Resource;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::APIResourceList;
 
 /// Scan the core API and every group version; errors of single groups (e.g. a broken

@@ -1,9 +1,9 @@
 //! Kubernetes Events about objects (`kopf.event/info/warn/exception`), posted in
 //! the background, in order per object; a failed post is logged, never fatal.
 
-use crate::credentials::Credentials;
-use crate::encoding::to_python_repr;
-use crate::invoking::{Hooks, Level};
+use crate::client::credentials::Credentials;
+use crate::engine::hooks::{Hooks, Level};
+use crate::util::encoding::to_python_repr;
 use serde::Deserialize;
 use serde_json::{json, Value};
 use std::sync::Arc;
@@ -68,7 +68,7 @@ impl Poster {
             .to_owned();
         let mut involved = reference.clone();
         involved["namespace"] = Value::String(namespace.clone());
-        let now = crate::progression::format_time(chrono::Utc::now());
+        let now = crate::state::progression::format_time(chrono::Utc::now());
         let body = json!({
             "apiVersion": "v1",
             "kind": "Event",
@@ -99,7 +99,7 @@ impl Poster {
                             to_python_repr(&serde_json::to_value(d).unwrap_or_default())
                         })
                     ),
-                    other => format!("Message: {}.", crate::errors::chain(other)),
+                    other => format!("Message: {}.", crate::util::errors::chain(other)),
                 };
                 self.hooks.log(
                     Level::Warning,

@@ -2,14 +2,14 @@
 //! object (what is remembered between events), and what one processing cycle yields:
 //! shared by the processing of changes and by the daemons.
 
-use crate::dicts::FieldPath;
-use crate::diffbase::DiffBaseStorage;
-use crate::handlers::{ChangingHandler, SpawningHandler, WatchingHandler};
-use crate::invoking::Hooks;
-use crate::patches::Patch;
-use crate::progress::ProgressStorage;
-use crate::resources::Resource;
+use crate::client::resources::Resource;
+use crate::engine::handlers::{ChangingHandler, SpawningHandler, WatchingHandler};
+use crate::engine::hooks::Hooks;
 use crate::settings::Settings;
+use crate::state::diffbase::DiffBaseStorage;
+use crate::state::patches::Patch;
+use crate::state::progress::ProgressStorage;
+use crate::util::dicts::FieldPath;
 use std::sync::Arc;
 
 /// What the engine remembers about one object between its events.

@@ -6,9 +6,9 @@
 //! renewed within the renew deadline (shorter than the duration) stops handling at once,
 //! so two replicas never handle at the same time.
 
-use crate::credentials::Credentials;
-use crate::invoking::{Hooks, Level};
-use crate::pausing::Pause;
+use crate::client::credentials::Credentials;
+use crate::engine::hooks::{Hooks, Level};
+use crate::ha::pausing::Pause;
 use crate::settings::LeadershipSettings;
 use chrono::{SecondsFormat, Utc};
 use serde_json::{json, Value};
@@ -103,7 +103,7 @@ impl Leadership {
                     format!(
                         "The lease {} could not be read or renewed: {}",
                         self.lease(),
-                        crate::errors::chain(&error)
+                        crate::util::errors::chain(&error)
                     ),
                 ),
                 Some(Err(_)) => self.log(
@@ -250,7 +250,7 @@ impl Leadership {
                 format!(
                     "The lease {} could not be released (it will expire): {}",
                     self.lease(),
-                    crate::errors::chain(&error)
+                    crate::util::errors::chain(&error)
                 ),
             ),
         }

@@ -3,7 +3,7 @@
 //! again — once, however many requests failed at the same time — and a new
 //! client replaces the old one for every request from then on.
 
-use crate::connection::{self, ConnectionInfo};
+use crate::client::connection::{self, ConnectionInfo};
 use futures::future::BoxFuture;
 use serde::de::DeserializeOwned;
 use std::future::Future;

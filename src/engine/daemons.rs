@@ -4,15 +4,15 @@
 //! and stops when the object is deleted, stops matching, or the operator exits.
 //! Python is called only when a function actually runs or a stop flag changes.
 
-use crate::applying;
-use crate::context::ResourceContext;
-use crate::credentials::Credentials;
-use crate::handlers::{SpawningHandler, SpawningKind};
-use crate::invoking::{DaemonCall, HandlerKind, Hooks, Invocation, Level, ObjectRef};
+use crate::client::applying;
+use crate::client::credentials::Credentials;
+use crate::engine::context::ResourceContext;
+use crate::engine::handlers::{SpawningHandler, SpawningKind};
+use crate::engine::hooks::{DaemonCall, HandlerKind, Hooks, Invocation, Level, ObjectRef};
+use crate::ha::pausing::Pause;
 use crate::object_log;
-use crate::patches::Patch;
-use crate::pausing::Pause;
-use crate::progression::{deliver_result, format_time};
+use crate::state::patches::Patch;
+use crate::state::progression::{deliver_result, format_time};
 use chrono::Utc;
 use serde_json::Value;
 use std::collections::{HashMap, HashSet};
@@ -546,7 +546,7 @@ impl Runner {
     }
 
     /// Call the function once; apply its results; `None` if the call was cancelled.
-    async fn call(&self, attempts: &mut Attempts) -> Option<crate::progression::Outcome> {
+    async fn call(&self, attempts: &mut Attempts) -> Option<crate::state::progression::Outcome> {
         if !self.daemons.pause.is_active() {
             // Paused (or a lease not renewed in time): the pause stops this runner soon.
             self.stopper.sleep(f64::from(u32::MAX)).await;
@@ -592,7 +592,7 @@ impl Runner {
                 Some(&ObjectRef::of(&body)),
                 "Patching by {} failed: {}",
                 self.handler.title(),
-                crate::errors::chain(&error)
+                crate::util::errors::chain(&error)
             );
         }
     }

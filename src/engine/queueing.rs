@@ -5,17 +5,17 @@
 //! of them, change handlers only the latest state. Workers exit when idle; what
 //! the engine remembers of an object outlives them.
 
-use crate::applying;
-use crate::context::{Memory, ResourceContext};
-use crate::credentials::Credentials;
-use crate::daemons::{Daemons, ObjectDaemons};
-use crate::invoking::{Hooks, Level, ObjectRef};
+use crate::client::applying;
+use crate::client::credentials::Credentials;
+use crate::client::watching::RawEvent;
+use crate::engine::context::{Memory, ResourceContext};
+use crate::engine::daemons::{Daemons, ObjectDaemons};
+use crate::engine::hooks::{Hooks, Level, ObjectRef};
+use crate::engine::processing;
+use crate::ha::pausing::Pause;
 use crate::object_log;
-use crate::patches::Patch;
-use crate::pausing::Pause;
-use crate::persistence::StorageError;
-use crate::processing;
-use crate::watching::RawEvent;
+use crate::state::patches::Patch;
+use crate::state::StorageError;
 use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -42,7 +42,7 @@ pub struct Dispatcher {
 enum CycleError {
     #[error("{0}")]
     Storage(#[from] StorageError),
-    #[error("{}", crate::errors::chain(.0))]
+    #[error("{}", crate::util::errors::chain(.0))]
     Api(kube::Error),
 }
 
@@ -262,7 +262,7 @@ impl Dispatcher {
                 } else {
                     // Slept in full: touch the object, so that a fresh event wakes the handlers.
                     let mut touch = Patch::default();
-                    let now = crate::progression::format_time(chrono::Utc::now());
+                    let now = crate::state::progression::format_time(chrono::Utc::now());
                     let touched = ctx.progress.touch(&event.object, &mut touch, Some(&now));
                     let applied = match touched {
                         Ok(()) => self.apply(&event.object, touch).await,
@@ -401,7 +401,7 @@ impl Dispatcher {
 /// Objects are told apart by uid (a re-created object is a new one).
 fn object_key(body: &Value) -> String {
     let text = |key: &str| {
-        crate::dicts::meta(body, key)
+        crate::util::dicts::meta(body, key)
             .and_then(Value::as_str)
             .unwrap_or_default()
     };
@@ -412,7 +412,7 @@ fn object_key(body: &Value) -> String {
 }
 
 fn version_of(body: &Value) -> Option<String> {
-    crate::dicts::meta(body, "resourceVersion")
+    crate::util::dicts::meta(body, "resourceVersion")
         .and_then(Value::as_str)
         .map(str::to_owned)
 }

@@ -1,11 +1,11 @@
 //! The "essence" of an object (what counts as a change) and its persisted last
 //! handled version (`kopf.zalando.org/last-handled-configuration`), as Kopf has them.
 
-use crate::conventions::{detect_marked_prefixes, KeyForming};
-use crate::dicts::{self, FieldPath};
-use crate::encoding::to_python_json;
-use crate::patches::Patch;
-use crate::persistence::{decode_stored, fetch_annotation, remove_empty_stanzas, StorageResult};
+use crate::state::conventions::{detect_marked_prefixes, KeyForming};
+use crate::state::patches::Patch;
+use crate::state::{decode_stored, fetch_annotation, remove_empty_stanzas, StorageResult};
+use crate::util::dicts::{self, FieldPath};
+use crate::util::encoding::to_python_json;
 use serde_json::{Map, Value};
 use std::sync::Arc;
 

@@ -2,11 +2,11 @@
 //! and the status subresource, with the finalizer change folded in under an
 //! optimistic lock (the object's resourceVersion), so most cycles cost one write.
 
-use crate::credentials::Credentials;
-use crate::invoking::{Hooks, Level, ObjectRef};
+use crate::client::credentials::Credentials;
+use crate::client::resources::Resource;
+use crate::engine::hooks::{Hooks, Level, ObjectRef};
 use crate::object_log;
-use crate::patches::{FinalizerOp, Patch};
-use crate::resources::Resource;
+use crate::state::patches::{FinalizerOp, Patch};
 use serde_json::{json, Map, Value};
 
 #[derive(Debug)]
@@ -76,7 +76,7 @@ pub async fn apply(
             Level::Debug,
             Some(&object),
             "Merge-patching the status with: {}",
-            crate::encoding::to_python_repr(&status_patch)
+            crate::util::encoding::to_python_repr(&status_patch)
         );
         match credentials
             .merge_patch::<Versioned>(&url, &status_patch)
@@ -115,7 +115,7 @@ fn fold_finalizer(
     finalizer: &str,
     op: FinalizerOp,
 ) -> Map<String, Value> {
-    let mut finalizers: Vec<Value> = crate::dicts::meta(body, "finalizers")
+    let mut finalizers: Vec<Value> = crate::util::dicts::meta(body, "finalizers")
         .and_then(Value::as_array)
         .cloned()
         .unwrap_or_default();
@@ -132,7 +132,7 @@ fn fold_finalizer(
         .or_insert_with(|| Value::Object(Map::new()));
     if let Some(metadata) = metadata.as_object_mut() {
         metadata.insert("finalizers".into(), Value::Array(finalizers));
-        if let Some(rv) = crate::dicts::meta(body, "resourceVersion") {
+        if let Some(rv) = crate::util::dicts::meta(body, "resourceVersion") {
             metadata.insert("resourceVersion".into(), rv.clone());
         }
     }
@@ -153,7 +153,7 @@ async fn send_logged(
         Level::Debug,
         Some(object),
         "Merge-patching the resource with: {}",
-        crate::encoding::to_python_repr(&patch)
+        crate::util::encoding::to_python_repr(&patch)
     );
     Ok(credentials
         .merge_patch::<Versioned>(url, &patch)

@@ -2,13 +2,13 @@
 //! descriptions in `settings.persistence`. The built-in kinds run here; custom ones
 //! (the operator's own Python classes) are supplied by the binding.
 
-use crate::dicts::FieldPath;
-use crate::diffbase::{
+use crate::state::diffbase::{
     AnnotationsDiffBaseStorage, DiffBaseStorage, MultiDiffBaseStorage, StatusDiffBaseStorage,
 };
-use crate::progress::{
+use crate::state::progress::{
     AnnotationsProgressStorage, MultiProgressStorage, ProgressStorage, StatusProgressStorage,
 };
+use crate::util::dicts::FieldPath;
 use serde::Deserialize;
 use std::sync::Arc;
 

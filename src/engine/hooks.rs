@@ -1,9 +1,9 @@
 //! The core's view of the code it does not own: handler functions, callback
 //! filters and logging live in Python; the binding layer implements [`Hooks`].
 
-use crate::diffs::Diff;
-use crate::progression::Outcome;
-use crate::resources::Resource;
+use crate::client::resources::Resource;
+use crate::state::diffs::Diff;
+use crate::state::progression::Outcome;
 use futures::future::BoxFuture;
 use serde_json::Value;
 use std::sync::Arc;
@@ -129,8 +129,8 @@ pub trait Hooks: Send + Sync + 'static {
     /// The object has changed: the long-running daemons' `body` shows the new state.
     fn refresh_body(&self, key: &str, body: &Value);
     /// The operator's own storages, which `settings.persistence` refers to by index.
-    fn custom_storages(&self) -> &dyn crate::storages::CustomStorages {
-        &crate::storages::NoCustomStorages
+    fn custom_storages(&self) -> &dyn crate::state::storages::CustomStorages {
+        &crate::state::storages::NoCustomStorages
     }
 }
 

@@ -2,8 +2,8 @@
 //! Python), and their filters: what can be decided here without Python is
 //! decided here; callbacks are left for the Python side.
 
-use crate::dicts::{self, FieldPath};
-use crate::resources::Selector;
+use crate::client::resources::Selector;
+use crate::util::dicts::{self, FieldPath};
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -266,7 +266,7 @@ impl SpawningHandler {
         };
         format!(
             "{kind} {}",
-            crate::encoding::to_python_repr(&Value::String(self.id.clone()))
+            crate::util::encoding::to_python_repr(&Value::String(self.id.clone()))
         )
     }
 }

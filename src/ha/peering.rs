@@ -4,13 +4,13 @@
 //! the same priority pause each other (with a warning); we resume when they are gone.
 //! The status layout is Kopf's, so our operators and Kopf's see each other.
 
-use crate::credentials::Credentials;
-use crate::invoking::{Hooks, Level};
-use crate::pausing::Pause;
-use crate::progression::{format_time, parse_time};
-use crate::resources::Resource;
+use crate::client::credentials::Credentials;
+use crate::client::resources::Resource;
+use crate::client::watching::{RawEvent, Watcher};
+use crate::engine::hooks::{Hooks, Level};
+use crate::ha::pausing::Pause;
 use crate::settings::{PeeringSettings, WatchingSettings};
-use crate::watching::{RawEvent, Watcher};
+use crate::state::progression::{format_time, parse_time};
 use chrono::{DateTime, Duration as TimeDelta, Utc};
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
@@ -254,7 +254,7 @@ impl Peering {
                 Level::Error,
                 &format!(
                     "Couldn't remove self from the peering. Ignoring. ({})",
-                    crate::errors::chain(&error)
+                    crate::util::errors::chain(&error)
                 ),
             );
         }
@@ -267,7 +267,7 @@ impl Peering {
             let outcome = match &result {
                 Ok(true) => "ok".to_owned(),
                 Ok(false) => "not found".to_owned(),
-                Err(error) => format!("failed: {}", crate::errors::chain(error)),
+                Err(error) => format!("failed: {}", crate::util::errors::chain(error)),
             };
             if !self.settings.stealth || !matches!(result, Ok(true)) {
                 self.hooks.log_to(
@@ -352,7 +352,7 @@ impl Peering {
                     Level::Warning,
                     format!(
                         "Cleaning the dead peers failed: {}",
-                        crate::errors::chain(&error)
+                        crate::util::errors::chain(&error)
                     ),
                 );
             }
@@ -408,14 +408,14 @@ pub async fn namespaces(
     credentials: &Credentials,
     patterns: &[String],
 ) -> Result<Vec<String>, kube::Error> {
-    if let Some(names) = crate::namespaces::specific_namespaces(patterns) {
+    if let Some(names) = crate::client::namespaces::specific_namespaces(patterns) {
         return Ok(names);
     }
     let list = credentials.get("/api/v1/namespaces").await?;
     let items = list.get("items").and_then(Value::as_array);
     Ok((items.into_iter().flatten())
         .filter_map(|ns| ns.pointer("/metadata/name")?.as_str())
-        .filter(|name| crate::namespaces::matches_any(name, patterns))
+        .filter(|name| crate::client::namespaces::matches_any(name, patterns))
         .map(str::to_owned)
         .collect())
 }
@@ -450,7 +450,12 @@ pub async fn touch_all(
         vec![None]
     } else {
         (namespaces(credentials, &request.namespaces).await)
-            .map_err(|e| format!("cannot list the namespaces: {}", crate::errors::chain(&e)))?
+            .map_err(|e| {
+                format!(
+                    "cannot list the namespaces: {}",
+                    crate::util::errors::chain(&e)
+                )
+            })?
             .into_iter()
             .map(Some)
             .collect()
@@ -470,7 +475,14 @@ pub async fn touch_all(
         };
         let found = touch(credentials, &target, &settings, request.lifetime)
             .await
-            .map_err(|e| format!("{} {}: {}", kind, target.place(), crate::errors::chain(&e)))?;
+            .map_err(|e| {
+                format!(
+                    "{} {}: {}",
+                    kind,
+                    target.place(),
+                    crate::util::errors::chain(&e)
+                )
+            })?;
         results.push((target.place(), found));
     }
     Ok(results)

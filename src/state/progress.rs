@@ -3,11 +3,11 @@
 //! a `status.kopf.progress.<handler id>` stanza; Kopf 1.45's default reads both
 //! and writes only the annotations.
 
-use crate::conventions::KeyForming;
-use crate::dicts::{self, FieldPath};
-use crate::encoding::to_python_json;
-use crate::patches::Patch;
-use crate::persistence::{annotation, fetch_annotation, remove_empty_stanzas, StorageResult};
+use crate::state::conventions::KeyForming;
+use crate::state::patches::Patch;
+use crate::state::{annotation, fetch_annotation, remove_empty_stanzas, StorageResult};
+use crate::util::dicts::{self, FieldPath};
+use crate::util::encoding::to_python_json;
 use serde_json::Value;
 use std::sync::Arc;
 
@@ -225,7 +225,7 @@ mod tests {
 
     #[test]
     fn annotations_roundtrip_in_kopf_format() {
-        let storage = crate::storages::Storages::default().progress;
+        let storage = crate::state::storages::Storages::default().progress;
         let storage = storage.as_ref();
         let body = json!({"metadata": {"annotations": {}}});
         let mut patch = Patch::default();
@@ -260,7 +260,7 @@ mod tests {
 
     #[test]
     fn legacy_status_progress_is_read_and_purged() {
-        let storage = crate::storages::Storages::default().progress;
+        let storage = crate::state::storages::Storages::default().progress;
         let storage = storage.as_ref();
         let body = json!({"status": {"kopf": {"progress": {"h": {"retries": 2}}}}});
         assert_eq!(
@@ -291,7 +291,7 @@ mod tests {
 
     #[test]
     fn clearing_essences() {
-        let storage = crate::storages::Storages::default().progress;
+        let storage = crate::state::storages::Storages::default().progress;
         let storage = storage.as_ref();
         let mut essence = json!({"metadata": {"annotations": {"kopf.zalando.org/x": "1"}},
                                  "status": {"kopf": {"progress": {}}}, "spec": {}});
@@ -305,7 +305,7 @@ mod tests {
 
     #[test]
     fn malformed_records_are_errors() {
-        let storage = crate::storages::Storages::default().progress;
+        let storage = crate::state::storages::Storages::default().progress;
         let storage = storage.as_ref();
         let body = json!({"metadata": {"annotations": {"kopf.zalando.org/h": "{not json"}}});
         let error = storage.fetch("h", &body).unwrap_err();

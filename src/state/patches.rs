@@ -1,7 +1,7 @@
 //! What the engine wants changed in an object: a JSON merge-patch plus the
 //! finalizer operations (which a merge-patch cannot express for one list item).
 
-use crate::dicts;
+use crate::util::dicts;
 use serde_json::{Map, Value};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,7 +1,7 @@
 //! Diffs between two essences, in Kopf's form: `(op, field, old, new)` items,
 //! where lists are compared as whole values and `null` means absent.
 
-use crate::dicts;
+use crate::util::dicts;
 use serde::Serialize;
 use serde_json::Value;
 

@@ -1,0 +1,13 @@
+//! Layer 3, the API client: the connection from the login handlers' credentials
+//! (renewed on 401), discovery of resources and the names handlers use, namespace
+//! patterns, watch-streams, patching objects, posting Kubernetes Events.
+//! Uses `util`, `state` (patches) and `settings`.
+
+pub mod applying;
+pub mod connection;
+pub mod credentials;
+pub mod discovery;
+pub mod namespaces;
+pub mod posting;
+pub mod resources;
+pub mod watching;

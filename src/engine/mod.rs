@@ -1,0 +1,12 @@
+//! Layer 5, the engine: from a watch event to the handlers and back to the object.
+//! `queueing` routes each object's events to its worker; `processing` finds the cause
+//! and the handlers to call (`handlers` describes them and their filters); `hooks` is
+//! how the core calls Python; `daemons` runs daemons and timers per object; `context`
+//! is what they share per resource and per object. Uses every layer below.
+
+pub mod context;
+pub mod daemons;
+pub mod handlers;
+pub mod hooks;
+pub mod processing;
+pub mod queueing;
