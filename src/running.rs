@@ -6,7 +6,7 @@ use crate::client::discovery;
 use crate::client::namespaces;
 use crate::client::posting::{K8sEvent, Poster};
 use crate::client::resources::{Resource, Selector};
-use crate::client::watching::{RawEvent, Watcher};
+use crate::client::watching::{EventType, RawEvent, Watcher};
 use crate::engine::context::ResourceContext;
 use crate::engine::daemons::Daemons;
 use crate::engine::handlers::{ChangingHandler, SpawningHandler, WatchingHandler};
@@ -348,10 +348,10 @@ impl CrdVersions {
                 .to_owned()
         };
         let (uid, version) = (text("/metadata/uid"), text("/metadata/resourceVersion"));
-        let listed = event.event_type.is_none();
+        let listed = event.event_type == EventType::Listed;
         let first_listing = listed && !self.watching;
         self.watching |= !listed;
-        if event.event_type.as_deref() == Some("DELETED") {
+        if event.event_type == EventType::Deleted {
             self.seen.remove(&uid);
             return true;
         }
@@ -613,9 +613,9 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn crd_event(kind: Option<&str>, uid: &str, version: &str) -> RawEvent {
+    fn crd_event(event_type: EventType, uid: &str, version: &str) -> RawEvent {
         RawEvent {
-            event_type: kind.map(str::to_owned),
+            event_type,
             object: Arc::new(json!({"metadata": {"uid": uid, "resourceVersion": version}})),
         }
     }
@@ -624,19 +624,19 @@ mod tests {
     fn only_changed_crds_are_news() {
         let mut versions = CrdVersions::default();
         assert!(
-            !versions.is_news(&crd_event(None, "a", "1")),
+            !versions.is_news(&crd_event(EventType::Listed, "a", "1")),
             "the first listing is known"
         );
-        assert!(versions.is_news(&crd_event(Some("ADDED"), "b", "2")));
-        assert!(versions.is_news(&crd_event(Some("MODIFIED"), "b", "3")));
+        assert!(versions.is_news(&crd_event(EventType::Added, "b", "2")));
+        assert!(versions.is_news(&crd_event(EventType::Modified, "b", "3")));
         assert!(
-            !versions.is_news(&crd_event(None, "a", "1")),
+            !versions.is_news(&crd_event(EventType::Listed, "a", "1")),
             "re-listed, unchanged"
         );
         assert!(
-            versions.is_news(&crd_event(None, "a", "4")),
+            versions.is_news(&crd_event(EventType::Listed, "a", "4")),
             "re-listed, changed"
         );
-        assert!(versions.is_news(&crd_event(Some("DELETED"), "a", "5")));
+        assert!(versions.is_news(&crd_event(EventType::Deleted, "a", "5")));
     }
 }

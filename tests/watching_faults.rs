@@ -10,7 +10,7 @@ use hyper::{Request, Response};
 use hyper_util::rt::TokioIo;
 use kopf_rs::client::credentials::Credentials;
 use kopf_rs::client::resources::Resource;
-use kopf_rs::client::watching::{RawEvent, Watcher};
+use kopf_rs::client::watching::{EventType, RawEvent, Watcher};
 use kopf_rs::engine::hooks::{HandlerKind, Hooks, Invocation, Invoked, Level, ObjectRef};
 use kopf_rs::settings::WatchingSettings;
 use serde_json::{json, Value};
@@ -174,7 +174,7 @@ fn resource() -> Arc<Resource> {
 async fn collect(
     script: Script,
     count: usize,
-) -> (Vec<(Option<String>, String)>, Vec<String>, Vec<String>) {
+) -> (Vec<(EventType, String)>, Vec<String>, Vec<String>) {
     let script = Arc::new(Mutex::new(script));
     let server = serve(script.clone()).await;
     let client = kube::Client::try_from(kube::Config::new(server.parse().unwrap())).unwrap();
@@ -243,11 +243,11 @@ async fn gone_relists_and_bookmarks_move_the_version() {
     assert_eq!(
         events,
         vec![
-            (None, "a".into()),
-            (Some("ADDED".into()), "b".into()),
-            (None, "a".into()), // re-listed after 410 Gone: listing events again, not "new" ones
-            (None, "b".into()),
-            (Some("MODIFIED".into()), "a".into()),
+            (EventType::Listed, "a".into()),
+            (EventType::Added, "b".into()),
+            (EventType::Listed, "a".into()), // re-listed after 410 Gone: listing events again, not "new" ones
+            (EventType::Listed, "b".into()),
+            (EventType::Modified, "a".into()),
         ]
     );
     let watches: Vec<&String> = requests
@@ -288,8 +288,8 @@ async fn stalled_streams_are_restarted_from_the_last_version() {
     assert_eq!(
         events,
         vec![
-            (Some("ADDED".into()), "c".into()),
-            (Some("MODIFIED".into()), "c".into())
+            (EventType::Added, "c".into()),
+            (EventType::Modified, "c".into())
         ]
     );
     let lists = requests
@@ -316,7 +316,7 @@ async fn errors_are_retried_with_backoff_and_reported() {
         requests: vec![],
     };
     let (events, _, warnings) = collect(script, 1).await;
-    assert_eq!(events, vec![(None, "d".into())]);
+    assert_eq!(events, vec![(EventType::Listed, "d".into())]);
     assert!(
         warnings
             .iter()

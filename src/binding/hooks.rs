@@ -5,6 +5,8 @@
 use super::calls::{Calls, Closed, Target};
 use super::storages::PyCustomStorages;
 use crate::client::connection::ConnectionInfo;
+use crate::client::watching::EventType;
+use crate::engine::handlers::Reason;
 use crate::engine::hooks::{HandlerKind, Hooks, Invocation, Invoked, Level, ObjectRef};
 use crate::state::diffs::Diff;
 use crate::state::progression::Outcome;
@@ -204,8 +206,9 @@ fn invocation_dict<'py>(py: Python<'py>, call: &Invocation) -> PyResult<Bound<'p
     } else {
         dict.set_item("body", py.None())?;
     }
-    dict.set_item("event_type", &call.event_type)?;
-    dict.set_item("reason", &call.reason)?;
+    // Strings only here, at the edge: Kopf's names of event types and causes.
+    dict.set_item("event_type", call.event_type.and_then(EventType::as_kopf))?;
+    dict.set_item("reason", call.reason.map(Reason::as_str))?;
     dict.set_item("old", call.old.as_ref().map(|v| to_py(py, v)).transpose()?)?;
     dict.set_item("new", call.new.as_ref().map(|v| to_py(py, v)).transpose()?)?;
     dict.set_item(

@@ -18,10 +18,32 @@ use tokio::sync::{mpsc, watch};
 
 const MAX_BACKOFF: f64 = 30.0;
 
-/// A raw event as the watcher delivers it; `event_type` is `None` for listed objects.
+/// How an object came: in a listing, or by a watch event of the server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventType {
+    /// Listed (at the start, or again after a 410 or a pause): not news by itself.
+    Listed,
+    Added,
+    Modified,
+    Deleted,
+}
+
+impl EventType {
+    /// The server's name of the event, as Kopf passes it to handlers (`None` for listings).
+    pub fn as_kopf(self) -> Option<&'static str> {
+        match self {
+            EventType::Listed => None,
+            EventType::Added => Some("ADDED"),
+            EventType::Modified => Some("MODIFIED"),
+            EventType::Deleted => Some("DELETED"),
+        }
+    }
+}
+
+/// A raw event as the watcher delivers it.
 #[derive(Debug, Clone)]
 pub struct RawEvent {
-    pub event_type: Option<String>,
+    pub event_type: EventType,
     pub object: Arc<Value>,
 }
 
@@ -199,7 +221,7 @@ impl Watcher {
                         .or_insert_with(|| self.resource.kind.clone().into());
                 }
                 let event = RawEvent {
-                    event_type: None,
+                    event_type: EventType::Listed,
                     object: Arc::new(item),
                 };
                 if tx.send(event).await.is_err() {
@@ -248,9 +270,9 @@ impl Watcher {
                 Ok(Some(next)) => next?,
             };
             let (event_type, object) = match next {
-                WatchEvent::Added(o) => ("ADDED", o),
-                WatchEvent::Modified(o) => ("MODIFIED", o),
-                WatchEvent::Deleted(o) => ("DELETED", o),
+                WatchEvent::Added(o) => (EventType::Added, o),
+                WatchEvent::Modified(o) => (EventType::Modified, o),
+                WatchEvent::Deleted(o) => (EventType::Deleted, o),
                 WatchEvent::Bookmark(bookmark) => {
                     *version = bookmark.metadata.resource_version;
                     continue;
@@ -264,7 +286,7 @@ impl Watcher {
                 *version = v.to_owned();
             }
             let event = RawEvent {
-                event_type: Some(event_type.to_owned()),
+                event_type,
                 object: Arc::new(object),
             };
             if tx.send(event).await.is_err() {

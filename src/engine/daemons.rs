@@ -500,15 +500,6 @@ impl Runner {
             .replace(body.clone());
         let fresh = !previous.is_some_and(|p| Arc::ptr_eq(&p, &body));
         Invocation {
-            kind: HandlerKind::Spawning,
-            handler: self.handler.index,
-            resource: self.daemons.ctx.resource.clone(),
-            body,
-            event_type: None,
-            reason: None,
-            old: None,
-            new: None,
-            diff: None,
             retry: attempts.retry,
             started: Some(format_time(attempts.started)),
             runtime: (now - attempts.started).num_microseconds().unwrap_or(0) as f64 / 1e6,
@@ -518,6 +509,12 @@ impl Runner {
                 reason: self.stopper.reason(),
                 fresh,
             }),
+            ..Invocation::new(
+                HandlerKind::Spawning,
+                self.handler.index,
+                self.daemons.ctx.resource.clone(),
+                body,
+            )
         }
     }
 

@@ -2,6 +2,8 @@
 //! filters and logging live in Python; the binding layer implements [`Hooks`].
 
 use crate::client::resources::Resource;
+use crate::client::watching::EventType;
+use crate::engine::handlers::Reason;
 use crate::state::diffs::Diff;
 use crate::state::progression::Outcome;
 use futures::future::BoxFuture;
@@ -70,9 +72,10 @@ pub struct Invocation {
     pub handler: usize,
     pub resource: Arc<Resource>,
     pub body: Arc<Value>,
-    /// For `on.event`: `ADDED`, `MODIFIED`, `DELETED`, or none for listings.
-    pub event_type: Option<String>,
-    pub reason: Option<String>,
+    /// For `on.event` handlers: how the object came.
+    pub event_type: Option<EventType>,
+    /// For change handlers: the cause.
+    pub reason: Option<Reason>,
     /// Old and new essences and their diff, reduced to the handler's field if it has one.
     pub old: Option<Value>,
     pub new: Option<Value>,
@@ -82,6 +85,32 @@ pub struct Invocation {
     pub runtime: f64,
     /// For daemons and timers.
     pub daemon: Option<DaemonCall>,
+}
+
+impl Invocation {
+    /// A call of this handler with this body, and nothing else known yet.
+    pub fn new(
+        kind: HandlerKind,
+        handler: usize,
+        resource: Arc<Resource>,
+        body: Arc<Value>,
+    ) -> Self {
+        Self {
+            kind,
+            handler,
+            resource,
+            body,
+            event_type: None,
+            reason: None,
+            old: None,
+            new: None,
+            diff: None,
+            retry: 0,
+            started: None,
+            runtime: 0.0,
+            daemon: None,
+        }
+    }
 }
 
 /// What came back from a handler call.

@@ -2,7 +2,7 @@
 //! to call (causes, filters, progress) and the patch that records the outcome.
 //! The patch is applied by `applying`; the order of events is kept by `queueing`.
 
-use crate::client::watching::RawEvent;
+use crate::client::watching::{EventType, RawEvent};
 use crate::engine::context::{Cycle, Memory, ResourceContext};
 use crate::engine::daemons::{Daemons, ObjectDaemons};
 use crate::engine::handlers::{ChangingHandler, Match, Reason, SpawningHandler};
@@ -72,7 +72,7 @@ async fn process_cycle(
     let detected = detect_change(ctx, memory, event)?;
     let (spawning_delays, spawning_blocks) = match spawning {
         Some((daemons, object)) => {
-            let deleted = event.event_type.as_deref() == Some("DELETED");
+            let deleted = event.event_type == EventType::Deleted;
             let essential = !detected.diff.is_empty();
             process_spawning(ctx, daemons, object, body, deleted, essential).await
         }
@@ -132,7 +132,7 @@ async fn process_cycle(
         cycle.delays.extend(delays);
     }
 
-    let deleted = event.event_type.as_deref() == Some("DELETED");
+    let deleted = event.event_type == EventType::Deleted;
     if !deleted && deletion_ongoing && deletion_blocked && cycle.delays.is_empty() {
         object_log!(
             ctx.hooks,
@@ -200,7 +200,7 @@ fn detect_change(
     let diff = diffs::diff(old.as_ref(), Some(&new));
     let initial = memory.noticed_by_listing && !memory.fully_handled_once;
     let finalizer = &ctx.settings.persistence.finalizer;
-    let reason = if event.event_type.as_deref() == Some("DELETED") {
+    let reason = if event.event_type == EventType::Deleted {
         Reason::Gone
     } else if is_deletion_ongoing(body) && !is_deletion_blocked(body, finalizer) {
         Reason::Free
@@ -251,19 +251,11 @@ fn invocation(
         ),
     };
     Invocation {
-        kind,
-        handler: index,
-        resource: ctx.resource.clone(),
-        body: body.clone(),
-        event_type: None,
-        reason: change.map(|c| c.reason.as_str().to_owned()),
+        reason: change.map(|c| c.reason),
         old,
         new,
         diff,
-        retry: 0,
-        started: None,
-        runtime: 0.0,
-        daemon: None,
+        ..Invocation::new(kind, index, ctx.resource.clone(), body.clone())
     }
 }
 
@@ -544,7 +536,7 @@ pub async fn process_watching(ctx: &ResourceContext, event: &RawEvent) -> Patch 
         let m = handler.filters.prematch(body, None);
         if m != Match::No {
             let mut call = invocation(ctx, HandlerKind::Watching, handler.index, None, body, None);
-            call.event_type = event.event_type.clone();
+            call.event_type = Some(event.event_type);
             candidates.push((handler, call, m));
         }
     }

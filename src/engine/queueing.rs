@@ -7,7 +7,7 @@
 
 use crate::client::applying;
 use crate::client::credentials::Credentials;
-use crate::client::watching::RawEvent;
+use crate::client::watching::{EventType, RawEvent};
 use crate::engine::context::{Memory, ResourceContext};
 use crate::engine::daemons::{Daemons, ObjectDaemons};
 use crate::engine::hooks::{Hooks, Level, ObjectRef};
@@ -152,7 +152,7 @@ impl Dispatcher {
             // Every event goes to `on.event` handlers; their results are applied with the cycle.
             for event in &batch {
                 let seen = version_of(&event.object);
-                let deleted = event.event_type.as_deref() == Some("DELETED");
+                let deleted = event.event_type == EventType::Deleted;
                 if deleted || (expected_version.is_some() && expected_version == seen) {
                     expected_version = None;
                     consistency_deadline = None;
@@ -171,13 +171,13 @@ impl Dispatcher {
             }
             expected_version = None;
             consistency_deadline = None;
-            let deleted = event.event_type.as_deref() == Some("DELETED");
+            let deleted = event.event_type == EventType::Deleted;
 
             let _permit = match &self.limiter {
                 Some(limiter) => Some(limiter.clone().acquire_owned().await.expect("never closed")),
                 None => None,
             };
-            if event.event_type.is_none() {
+            if event.event_type == EventType::Listed {
                 memory.noticed_by_listing = true;
             }
             let patch = std::mem::take(&mut watching_patch);

@@ -6,7 +6,7 @@
 
 use crate::client::credentials::Credentials;
 use crate::client::resources::Resource;
-use crate::client::watching::{RawEvent, Watcher};
+use crate::client::watching::{EventType, RawEvent, Watcher};
 use crate::engine::hooks::{Hooks, Level};
 use crate::ha::pausing::Pause;
 use crate::settings::{PeeringSettings, WatchingSettings};
@@ -318,7 +318,7 @@ impl Peering {
             tokio::select! {
                 event = rx.recv() => match event {
                     None => break,
-                    Some(event) if event.event_type.as_deref() == Some("DELETED") => {
+                    Some(event) if event.event_type == EventType::Deleted => {
                         body = Some(Arc::new(json!({})));
                     }
                     Some(event) => body = Some(event.object),
