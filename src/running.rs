@@ -2,7 +2,7 @@
 //! then one watcher and one dispatcher per resource and namespace, until told to stop.
 
 use crate::client::credentials::Credentials;
-use crate::client::discovery;
+use crate::client::discovery::{self, DiscoveryError};
 use crate::client::namespaces;
 use crate::client::posting::{K8sEvent, Poster};
 use crate::client::resources::{Resource, Selector};
@@ -14,9 +14,10 @@ use crate::engine::hooks::{HandlerKind, Hooks, Level};
 use crate::engine::queueing::Dispatcher;
 use crate::ha::leadership::Leadership;
 use crate::ha::pausing::Pause;
-use crate::ha::peering::{self, Peering, Target};
+use crate::ha::peering::{self, Peering, PeeringError, Target};
+use crate::settings::LeadershipProblem;
 use crate::settings::Settings;
-use crate::state::storages::Storages;
+use crate::state::storages::{Storages, StoragesError};
 use crate::util::dicts::FieldPath;
 use crate::util::errors;
 use serde::Deserialize;
@@ -43,18 +44,19 @@ pub struct OperatorSpec {
     pub settings: Settings,
 }
 
+/// Why the operator could not start (it ends with this error).
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
     #[error(transparent)]
     Probing(#[from] crate::probing::ProbingError),
-    #[error("API discovery at {server} failed: {reason}")]
-    Discovery { server: String, reason: String },
+    #[error(transparent)]
+    Discovery(#[from] DiscoveryError),
     #[error("settings.persistence: {0}")]
-    Storages(String),
+    Storages(#[from] StoragesError),
     #[error("Peering: {0}")]
-    Peering(String),
+    Peering(#[from] PeeringError),
     #[error("Leader election: {0}")]
-    Leadership(String),
+    Leadership(#[from] LeadershipProblem),
 }
 
 /// The resources a handler's selector picks; callable selectors are asked in Python.
@@ -190,8 +192,7 @@ pub async fn run(
         &persistence.progress_storage,
         &persistence.diffbase_storage,
         hooks.custom_storages(),
-    )
-    .map_err(RunError::Storages)?;
+    )?;
     let liveness = match &spec.liveness_endpoint {
         Some(endpoint) => Some(crate::probing::serve(endpoint, hooks.clone()).await?),
         None => None,
@@ -207,7 +208,7 @@ pub async fn run(
     let targets = peering_targets(&credentials, &spec, &resources, hooks.as_ref()).await?;
     let lease = &settings.leadership;
     if let (Some(_), Some(problem)) = (&lease.lease_name, lease.problem()) {
-        return Err(RunError::Leadership(problem));
+        return Err(problem.into());
     }
     let electing = lease.lease_name.is_some();
     let pause = Pause::new(targets.len() + usize::from(electing));
@@ -485,23 +486,22 @@ async fn discover(
 ) -> Result<Vec<Resource>, RunError> {
     let what = format!("GET {server}/api & /apis (API discovery)");
     for attempt in 1.. {
-        let error = match credentials
+        let source = match credentials
             .call(|client| async move { discovery::scan(&client).await })
             .await
         {
             Ok(resources) => return Ok(resources),
-            Err(error) => errors::chain(&error),
+            Err(source) => source,
         };
+        let error = errors::chain(&source);
         let Some(delay) = backoffs.get(attempt - 1) else {
             hooks.log(
                 Level::Error,
                 None,
                 &format!("Request attempt {attempt} failed; escalating: {what} -> {error}"),
             );
-            return Err(RunError::Discovery {
-                server: server.to_owned(),
-                reason: error,
-            });
+            let server = server.to_owned();
+            return Err(DiscoveryError { server, source }.into());
         };
         hooks.log(
             Level::Error,
@@ -539,17 +539,11 @@ async fn peering_targets(
         return Ok(Vec::new());
     }
     let clusterwide = settings.clusterwide || spec.namespaces.is_empty();
-    let kind = if clusterwide {
-        "ClusterKopfPeering"
-    } else {
-        "KopfPeering"
-    };
+    let kind = peering::peering_kind(clusterwide);
     let Some(resource) = peering::peering_resource(resources, clusterwide) else {
         if settings.mandatory {
-            return Err(RunError::Peering(format!(
-                "the {kind} resource is not served (is its CRD installed?); needed for the peering '{}'.",
-                settings.name
-            )));
+            let name = settings.name.clone();
+            return Err(PeeringError::NotServedFor { kind, name }.into());
         }
         hooks.log(
             Level::Debug,
@@ -563,9 +557,7 @@ async fn peering_targets(
     } else {
         let names = peering::namespaces(credentials, &spec.namespaces)
             .await
-            .map_err(|e| {
-                RunError::Peering(format!("cannot list the namespaces: {}", errors::chain(&e)))
-            })?;
+            .map_err(PeeringError::Namespaces)?;
         names.into_iter().map(Some).collect()
     };
     let mut targets = Vec::new();
@@ -578,22 +570,23 @@ async fn peering_targets(
             Some(namespace) => format!("in the namespace '{namespace}'"),
             None => "cluster-wide".to_owned(),
         };
-        let found = peering::exists(credentials, &target, &settings.name)
-            .await
-            .map_err(|e| {
-                RunError::Peering(format!(
-                    "cannot read the {kind} '{}' {place}: {}",
-                    settings.name,
-                    errors::chain(&e)
-                ))
-            })?;
+        let name = settings.name.clone();
+        let found = match peering::exists(credentials, &target, &name).await {
+            Ok(found) => found,
+            Err(source) => {
+                return Err(PeeringError::Read {
+                    kind,
+                    name,
+                    place,
+                    source,
+                }
+                .into())
+            }
+        };
         if found {
             targets.push(target);
         } else if settings.mandatory {
-            return Err(RunError::Peering(format!(
-                "the {kind} '{}' is not found {place}; create it, or run with --standalone.",
-                settings.name
-            )));
+            return Err(PeeringError::NotFound { kind, name, place }.into());
         } else {
             hooks.log(
                 Level::Warning,

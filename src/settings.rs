@@ -221,25 +221,65 @@ impl Default for LeadershipSettings {
     }
 }
 
+/// Timings of a Lease election that contradict each other.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum LeadershipProblem {
+    #[error("the lease duration, renew deadline and retry period must be positive")]
+    NotPositive,
+    #[error("the renew deadline ({renew_deadline}) must be shorter than the lease duration ({lease_duration})")]
+    RenewDeadline {
+        renew_deadline: f64,
+        lease_duration: f64,
+    },
+    #[error("the retry period ({retry_period}) must be shorter than the renew deadline ({renew_deadline})")]
+    RetryPeriod {
+        retry_period: f64,
+        renew_deadline: f64,
+    },
+}
+
 impl LeadershipSettings {
     /// The settings' contradictions, if any (the operator refuses to start with them).
-    pub fn problem(&self) -> Option<String> {
+    pub fn problem(&self) -> Option<LeadershipProblem> {
         let positive =
             self.lease_duration > 0.0 && self.renew_deadline > 0.0 && self.retry_period > 0.0;
         if !positive {
-            Some("the lease duration, renew deadline and retry period must be positive".into())
+            Some(LeadershipProblem::NotPositive)
         } else if self.renew_deadline >= self.lease_duration {
-            Some(format!(
-                "the renew deadline ({}) must be shorter than the lease duration ({})",
-                self.renew_deadline, self.lease_duration
-            ))
+            Some(LeadershipProblem::RenewDeadline {
+                renew_deadline: self.renew_deadline,
+                lease_duration: self.lease_duration,
+            })
         } else if self.retry_period >= self.renew_deadline {
-            Some(format!(
-                "the retry period ({}) must be shorter than the renew deadline ({})",
-                self.retry_period, self.renew_deadline
-            ))
+            Some(LeadershipProblem::RetryPeriod {
+                retry_period: self.retry_period,
+                renew_deadline: self.renew_deadline,
+            })
         } else {
             None
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn contradicting_lease_timings_are_refused() {
+        assert_eq!(LeadershipSettings::default().problem(), None);
+        let bad = LeadershipSettings {
+            renew_deadline: 20.0,
+            ..Default::default()
+        };
+        assert_eq!(
+            bad.problem().map(|p| p.to_string()).as_deref(),
+            Some("the renew deadline (20) must be shorter than the lease duration (15)")
+        );
+        let bad = LeadershipSettings {
+            retry_period: 0.0,
+            ..Default::default()
+        };
+        assert_eq!(bad.problem(), Some(LeadershipProblem::NotPositive));
     }
 }

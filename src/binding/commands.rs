@@ -2,7 +2,7 @@
 
 use crate::client::connection::{self, ConnectionInfo};
 use crate::client::credentials::Credentials;
-use crate::client::discovery;
+use crate::client::discovery::{self, DiscoveryError};
 use crate::ha::peering::{self, TouchRequest};
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
@@ -24,17 +24,14 @@ pub fn touch_peering<'py>(
         let client = connection::client(&info, None, None)
             .await
             .map_err(|e| failed(e.to_string()))?;
-        let resources = discovery::scan(&client).await.map_err(|e| {
-            failed(format!(
-                "API discovery at {} failed: {}",
-                info.server,
-                crate::util::errors::chain(&e)
-            ))
+        let resources = discovery::scan(&client).await.map_err(|source| {
+            let server = info.server.clone();
+            failed(DiscoveryError { server, source }.to_string())
         })?;
         let credentials = Credentials::fixed(client);
         let results = peering::touch_all(&credentials, &resources, &request)
             .await
-            .map_err(failed)?;
+            .map_err(|e| failed(e.to_string()))?;
         Ok(serde_json::to_string(&results).expect("pairs of strings and booleans serialise"))
     })
 }

@@ -5,6 +5,7 @@
 use super::calls::{Calls, Closed, Target};
 use super::storages::PyCustomStorages;
 use crate::client::connection::ConnectionInfo;
+use crate::client::credentials::LoginError;
 use crate::client::watching::EventType;
 use crate::engine::handlers::Reason;
 use crate::engine::hooks::{HandlerKind, Hooks, Invocation, Invoked, Level, ObjectRef};
@@ -116,19 +117,17 @@ impl PyHooks {
     }
 
     /// Run the login handlers again (`Bridge.relogin()`): the connection for a renewed client.
-    pub fn relogin(&self) -> BoxFuture<'static, Result<ConnectionInfo, String>> {
+    pub fn relogin(&self) -> BoxFuture<'static, Result<ConnectionInfo, LoginError>> {
         self.call(
             "relogin",
             None,
             |py| Ok(py.None().into_bound(py)),
             |_, answer| {
                 let text: String = answer.extract()?;
-                Ok(
-                    serde_json::from_str(&text)
-                        .map_err(|e| format!("invalid connection info: {e}")),
-                )
+                Ok(serde_json::from_str(&text)
+                    .map_err(|e| LoginError(format!("invalid connection info: {e}"))))
             },
-            Err,
+            |message| Err(LoginError(message)),
         )
     }
 

@@ -3,7 +3,7 @@
 //! again — once, however many requests failed at the same time — and a new
 //! client replaces the old one for every request from then on.
 
-use crate::client::connection::{self, ConnectionInfo};
+use crate::client::connection::{self, ConnectionError, ConnectionInfo};
 use futures::future::BoxFuture;
 use serde::de::DeserializeOwned;
 use std::future::Future;
@@ -16,7 +16,24 @@ use std::sync::{Arc, RwLock};
 const MAX_CONCURRENT_REQUESTS: usize = 32;
 
 /// Runs the login handlers again; their best connection, or why there is none.
-pub type Login = Arc<dyn Fn() -> BoxFuture<'static, Result<ConnectionInfo, String>> + Send + Sync>;
+pub type Login =
+    Arc<dyn Fn() -> BoxFuture<'static, Result<ConnectionInfo, LoginError>> + Send + Sync>;
+
+/// The login handlers gave no usable connection (their own account of why).
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{0}")]
+pub struct LoginError(pub String);
+
+/// Why the credentials could not be renewed after a 401.
+#[derive(Debug, thiserror::Error)]
+pub enum RenewError {
+    #[error("the credentials cannot be renewed: there are no login handlers")]
+    NotRenewable,
+    #[error("re-login failed: {0}")]
+    Login(#[from] LoginError),
+    #[error(transparent)]
+    Connection(#[from] ConnectionError),
+}
 
 pub struct Credentials {
     /// The client with its generation (how many times it was renewed).
@@ -59,19 +76,14 @@ impl Credentials {
     }
 
     /// Log in again, unless another request has already done so since `generation` failed.
-    pub async fn renew(&self, generation: u64) -> Result<(), String> {
+    pub async fn renew(&self, generation: u64) -> Result<(), RenewError> {
         let _one_at_a_time = self.renewing.lock().await;
         if self.client().0 != generation {
             return Ok(());
         }
-        let login = self
-            .login
-            .as_ref()
-            .ok_or("the credentials cannot be renewed")?;
+        let login = self.login.as_ref().ok_or(RenewError::NotRenewable)?;
         let info = login().await?;
-        let client = connection::client(&info, self.request_timeout, self.connect_timeout)
-            .await
-            .map_err(|e| e.to_string())?;
+        let client = connection::client(&info, self.request_timeout, self.connect_timeout).await?;
         let mut current = self.current.write().expect("not poisoned");
         *current = (current.0 + 1, client);
         Ok(())

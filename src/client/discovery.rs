@@ -4,6 +4,15 @@
 use crate::client::resources::Resource;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::APIResourceList;
 
+/// The API's discovery failed (the server is unreachable, or refuses us).
+#[derive(Debug, thiserror::Error)]
+#[error("API discovery at {server} failed: {}", crate::util::errors::chain(.source))]
+pub struct DiscoveryError {
+    pub server: String,
+    #[source]
+    pub source: kube::Error,
+}
+
 /// Scan the core API and every group version; errors of single groups (e.g. a broken
 /// aggregated API) are skipped, as kubectl skips them, but the core API must answer.
 pub async fn scan(client: &kube::Client) -> Result<Vec<Resource>, kube::Error> {

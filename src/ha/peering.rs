@@ -11,12 +11,56 @@ use crate::engine::hooks::{Hooks, Level};
 use crate::ha::pausing::Pause;
 use crate::settings::{PeeringSettings, WatchingSettings};
 use crate::state::progression::{format_time, parse_time};
+use crate::util::errors::chain;
 use chrono::{DateTime, Duration as TimeDelta, Utc};
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{mpsc, watch};
+
+/// Why peering cannot start, or a record cannot be written.
+#[derive(Debug, thiserror::Error)]
+pub enum PeeringError {
+    #[error("the {kind} resource is not served (is its CRD installed?)")]
+    NotServed { kind: &'static str },
+    #[error(
+        "the {kind} resource is not served (is its CRD installed?); needed for the peering '{name}'."
+    )]
+    NotServedFor { kind: &'static str, name: String },
+    #[error("cannot list the namespaces: {}", chain(.0))]
+    Namespaces(#[source] kube::Error),
+    #[error("cannot read the {kind} '{name}' {place}: {}", chain(.source))]
+    Read {
+        kind: &'static str,
+        name: String,
+        place: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("the {kind} '{name}' is not found {place}; create it, or run with --standalone.")]
+    NotFound {
+        kind: &'static str,
+        name: String,
+        place: String,
+    },
+    #[error("{kind} {place}: {}", chain(.source))]
+    Touch {
+        kind: &'static str,
+        place: String,
+        #[source]
+        source: kube::Error,
+    },
+}
+
+/// The kind of the peering object for cluster-wide or namespaced operators.
+pub fn peering_kind(clusterwide: bool) -> &'static str {
+    if clusterwide {
+        "ClusterKopfPeering"
+    } else {
+        "KopfPeering"
+    }
+}
 
 /// Kopf's logger of peering, by which users filter its messages.
 const LOGGER: &str = "kopf._core.engines.peering";
@@ -254,7 +298,7 @@ impl Peering {
                 Level::Error,
                 &format!(
                     "Couldn't remove self from the peering. Ignoring. ({})",
-                    crate::util::errors::chain(&error)
+                    chain(&error)
                 ),
             );
         }
@@ -267,7 +311,7 @@ impl Peering {
             let outcome = match &result {
                 Ok(true) => "ok".to_owned(),
                 Ok(false) => "not found".to_owned(),
-                Err(error) => format!("failed: {}", crate::util::errors::chain(error)),
+                Err(error) => format!("failed: {}", chain(error)),
             };
             if !self.settings.stealth || !matches!(result, Ok(true)) {
                 self.hooks.log_to(
@@ -350,10 +394,7 @@ impl Peering {
             if let Err(error) = cleaned {
                 self.log(
                     Level::Warning,
-                    format!(
-                        "Cleaning the dead peers failed: {}",
-                        crate::util::errors::chain(&error)
-                    ),
+                    format!("Cleaning the dead peers failed: {}", chain(&error)),
                 );
             }
         }
@@ -438,24 +479,15 @@ pub async fn touch_all(
     credentials: &Credentials,
     resources: &[Resource],
     request: &TouchRequest,
-) -> Result<Vec<(String, bool)>, String> {
-    let kind = if request.clusterwide {
-        "ClusterKopfPeering"
-    } else {
-        "KopfPeering"
-    };
-    let resource = peering_resource(resources, request.clusterwide)
-        .ok_or_else(|| format!("the {kind} resource is not served (is its CRD installed?)"))?;
+) -> Result<Vec<(String, bool)>, PeeringError> {
+    let kind = peering_kind(request.clusterwide);
+    let resource =
+        peering_resource(resources, request.clusterwide).ok_or(PeeringError::NotServed { kind })?;
     let namespaces: Vec<Option<String>> = if request.clusterwide {
         vec![None]
     } else {
         (namespaces(credentials, &request.namespaces).await)
-            .map_err(|e| {
-                format!(
-                    "cannot list the namespaces: {}",
-                    crate::util::errors::chain(&e)
-                )
-            })?
+            .map_err(PeeringError::Namespaces)?
             .into_iter()
             .map(Some)
             .collect()
@@ -475,13 +507,10 @@ pub async fn touch_all(
         };
         let found = touch(credentials, &target, &settings, request.lifetime)
             .await
-            .map_err(|e| {
-                format!(
-                    "{} {}: {}",
-                    kind,
-                    target.place(),
-                    crate::util::errors::chain(&e)
-                )
+            .map_err(|source| PeeringError::Touch {
+                kind,
+                place: target.place(),
+                source,
             })?;
         results.push((target.place(), found));
     }

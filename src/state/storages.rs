@@ -96,6 +96,15 @@ impl Default for DiffBaseSpec {
     }
 }
 
+/// The settings refer to a custom storage that the operator did not supply.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StoragesError {
+    #[error("no custom progress storage #{0}")]
+    NoCustomProgress(usize),
+    #[error("no custom diff-base storage #{0}")]
+    NoCustomDiffBase(usize),
+}
+
 /// The operator's own storages, by their index in the description.
 pub trait CustomStorages {
     fn progress(&self, index: usize) -> Option<Arc<dyn ProgressStorage>>;
@@ -143,7 +152,7 @@ impl Storages {
         progress: &ProgressSpec,
         diffbase: &DiffBaseSpec,
         custom: &dyn CustomStorages,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, StoragesError> {
         Ok(Self {
             progress: build_progress(progress, custom)?,
             diffbase: build_diffbase(diffbase, custom)?,
@@ -154,7 +163,7 @@ impl Storages {
 fn build_progress(
     spec: &ProgressSpec,
     custom: &dyn CustomStorages,
-) -> Result<Arc<dyn ProgressStorage>, String> {
+) -> Result<Arc<dyn ProgressStorage>, StoragesError> {
     Ok(match spec {
         ProgressSpec::Annotations {
             prefix,
@@ -180,14 +189,14 @@ fn build_progress(
         }),
         ProgressSpec::Custom { index } => custom
             .progress(*index)
-            .ok_or_else(|| format!("no custom progress storage #{index}"))?,
+            .ok_or(StoragesError::NoCustomProgress(*index))?,
     })
 }
 
 fn build_diffbase(
     spec: &DiffBaseSpec,
     custom: &dyn CustomStorages,
-) -> Result<Arc<dyn DiffBaseStorage>, String> {
+) -> Result<Arc<dyn DiffBaseStorage>, StoragesError> {
     Ok(match spec {
         DiffBaseSpec::Annotations {
             prefix,
@@ -218,7 +227,7 @@ fn build_diffbase(
         }),
         DiffBaseSpec::Custom { index } => custom
             .diffbase(*index)
-            .ok_or_else(|| format!("no custom diff-base storage #{index}"))?,
+            .ok_or(StoragesError::NoCustomDiffBase(*index))?,
     })
 }
 
@@ -256,6 +265,7 @@ mod tests {
             &NoCustomStorages,
         )
         .unwrap_err();
-        assert_eq!(error, "no custom progress storage #0");
+        assert_eq!(error, StoragesError::NoCustomProgress(0));
+        assert_eq!(error.to_string(), "no custom progress storage #0");
     }
 }
