@@ -1,7 +1,9 @@
 //! The liveness endpoint (`--liveness http://host:port/path`): answers GET with the
 //! results of the `@kopf.on.probe` handlers as JSON, re-run at most every 10 seconds.
 
-use crate::engine::hooks::{Hooks, Level};
+use crate::engine::hooks::Hooks;
+use crate::util::logging::ENGINE;
+use crate::util::tasks;
 use http_body_util::Full;
 use hyper::body::{Bytes, Incoming};
 use hyper::{Method, Request, Response, StatusCode};
@@ -50,24 +52,18 @@ pub async fn serve(
             address: address.clone(),
             source,
         })?;
-    if hooks.log_enabled(Level::Debug) {
-        hooks.log(
-            Level::Debug,
-            None,
-            &format!("Serving health status at http://{address}{path}"),
-        );
-    }
+    tracing::debug!(target: ENGINE, "Serving health status at http://{address}{path}");
     let cache = Arc::new(Mutex::new(Cache {
         value: Value::Object(Default::default()),
         at: None,
     }));
-    Ok(tokio::spawn(async move {
+    Ok(tasks::spawn(async move {
         loop {
             let Ok((stream, _)) = listener.accept().await else {
                 continue;
             };
             let (hooks, cache, path) = (hooks.clone(), cache.clone(), path.clone());
-            tokio::spawn(async move {
+            tasks::spawn(async move {
                 let service = hyper::service::service_fn(move |request: Request<Incoming>| {
                     let (hooks, cache, path) = (hooks.clone(), cache.clone(), path.clone());
                     async move {

@@ -10,7 +10,7 @@ use crate::client::watching::{EventType, RawEvent, Watcher};
 use crate::engine::context::ResourceContext;
 use crate::engine::daemons::Daemons;
 use crate::engine::handlers::{ChangingHandler, SpawningHandler, WatchingHandler};
-use crate::engine::hooks::{HandlerKind, Hooks, Level};
+use crate::engine::hooks::{HandlerKind, Hooks};
 use crate::engine::queueing::Dispatcher;
 use crate::ha::leadership::Leadership;
 use crate::ha::pausing::Pause;
@@ -20,6 +20,8 @@ use crate::settings::Settings;
 use crate::state::storages::{Storages, StoragesError};
 use crate::util::dicts::FieldPath;
 use crate::util::errors;
+use crate::util::logging::ENGINE;
+use crate::util::tasks;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -127,13 +129,9 @@ async fn plan(
     }
     if warn && !unresolved.is_empty() {
         let names: Vec<String> = unresolved.into_iter().collect();
-        hooks.log(
-            Level::Warning,
-            None,
-            &format!(
-                "Unresolved resources cannot be served (try creating their CRDs): {}",
-                names.join(", ")
-            ),
+        tracing::warn!(target: ENGINE,
+            "Unresolved resources cannot be served (try creating their CRDs): {}",
+            names.join(", ")
         );
     }
     let mut result = Vec::new();
@@ -149,13 +147,9 @@ async fn plan(
             None
         };
         match problem {
-            Some(problem) if warn => hooks.log(
-                Level::Warning,
-                None,
-                &format!(
-                    "{problem} resources will not be served: {}",
-                    resource.name()
-                ),
+            Some(problem) if warn => tracing::warn!(target: ENGINE,
+                "{problem} resources will not be served: {}",
+                resource.name()
             ),
             Some(_) => {}
             None => result.push(plan),
@@ -201,11 +195,10 @@ pub async fn run(
         &credentials,
         server,
         &spec.settings.networking.error_backoffs,
-        hooks.as_ref(),
     )
     .await?;
     let settings = Arc::new(spec.settings.clone());
-    let targets = peering_targets(&credentials, &spec, &resources, hooks.as_ref()).await?;
+    let targets = peering_targets(&credentials, &spec, &resources).await?;
     let lease = &settings.leadership;
     if let (Some(_), Some(problem)) = (&lease.lease_name, lease.problem()) {
         return Err(problem.into());
@@ -223,11 +216,10 @@ pub async fn run(
                 .clone()
                 .unwrap_or_else(|| "default".into()),
             identity: settings.peering.identity.clone(),
-            hooks: hooks.clone(),
             pause: pause.clone(),
             voter: targets.len(),
         };
-        peerings.spawn(leadership.run(stop.clone()));
+        tasks::spawn_in(&mut peerings, leadership.run(stop.clone()));
     }
     for (voter, target) in targets.into_iter().enumerate() {
         let peering = Peering {
@@ -235,21 +227,19 @@ pub async fn run(
             target,
             settings: settings.peering.clone(),
             watching: settings.watching.clone(),
-            hooks: hooks.clone(),
             pause: pause.clone(),
             voter,
         };
-        peerings.spawn(peering.run(stop.clone()));
+        tasks::spawn_in(&mut peerings, peering.run(stop.clone()));
     }
     let mut paused = pause.subscribe();
     let poster = Poster {
         credentials: credentials.clone(),
-        hooks: hooks.clone(),
         component: settings.posting.reporting_component.clone(),
         instance: settings.posting.reporting_instance.clone(),
         name_prefix: settings.posting.event_name_prefix.clone(),
     };
-    let poster = tokio::spawn(poster.run(events));
+    let poster = tasks::spawn(poster.run(events));
     let limiter = settings
         .queueing
         .worker_limit
@@ -281,13 +271,12 @@ pub async fn run(
         })
         .cloned();
     let crd_watcher = crds.map(|crds| {
-        tokio::spawn(
+        tasks::spawn(
             Watcher {
                 credentials: credentials.clone(),
                 resource: Arc::new(crds),
                 namespace: None,
                 settings: settings.watching.clone(),
-                hooks: hooks.clone(),
                 paused: None,
             }
             .run(crd_tx),
@@ -310,7 +299,7 @@ pub async fn run(
                 }
                 match credentials.call(|client| async move { discovery::scan(&client).await }).await {
                     Ok(resources) => serving.update(plan(&spec, &resources, hooks.as_ref(), false).await),
-                    Err(error) => hooks.log(Level::Warning, None, &format!("Re-scanning the API failed: {}", errors::chain(&error))),
+                    Err(error) => tracing::warn!(target: ENGINE, "Re-scanning the API failed: {}", errors::chain(&error)),
                 }
             }
         }
@@ -428,19 +417,21 @@ impl Serving {
                 resource: resource.clone(),
                 namespace,
                 settings: self.settings.watching.clone(),
-                hooks: self.hooks.clone(),
                 paused: Some(self.paused.clone()),
             };
             let patterns = self.patterns.clone();
-            watchers.spawn(watcher.run(tx));
-            watchers.spawn(filter(rx, filtered_tx, move |event: &RawEvent| {
-                !filter_namespaces
-                    || event
-                        .object
-                        .pointer("/metadata/namespace")
-                        .and_then(|ns| ns.as_str())
-                        .is_some_and(|ns| namespaces::matches_any(ns, &patterns))
-            }));
+            tasks::spawn_in(&mut watchers, watcher.run(tx));
+            tasks::spawn_in(
+                &mut watchers,
+                filter(rx, filtered_tx, move |event: &RawEvent| {
+                    !filter_namespaces
+                        || event
+                            .object
+                            .pointer("/metadata/namespace")
+                            .and_then(|ns| ns.as_str())
+                            .is_some_and(|ns| namespaces::matches_any(ns, &patterns))
+                }),
+            );
             let daemons = Arc::new(Daemons::new(
                 ctx.clone(),
                 self.credentials.clone(),
@@ -454,7 +445,7 @@ impl Serving {
                 daemons,
                 pause: self.pause.clone(),
             };
-            self.dispatchers.spawn(dispatcher.run(filtered_rx));
+            tasks::spawn_in(&mut self.dispatchers, dispatcher.run(filtered_rx));
         }
         watchers
     }
@@ -463,7 +454,7 @@ impl Serving {
     fn set_paused(&self, paused: bool) {
         for daemons in &self.daemons {
             let daemons = daemons.clone();
-            tokio::spawn(async move { daemons.set_paused(paused).await });
+            tasks::spawn(async move { daemons.set_paused(paused).await });
         }
     }
 
@@ -482,7 +473,6 @@ async fn discover(
     credentials: &Credentials,
     server: &str,
     backoffs: &[f64],
-    hooks: &dyn Hooks,
 ) -> Result<Vec<Resource>, RunError> {
     let what = format!("GET {server}/api & /apis (API discovery)");
     for attempt in 1.. {
@@ -495,19 +485,11 @@ async fn discover(
         };
         let error = errors::chain(&source);
         let Some(delay) = backoffs.get(attempt - 1) else {
-            hooks.log(
-                Level::Error,
-                None,
-                &format!("Request attempt {attempt} failed; escalating: {what} -> {error}"),
-            );
+            tracing::error!(target: ENGINE, "Request attempt {attempt} failed; escalating: {what} -> {error}");
             let server = server.to_owned();
             return Err(DiscoveryError { server, source }.into());
         };
-        hooks.log(
-            Level::Error,
-            None,
-            &format!("Request attempt {attempt} failed; will retry: {what} -> {error}"),
-        );
+        tracing::error!(target: ENGINE, "Request attempt {attempt} failed; will retry: {what} -> {error}");
         tokio::time::sleep(std::time::Duration::from_secs_f64(*delay)).await;
     }
     Ok(Vec::new()) // `1..` does not end
@@ -532,7 +514,6 @@ async fn peering_targets(
     credentials: &Credentials,
     spec: &OperatorSpec,
     resources: &[Resource],
-    hooks: &dyn Hooks,
 ) -> Result<Vec<Target>, RunError> {
     let settings = &spec.settings.peering;
     if settings.standalone {
@@ -545,11 +526,7 @@ async fn peering_targets(
             let name = settings.name.clone();
             return Err(PeeringError::NotServedFor { kind, name }.into());
         }
-        hooks.log(
-            Level::Debug,
-            None,
-            &format!("No {kind} resource is served: running in the standalone mode."),
-        );
+        tracing::debug!(target: ENGINE, "No {kind} resource is served: running in the standalone mode.");
         return Ok(Vec::new());
     };
     let namespaces: Vec<Option<String>> = if clusterwide {
@@ -588,13 +565,9 @@ async fn peering_targets(
         } else if settings.mandatory {
             return Err(PeeringError::NotFound { kind, name, place }.into());
         } else {
-            hooks.log(
-                Level::Warning,
-                None,
-                &format!(
-                    "The {kind} '{}' is not found {place}: running in the standalone mode there.",
-                    settings.name
-                ),
+            tracing::warn!(target: ENGINE,
+                "The {kind} '{}' is not found {place}: running in the standalone mode there.",
+                settings.name
             );
         }
     }

@@ -3,7 +3,9 @@
 //! from the last version after the inactivity timeout), bookmarks, and errors
 //! (backoff and retry).
 
-use futures::future::BoxFuture;
+// Mock servers and the watcher under test are plain tasks of the test.
+#![allow(clippy::disallowed_methods)]
+
 use http_body_util::{BodyExt, Full, StreamBody};
 use hyper::body::{Bytes, Frame, Incoming};
 use hyper::{Request, Response};
@@ -11,14 +13,15 @@ use hyper_util::rt::TokioIo;
 use kopf_rs::client::credentials::Credentials;
 use kopf_rs::client::resources::Resource;
 use kopf_rs::client::watching::{EventType, RawEvent, Watcher};
-use kopf_rs::engine::hooks::{HandlerKind, Hooks, Invocation, Invoked, Level, ObjectRef};
 use kopf_rs::settings::WatchingSettings;
+use kopf_rs::util::logging::Capture;
 use serde_json::{json, Value};
 use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
+use tracing::instrument::WithSubscriber;
 
 type Body = http_body_util::combinators::BoxBody<Bytes, Infallible>;
 
@@ -115,46 +118,6 @@ fn answer(script: &Mutex<Script>, request: Request<Incoming>) -> Response<Body> 
     }
 }
 
-struct Quiet {
-    warnings: Mutex<Vec<String>>,
-}
-
-impl Hooks for Quiet {
-    fn log_enabled(&self, _: Level) -> bool {
-        true
-    }
-    fn log(&self, level: Level, _: Option<&ObjectRef>, message: &str) {
-        if level >= Level::Warning {
-            self.warnings.lock().unwrap().push(message.to_owned());
-        }
-    }
-    fn check_callbacks(&self, _: Vec<Invocation>) -> BoxFuture<'static, Vec<bool>> {
-        Box::pin(async { Vec::new() })
-    }
-    fn invoke(&self, _: Invocation) -> BoxFuture<'static, Invoked> {
-        Box::pin(async { Invoked::default() })
-    }
-    fn forget(&self, _: &str) {}
-    fn select_resources(
-        &self,
-        _: HandlerKind,
-        _: usize,
-        _: Vec<Resource>,
-    ) -> BoxFuture<'static, Vec<bool>> {
-        Box::pin(async { Vec::new() })
-    }
-    fn probe(&self) -> BoxFuture<'static, Value> {
-        Box::pin(async { Value::Null })
-    }
-    fn initial_delay(&self, _: Invocation) -> BoxFuture<'static, f64> {
-        Box::pin(async { 0.0 })
-    }
-    fn daemon_stopping(&self, _: u64, _: u32) {}
-    fn daemon_cancel(&self, _: u64) {}
-    fn daemon_forget(&self, _: u64) {}
-    fn refresh_body(&self, _: &str, _: &Value) {}
-}
-
 fn resource() -> Arc<Resource> {
     Arc::new(Resource {
         group: "demo.kopf.dev".into(),
@@ -178,9 +141,7 @@ async fn collect(
     let script = Arc::new(Mutex::new(script));
     let server = serve(script.clone()).await;
     let client = kube::Client::try_from(kube::Config::new(server.parse().unwrap())).unwrap();
-    let hooks = Arc::new(Quiet {
-        warnings: Mutex::default(),
-    });
+    let capture = Capture::default();
     let watcher = Watcher {
         credentials: Credentials::fixed(client),
         resource: resource(),
@@ -190,11 +151,10 @@ async fn collect(
             reconnect_backoff: 0.01,
             ..Default::default()
         },
-        hooks: hooks.clone(),
         paused: None,
     };
     let (tx, mut rx) = mpsc::channel::<RawEvent>(100);
-    let task = tokio::spawn(watcher.run(tx));
+    let task = tokio::spawn(watcher.run(tx).with_subscriber(capture.clone()));
     let mut events = Vec::new();
     while events.len() < count {
         let event = tokio::time::timeout(Duration::from_secs(20), rx.recv())
@@ -209,7 +169,7 @@ async fn collect(
     }
     task.abort();
     let requests = script.lock().unwrap().requests.clone();
-    let warnings = hooks.warnings.lock().unwrap().clone();
+    let warnings = capture.messages(tracing::Level::WARN);
     (events, requests, warnings)
 }
 

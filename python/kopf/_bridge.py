@@ -20,7 +20,7 @@ from kopf._execution import execute_in_thread, execute_once, is_async_fn
 from kopf._filters import spec_of
 from kopf._handlers import Activity, ChangingHandler, DaemonHandler, OperatorRegistry, Reason, ResourceHandler
 from kopf._kits import cause_body_var
-from kopf._logging import LocalObjectLogger, ObjectLogger, objects_logger
+from kopf._logging import LocalObjectLogger, ObjectLogger
 from kopf._references import Resource
 from kopf._settings import OperatorSettings, is_default_executor
 from kopf._structs import Body, Diff, Patch
@@ -143,18 +143,17 @@ class Bridge:
             return None
         return executor._max_workers, sorted(self._threaded)
 
-    def log_level(self) -> int:
-        return objects_logger.getEffectiveLevel()
+    def log_levels(self, names: list[str]) -> dict[str, int]:
+        """The effective levels of the loggers the core writes to: lines below them are not sent."""
+        return {name: logging.getLogger(name).getEffectiveLevel() for name in names}
 
-    def log(self, level: int, ref: dict[str, Any] | None, message: str) -> None:
+    def log(self, name: str, level: int, ref: dict[str, Any] | None, message: str) -> None:
+        """A line of the core, to one of Kopf's loggers (by its name); about an object if ``ref``."""
         if ref is None:
-            engine_logger.log(level, message)
+            logging.getLogger(name).log(level, message)
         else:
-            objects_logger.log(level, message, extra={'k8s_ref': ref, 'k8s_skip': False, 'settings': self.settings})
-
-    def log_to(self, name: str, level: int, message: str) -> None:
-        """A message of the operator as a whole, to one of Kopf's loggers (by its name)."""
-        logging.getLogger(name).log(level, message)
+            logging.getLogger(name).log(level, message,
+                                        extra={'k8s_ref': ref, 'k8s_skip': False, 'settings': self.settings})
 
     def ready(self) -> None:
         self._loop.call_soon_threadsafe(self._ready.set)

@@ -1,6 +1,6 @@
 //! [`Hooks`] implemented by a Python object (`kopf._bridge.Bridge`): handler calls
 //! become coroutines on the operator's loop (queued, see `calls`), except synchronous
-//! handlers, which run on threads of the core's own; log lines go to Python's `logging`.
+//! handlers, which run on threads of the core's own. (Log lines: see `logs`.)
 
 use super::calls::{Calls, Closed, Target};
 use super::storages::PyCustomStorages;
@@ -8,7 +8,7 @@ use crate::client::connection::ConnectionInfo;
 use crate::client::credentials::LoginError;
 use crate::client::watching::EventType;
 use crate::engine::handlers::Reason;
-use crate::engine::hooks::{HandlerKind, Hooks, Invocation, Invoked, Level, ObjectRef};
+use crate::engine::hooks::{HandlerKind, Hooks, Invocation, Invoked};
 use crate::state::diffs::Diff;
 use crate::state::progression::Outcome;
 use crate::state::storages::CustomStorages;
@@ -24,8 +24,6 @@ pub struct PyHooks {
     bridge: Arc<Py<PyAny>>,
     calls: Calls,
     storages: PyCustomStorages,
-    /// The effective level of the `kopf.objects` logger, read once at start.
-    level: u8,
     threads: Option<Threads>,
 }
 
@@ -75,13 +73,11 @@ impl PyHooks {
         calls: Calls,
         storages: PyCustomStorages,
     ) -> PyResult<Self> {
-        let level: u8 = bridge.call_method0(py, "log_level")?.extract(py)?;
         let threads = Threads::of(py, &bridge)?;
         Ok(Self {
             bridge: Arc::new(bridge),
             calls,
             storages,
-            level,
             threads,
         })
     }
@@ -157,22 +153,8 @@ fn kind_name(kind: HandlerKind) -> &'static str {
     }
 }
 
-fn level_number(level: Level) -> u8 {
-    level as u8
-}
-
 fn to_py<'py>(py: Python<'py>, value: &Value) -> PyResult<Bound<'py, PyAny>> {
     Ok(pythonize::pythonize(py, value)?)
-}
-
-fn object_dict<'py>(py: Python<'py>, object: &ObjectRef) -> PyResult<Bound<'py, PyDict>> {
-    let dict = PyDict::new(py);
-    dict.set_item("apiVersion", &object.api_version)?;
-    dict.set_item("kind", &object.kind)?;
-    dict.set_item("namespace", &object.namespace)?;
-    dict.set_item("name", &object.name)?;
-    dict.set_item("uid", &object.uid)?;
-    Ok(dict)
 }
 
 fn diff_list<'py>(py: Python<'py>, diff: &Diff) -> PyResult<Bound<'py, PyList>> {
@@ -256,29 +238,6 @@ fn parse_invoked(answer: &Bound<'_, PyAny>) -> PyResult<Invoked> {
 }
 
 impl Hooks for PyHooks {
-    fn log_enabled(&self, level: Level) -> bool {
-        level_number(level) >= self.level
-    }
-
-    fn log(&self, level: Level, object: Option<&ObjectRef>, message: &str) {
-        let (object, message) = (object.cloned(), message.to_owned());
-        self.calls.notify("log", move |py| {
-            let object = object.map(|o| object_dict(py, &o)).transpose()?;
-            Ok((level_number(level), object, message)
-                .into_pyobject(py)?
-                .into_any())
-        });
-    }
-
-    fn log_to(&self, logger: &str, level: Level, message: &str) {
-        let (logger, message) = (logger.to_owned(), message.to_owned());
-        self.calls.notify("log_to", move |py| {
-            Ok((logger, level_number(level), message)
-                .into_pyobject(py)?
-                .into_any())
-        });
-    }
-
     fn check_callbacks(&self, invocations: Vec<Invocation>) -> BoxFuture<'static, Vec<bool>> {
         self.verdicts("check_callbacks", invocations.len(), move |py| {
             let list = PyList::empty(py);

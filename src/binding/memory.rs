@@ -22,7 +22,7 @@ const TRIM_INTERVAL: std::time::Duration = std::time::Duration::from_secs(10);
 /// Hand the allocator's free pages back to the system every few seconds, while the
 /// operator runs (a task of the current tokio runtime).
 pub fn trim_periodically() -> tokio::task::JoinHandle<()> {
-    tokio::spawn(async {
+    crate::util::tasks::spawn(async {
         loop {
             tokio::time::sleep(TRIM_INTERVAL).await;
             #[cfg(all(target_os = "linux", target_env = "gnu"))]

@@ -5,6 +5,7 @@
 mod calls;
 mod commands;
 mod hooks;
+mod logs;
 mod memory;
 mod operator;
 mod storages;

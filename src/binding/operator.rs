@@ -2,6 +2,7 @@
 
 use super::calls::Calls;
 use super::hooks::PyHooks;
+use super::logs::PyLogs;
 use super::storages::PyCustomStorages;
 use crate::client::connection::{self, ConnectionInfo};
 use crate::client::credentials::{Credentials, Login};
@@ -12,6 +13,7 @@ use pyo3::prelude::*;
 use std::sync::Arc;
 use std::sync::Mutex;
 use tokio::sync::{mpsc, watch};
+use tracing::instrument::WithSubscriber;
 
 #[pyclass(module = "kopf._engine")]
 pub struct Operator {
@@ -51,6 +53,7 @@ impl Operator {
         let calls = Calls::new()
             .map_err(|e| PyRuntimeError::new_err(format!("cannot create the call queue: {e}")))?;
         bridge.call_method1(py, "attach", (calls.queue(),))?;
+        let logs = tracing::Dispatch::new(PyLogs::new(py, &bridge, calls.clone())?);
         let ready_bridge = bridge.clone_ref(py);
         let storages = PyCustomStorages::new(py, storages)?;
         let hooks = Arc::new(PyHooks::new(py, bridge, calls, storages)?);
@@ -62,30 +65,35 @@ impl Operator {
             .take()
             .ok_or_else(|| PyRuntimeError::new_err("this operator has already run"))?;
         let networking = spec.settings.networking.clone();
-        pyo3_async_runtimes::tokio::future_into_py(py, async move {
-            let (request_timeout, connect_timeout) =
-                (networking.request_timeout, networking.connect_timeout);
-            let client = connection::client(&info, request_timeout, connect_timeout)
-                .await
-                .map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
-            let relogin_hooks = hooks.clone();
-            let login: Login = Arc::new(move || relogin_hooks.relogin());
-            let credentials =
-                Credentials::new(client, Some(login), request_timeout, connect_timeout);
-            let ready = move || {
-                Python::attach(|py| {
-                    if let Err(error) = ready_bridge.call_method0(py, "ready") {
-                        error.print(py);
-                    }
-                })
-            };
-            let trimming = super::memory::trim_periodically();
-            let result =
-                running::run(credentials, &info.server, spec, hooks, stop, events, ready).await;
-            trimming.abort();
-            result.map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
-            Ok(())
-        })
+        pyo3_async_runtimes::tokio::future_into_py(
+            py,
+            async move {
+                let (request_timeout, connect_timeout) =
+                    (networking.request_timeout, networking.connect_timeout);
+                let client = connection::client(&info, request_timeout, connect_timeout)
+                    .await
+                    .map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
+                let relogin_hooks = hooks.clone();
+                let login: Login = Arc::new(move || relogin_hooks.relogin());
+                let credentials =
+                    Credentials::new(client, Some(login), request_timeout, connect_timeout);
+                let ready = move || {
+                    Python::attach(|py| {
+                        if let Err(error) = ready_bridge.call_method0(py, "ready") {
+                            error.print(py);
+                        }
+                    })
+                };
+                let trimming = super::memory::trim_periodically();
+                let result =
+                    running::run(credentials, &info.server, spec, hooks, stop, events, ready).await;
+                trimming.abort();
+                result.map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
+                Ok(())
+            }
+            // The core's tasks inherit it: their lines go to this operator's loggers.
+            .with_subscriber(logs),
+        )
     }
 
     /// Queue a Kubernetes Event (JSON: reference, type, reason, message) for posting.

@@ -4,10 +4,11 @@
 
 use crate::client::credentials::Credentials;
 use crate::client::resources::Resource;
-use crate::engine::hooks::{Hooks, Level, ObjectRef};
 use crate::object_log;
 use crate::state::patches::{FinalizerOp, Patch};
+use crate::util::logging::ObjectRef;
 use serde_json::{json, Map, Value};
+use tracing::Level;
 
 #[derive(Debug)]
 pub struct Applied {
@@ -21,7 +22,6 @@ pub struct Applied {
 
 pub async fn apply(
     credentials: &Credentials,
-    hooks: &dyn Hooks,
     resource: &Resource,
     body: &Value,
     patch: Patch,
@@ -42,10 +42,10 @@ pub async fn apply(
     let url = resource.url(namespace, Some(name), None);
     if let Some(op) = patch.finalizer {
         let with_finalizer = fold_finalizer(&main, body, finalizer, op);
-        match send_logged(credentials, hooks, &object, &url, with_finalizer).await {
+        match send_logged(credentials, &object, &url, with_finalizer).await {
             Ok(patched) => resource_version = patched,
             Err(kube::Error::Api(e)) if e.code == 409 || e.code == 422 => {
-                object_log!(hooks, Level::Debug, Some(&object), "Could not apply the patch in full due to conflicts with newer changes. Will try on the next cycle soon.");
+                object_log!(Level::DEBUG, &object, "Could not apply the patch in full due to conflicts with newer changes. Will try on the next cycle soon.");
                 remaining = Some(Patch {
                     merge: Map::new(),
                     finalizer: Some(op),
@@ -57,13 +57,13 @@ pub async fn apply(
                         .version();
                 }
             }
-            Err(kube::Error::Api(e)) if e.code == 404 => return Ok(gone(&object, hooks)),
+            Err(kube::Error::Api(e)) if e.code == 404 => return Ok(gone(&object)),
             Err(error) => return Err(error),
         }
     } else if !main.is_empty() {
-        match send_logged(credentials, hooks, &object, &url, main).await {
+        match send_logged(credentials, &object, &url, main).await {
             Ok(patched) => resource_version = patched,
-            Err(kube::Error::Api(e)) if e.code == 404 => return Ok(gone(&object, hooks)),
+            Err(kube::Error::Api(e)) if e.code == 404 => return Ok(gone(&object)),
             Err(error) => return Err(error),
         }
     }
@@ -72,9 +72,8 @@ pub async fn apply(
         let url = resource.url(namespace, Some(name), Some("status"));
         let status_patch = json!({ "status": status });
         object_log!(
-            hooks,
-            Level::Debug,
-            Some(&object),
+            Level::DEBUG,
+            &object,
             "Merge-patching the status with: {}",
             crate::util::encoding::to_python_repr(&status_patch)
         );
@@ -83,7 +82,7 @@ pub async fn apply(
             .await
         {
             Ok(patched) => resource_version = Versioned::version(patched),
-            Err(kube::Error::Api(e)) if e.code == 404 => return Ok(gone(&object, hooks)),
+            Err(kube::Error::Api(e)) if e.code == 404 => return Ok(gone(&object)),
             Err(error) => return Err(error),
         }
     }
@@ -94,11 +93,10 @@ pub async fn apply(
     })
 }
 
-fn gone(object: &ObjectRef, hooks: &dyn Hooks) -> Applied {
+fn gone(object: &ObjectRef) -> Applied {
     object_log!(
-        hooks,
-        Level::Debug,
-        Some(object),
+        Level::DEBUG,
+        object,
         "Patching was skipped: the object does not exist anymore."
     );
     Applied {
@@ -142,16 +140,14 @@ fn fold_finalizer(
 /// Merge-patch the main resource (logged as Kopf logs it); the new resourceVersion.
 async fn send_logged(
     credentials: &Credentials,
-    hooks: &dyn Hooks,
     object: &ObjectRef,
     url: &str,
     patch: Map<String, Value>,
 ) -> Result<Option<String>, kube::Error> {
     let patch = Value::Object(patch);
     object_log!(
-        hooks,
-        Level::Debug,
-        Some(object),
+        Level::DEBUG,
+        object,
         "Merge-patching the resource with: {}",
         crate::util::encoding::to_python_repr(&patch)
     );

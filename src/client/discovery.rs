@@ -2,6 +2,7 @@
 //! use for it (short names, singulars and categories come from these lists).
 
 use crate::client::resources::Resource;
+use crate::util::logging::ENGINE;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::APIResourceList;
 
 /// The API's discovery failed (the server is unreachable, or refuses us).
@@ -39,7 +40,8 @@ pub async fn scan(client: &kube::Client) -> Result<Vec<Resource>, kube::Error> {
         match result {
             Ok(list) => lists.push((group, version, preferred, list)),
             Err(error) => {
-                tracing::warn!(%group, %version, %error, "skipping an API group that failed discovery")
+                let error = crate::util::errors::chain(&error);
+                tracing::warn!(target: ENGINE, "API discovery skips {group}/{version}: {error}")
             }
         }
     }

@@ -2,8 +2,8 @@
 //! the background, in order per object; a failed post is logged, never fatal.
 
 use crate::client::credentials::Credentials;
-use crate::engine::hooks::{Hooks, Level};
 use crate::util::encoding::to_python_repr;
+use crate::util::logging::ENGINE;
 use serde::Deserialize;
 use serde_json::{json, Value};
 use std::sync::Arc;
@@ -25,7 +25,6 @@ pub struct K8sEvent {
 
 pub struct Poster {
     pub credentials: Arc<Credentials>,
-    pub hooks: Arc<dyn Hooks>,
     pub component: String,
     pub instance: String,
     pub name_prefix: String,
@@ -88,7 +87,7 @@ impl Poster {
         let url = format!("/api/v1/namespaces/{namespace}/events");
         let result = self.credentials.post(&url, &body).await;
         if let Err(error) = result {
-            if self.hooks.log_enabled(Level::Warning) {
+            if tracing::enabled!(target: ENGINE, tracing::Level::WARN) {
                 let repr = |text: &str| to_python_repr(&Value::String(text.to_owned()));
                 let what = match &error {
                     kube::Error::Api(status) => format!(
@@ -101,15 +100,12 @@ impl Poster {
                     ),
                     other => format!("Message: {}.", crate::util::errors::chain(other)),
                 };
-                self.hooks.log(
-                    Level::Warning,
-                    None,
-                    &format!(
-                        "Failed to post an event. Ignoring and continuing. {what}Event: type={}, reason={}, message={}.",
-                        repr(&event.type_),
-                        repr(&event.reason),
-                        repr(&event.message)
-                    ),
+                tracing::warn!(
+                    target: ENGINE,
+                    "Failed to post an event. Ignoring and continuing. {what}Event: type={}, reason={}, message={}.",
+                    repr(&event.type_),
+                    repr(&event.reason),
+                    repr(&event.message)
                 );
             }
         }

@@ -6,8 +6,8 @@
 
 use crate::client::credentials::Credentials;
 use crate::client::resources::Resource;
-use crate::engine::hooks::{Hooks, Level};
 use crate::settings::WatchingSettings;
+use crate::util::logging::{ENGINE, WATCHING};
 use futures::StreamExt;
 use kube::core::WatchEvent;
 use rand::Rng;
@@ -60,7 +60,6 @@ pub struct Watcher {
     pub resource: Arc<Resource>,
     pub namespace: Option<String>,
     pub settings: WatchingSettings,
-    pub hooks: Arc<dyn Hooks>,
     /// The operator's pause (peering): no stream while it is on.
     pub paused: Option<watch::Receiver<bool>>,
 }
@@ -130,9 +129,9 @@ impl Watcher {
             None => "cluster-wide".to_owned(),
         };
         let what = format!("the watch-stream for {} {place}", self.resource.name());
-        self.debug(&format!("Pausing {what}."));
+        tracing::debug!(target: WATCHING, "Pausing {what}.");
         let _ = paused.wait_for(|paused| !*paused).await;
-        self.debug(&format!("Resuming {what}."));
+        tracing::debug!(target: WATCHING, "Resuming {what}.");
     }
 
     /// Resolves when the operator gets paused (never, if it cannot be).
@@ -145,13 +144,6 @@ impl Watcher {
         std::future::pending().await
     }
 
-    fn debug(&self, message: &str) {
-        if self.hooks.log_enabled(Level::Debug) {
-            self.hooks
-                .log_to("kopf._cogs.clients.watching", Level::Debug, message);
-        }
-    }
-
     fn describe(&self) -> String {
         match &self.namespace {
             Some(ns) => format!("{} in {ns:?}", self.resource.name()),
@@ -160,10 +152,7 @@ impl Watcher {
     }
 
     fn warn(&self, message: &str) {
-        let text = format!("{message} ({}); will retry.", self.describe());
-        if self.hooks.log_enabled(Level::Warning) {
-            self.hooks.log(Level::Warning, None, &text);
-        }
+        tracing::warn!(target: ENGINE, "{message} ({}); will retry.", self.describe());
     }
 
     /// Exponential backoff with full jitter, capped.

@@ -8,11 +8,13 @@ use crate::client::applying;
 use crate::client::credentials::Credentials;
 use crate::engine::context::ResourceContext;
 use crate::engine::handlers::{SpawningHandler, SpawningKind};
-use crate::engine::hooks::{DaemonCall, HandlerKind, Hooks, Invocation, Level, ObjectRef};
+use crate::engine::hooks::{DaemonCall, HandlerKind, Hooks, Invocation};
 use crate::ha::pausing::Pause;
 use crate::object_log;
 use crate::state::patches::Patch;
 use crate::state::progression::{deliver_result, format_time};
+use crate::util::logging::ObjectRef;
+use crate::util::tasks;
 use chrono::Utc;
 use serde_json::Value;
 use std::collections::{HashMap, HashSet};
@@ -21,6 +23,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::{watch, Notify};
 use tokio::time::Instant;
+use tracing::Level;
 
 /// The bits of `kopf.DaemonStoppingReason`, in Kopf's order.
 pub mod reasons {
@@ -226,7 +229,7 @@ impl Daemons {
                 .filter(|d| !d.stopper.has(reasons::DAEMON_ABANDONED));
             for daemon in stoppable {
                 let this = self.clone();
-                tokio::spawn(
+                tasks::spawn(
                     async move { this.stop_daemon(&daemon, reasons::RESOURCE_DELETED).await },
                 );
             }
@@ -283,7 +286,7 @@ impl Daemons {
             exited: exited_tx,
             last_body: Mutex::default(),
         };
-        tokio::spawn(runner.run());
+        tasks::spawn(runner.run());
     }
 
     /// Kopf's multi-cycle stopping (for deletion and mismatching filters): raise the flag,
@@ -300,8 +303,7 @@ impl Daemons {
             let polling = (handler.cancellation_polling)
                 .filter(|_| handler.kind == SpawningKind::Daemon)
                 .unwrap_or(polling);
-            let object = daemon.object();
-            let object = Some(&object);
+            let object = &daemon.object();
             if !stopper.has(reason) {
                 stopper.set(reason, hooks);
                 self.wait_instant_exit(daemon).await;
@@ -314,8 +316,7 @@ impl Daemons {
                 if !stopper.has(reasons::DAEMON_SIGNALLED) {
                     stopper.set(reasons::DAEMON_SIGNALLED, hooks);
                     object_log!(
-                        hooks,
-                        Level::Debug,
+                        Level::DEBUG,
                         object,
                         "{title} is signalled to exit gracefully."
                     );
@@ -328,8 +329,7 @@ impl Daemons {
                 if !stopper.has(reasons::DAEMON_CANCELLED) {
                     stopper.set(reasons::DAEMON_CANCELLED, hooks);
                     object_log!(
-                        hooks,
-                        Level::Debug,
+                        Level::DEBUG,
                         object,
                         "{title} is signalled to exit by force."
                     );
@@ -343,16 +343,14 @@ impl Daemons {
                 if !stopper.has(reasons::DAEMON_ABANDONED) {
                     stopper.set(reasons::DAEMON_ABANDONED, hooks);
                     object_log!(
-                        hooks,
-                        Level::Warning,
+                        Level::WARN,
                         object,
                         "{title} did not exit in time. Leaving it orphaned."
                     );
                 }
             } else {
                 object_log!(
-                    hooks,
-                    Level::Debug,
+                    Level::DEBUG,
                     object,
                     "{title} is still exiting. The next check is in {polling} seconds."
                 );
@@ -368,24 +366,17 @@ impl Daemons {
         let hooks = self.ctx.hooks.as_ref();
         let handler = &daemon.handler;
         let (backoff, timeout) = cancellation(handler);
-        let object = daemon.object();
-        let object = Some(&object);
+        let object = &daemon.object();
         let title = handler.title();
         daemon.stopper.set(reason, hooks);
         if self.wait_instant_exit(daemon).await {
-            object_log!(
-                hooks,
-                Level::Debug,
-                object,
-                "{title} has exited gracefully."
-            );
+            object_log!(Level::DEBUG, object, "{title} has exited gracefully.");
             return;
         }
         if let Some(backoff) = backoff {
             daemon.stopper.set(reasons::DAEMON_SIGNALLED, hooks);
             object_log!(
-                hooks,
-                Level::Debug,
+                Level::DEBUG,
                 object,
                 "{title} is signalled to exit gracefully."
             );
@@ -396,8 +387,7 @@ impl Daemons {
         if let Some(timeout) = timeout {
             daemon.stopper.set(reasons::DAEMON_CANCELLED, hooks);
             object_log!(
-                hooks,
-                Level::Debug,
+                Level::DEBUG,
                 object,
                 "{title} is signalled to exit by force."
             );
@@ -408,8 +398,7 @@ impl Daemons {
         }
         daemon.stopper.set(reasons::DAEMON_ABANDONED, hooks);
         object_log!(
-            hooks,
-            Level::Warning,
+            Level::WARN,
             object,
             "{title} did not exit in time. Leaving it orphaned."
         );
@@ -575,7 +564,6 @@ impl Runner {
         let body = self.body();
         let result = applying::apply(
             &self.daemons.credentials,
-            self.hooks(),
             &ctx.resource,
             &body,
             patch,
@@ -584,9 +572,8 @@ impl Runner {
         .await;
         if let Err(error) = result {
             object_log!(
-                self.hooks(),
-                Level::Error,
-                Some(&ObjectRef::of(&body)),
+                Level::ERROR,
+                &ObjectRef::of(&body),
                 "Patching by {} failed: {}",
                 self.handler.title(),
                 crate::util::errors::chain(&error)
@@ -610,16 +597,14 @@ impl Runner {
         let title = self.handler.title();
         if self.stopper.is_set() {
             object_log!(
-                self.hooks(),
-                Level::Debug,
-                Some(&object),
+                Level::DEBUG,
+                &object,
                 "{title} has exited on request and will not be retried or restarted."
             );
         } else {
             object_log!(
-                self.hooks(),
-                Level::Debug,
-                Some(&object),
+                Level::DEBUG,
+                &object,
                 "{title} has exited on its own and will not be retried or restarted."
             );
         }

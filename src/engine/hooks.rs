@@ -1,5 +1,6 @@
-//! The core's view of the code it does not own: handler functions, callback
-//! filters and logging live in Python; the binding layer implements [`Hooks`].
+//! The core's view of the code it does not own: handler functions and callback
+//! filters live in Python; the binding layer implements [`Hooks`]. (Log lines go
+//! through `tracing`: see `util::logging`.)
 
 use crate::client::resources::Resource;
 use crate::client::watching::EventType;
@@ -9,39 +10,6 @@ use crate::state::progression::Outcome;
 use futures::future::BoxFuture;
 use serde_json::Value;
 use std::sync::Arc;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Level {
-    Debug = 10,
-    Info = 20,
-    Warning = 30,
-    Error = 40,
-}
-
-/// Which object a log line or an event is about.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ObjectRef {
-    pub api_version: String,
-    pub kind: String,
-    pub namespace: Option<String>,
-    pub name: Option<String>,
-    pub uid: Option<String>,
-}
-
-impl ObjectRef {
-    pub fn of(body: &Value) -> Self {
-        let text =
-            |value: &Value, key: &str| value.get(key).and_then(Value::as_str).map(str::to_owned);
-        let meta = body.get("metadata").unwrap_or(&Value::Null);
-        Self {
-            api_version: text(body, "apiVersion").unwrap_or_default(),
-            kind: text(body, "kind").unwrap_or_default(),
-            namespace: text(meta, "namespace"),
-            name: text(meta, "name"),
-            uid: text(meta, "uid"),
-        }
-    }
-}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum HandlerKind {
@@ -125,14 +93,6 @@ pub struct Invoked {
 
 /// What the core asks of the Python side.
 pub trait Hooks: Send + Sync + 'static {
-    fn log_enabled(&self, level: Level) -> bool;
-    fn log(&self, level: Level, object: Option<&ObjectRef>, message: &str);
-    /// A message of the operator as a whole, to the named logger (Kopf's logger names,
-    /// e.g. `kopf._core.engines.peering`, which users filter by).
-    fn log_to(&self, logger: &str, level: Level, message: &str) {
-        let _ = logger;
-        self.log(level, None, message);
-    }
     /// Evaluate callback filters (`when=`, callable label values, ...) for these handlers.
     fn check_callbacks(&self, invocations: Vec<Invocation>) -> BoxFuture<'static, Vec<bool>>;
     fn invoke(&self, invocation: Invocation) -> BoxFuture<'static, Invoked>;
@@ -161,14 +121,4 @@ pub trait Hooks: Send + Sync + 'static {
     fn custom_storages(&self) -> &dyn crate::state::storages::CustomStorages {
         &crate::state::storages::NoCustomStorages
     }
-}
-
-/// Log with lazy formatting: the message is built only if the level is enabled.
-#[macro_export]
-macro_rules! object_log {
-    ($hooks:expr, $level:expr, $object:expr, $($arg:tt)+) => {
-        if $hooks.log_enabled($level) {
-            $hooks.log($level, $object, &format!($($arg)+));
-        }
-    };
 }

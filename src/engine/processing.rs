@@ -6,7 +6,7 @@ use crate::client::watching::{EventType, RawEvent};
 use crate::engine::context::{Cycle, Memory, ResourceContext};
 use crate::engine::daemons::{Daemons, ObjectDaemons};
 use crate::engine::handlers::{ChangingHandler, Match, Reason, SpawningHandler};
-use crate::engine::hooks::{HandlerKind, Invocation, Level, ObjectRef};
+use crate::engine::hooks::{HandlerKind, Invocation};
 use crate::object_log;
 use crate::state::diffs::{self, Diff};
 use crate::state::patches::{FinalizerOp, Patch};
@@ -14,9 +14,11 @@ use crate::state::progression::{deliver_result, State};
 use crate::state::StorageResult;
 use crate::util::dicts::{self, FieldPath};
 use crate::util::encoding::to_python_repr;
+use crate::util::logging::ObjectRef;
 use chrono::Utc;
 use serde_json::Value;
 use std::sync::Arc;
+use tracing::Level;
 
 struct Change {
     reason: Reason,
@@ -102,9 +104,8 @@ async fn process_cycle(
         };
     if must_block && !deletion_blocked && !deletion_ongoing {
         object_log!(
-            ctx.hooks,
-            Level::Debug,
-            Some(&object),
+            Level::DEBUG,
+            &object,
             "Adding the finalizer, thus preventing the actual deletion."
         );
         cycle.patch.finalizer = Some(FinalizerOp::Add);
@@ -112,9 +113,8 @@ async fn process_cycle(
     }
     if !must_block && deletion_blocked {
         object_log!(
-            ctx.hooks,
-            Level::Debug,
-            Some(&object),
+            Level::DEBUG,
+            &object,
             "Removing the finalizer, as there are no handlers requiring it."
         );
         cycle.patch.finalizer = Some(FinalizerOp::Remove);
@@ -135,9 +135,8 @@ async fn process_cycle(
     let deleted = event.event_type == EventType::Deleted;
     if !deleted && deletion_ongoing && deletion_blocked && cycle.delays.is_empty() {
         object_log!(
-            ctx.hooks,
-            Level::Debug,
-            Some(&object),
+            Level::DEBUG,
+            &object,
             "Removing the finalizer, thus allowing the actual deletion."
         );
         cycle.patch.finalizer = Some(FinalizerOp::Remove);
@@ -404,9 +403,8 @@ async fn process_change(
         let extras = state.extras();
         for (extra_purpose, counters) in &extras {
             object_log!(
-                hooks,
-                Level::Info,
-                Some(object),
+                Level::INFO,
+                object,
                 "{} is superseded by {}: {} succeeded; {} failed; {} left to the moment.",
                 capitalize(&Reason::title(extra_purpose)),
                 title,
@@ -421,18 +419,16 @@ async fn process_change(
         }
 
         object_log!(
-            hooks,
-            Level::Debug,
-            Some(object),
+            Level::DEBUG,
+            object,
             "{} is in progress: {}",
             capitalize(&title),
             to_python_repr(body)
         );
         if !change.diff.is_empty() && change.old.is_some() && change.new.is_some() {
             object_log!(
-                hooks,
-                Level::Debug,
-                Some(object),
+                Level::DEBUG,
+                object,
                 "{} diff: {}",
                 capitalize(&title),
                 diff_repr(&change.diff)
@@ -476,9 +472,8 @@ async fn process_change(
             if state.done() {
                 let counters = state.counts();
                 object_log!(
-                    hooks,
-                    Level::Info,
-                    Some(object),
+                    Level::INFO,
+                    object,
                     "{} is processed: {} succeeded; {} failed.",
                     capitalize(&title),
                     counters.success,
@@ -501,21 +496,18 @@ async fn process_change(
     }
     match change.reason {
         Reason::Gone => object_log!(
-            hooks,
-            Level::Debug,
-            Some(object),
+            Level::DEBUG,
+            object,
             "Deleted, really deleted, and we are notified."
         ),
         Reason::Free => object_log!(
-            hooks,
-            Level::Debug,
-            Some(object),
+            Level::DEBUG,
+            object,
             "Deletion, but we are done with it, and we do not care."
         ),
         Reason::Noop => object_log!(
-            hooks,
-            Level::Debug,
-            Some(object),
+            Level::DEBUG,
+            object,
             "Something has changed, but we are not interested (the essence is the same)."
         ),
         _ => {}

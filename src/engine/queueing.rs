@@ -10,12 +10,13 @@ use crate::client::credentials::Credentials;
 use crate::client::watching::{EventType, RawEvent};
 use crate::engine::context::{Memory, ResourceContext};
 use crate::engine::daemons::{Daemons, ObjectDaemons};
-use crate::engine::hooks::{Hooks, Level, ObjectRef};
 use crate::engine::processing;
 use crate::ha::pausing::Pause;
 use crate::object_log;
 use crate::state::patches::Patch;
 use crate::state::StorageError;
+use crate::util::logging::ObjectRef;
+use crate::util::tasks;
 use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -23,6 +24,7 @@ use std::time::Duration;
 use tokio::sync::{mpsc, Semaphore};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
+use tracing::Level;
 
 /// Sleeps longer than this are cut, to re-check the object now and then.
 const WAITING_KEEPALIVE: f64 = 600.0;
@@ -83,7 +85,10 @@ impl Dispatcher {
                 .entry(key.clone())
                 .or_default()
                 .clone();
-            workers.spawn(this.clone().worker(key, rx, memory, memories.clone()));
+            tasks::spawn_in(
+                &mut workers,
+                this.clone().worker(key, rx, memory, memories.clone()),
+            );
             queues.retain(|_, q| !q.is_closed());
             while workers.try_join_next().is_some() {}
         }
@@ -191,7 +196,7 @@ impl Dispatcher {
                 Ok(cycle) => cycle,
                 Err(error) if deleted => {
                     // Nothing to retry on: the object is gone.
-                    object_log!(ctx.hooks, Level::Error, Some(&object), "{error}");
+                    object_log!(Level::ERROR, &object, "{error}");
                     Default::default()
                 }
                 Err(error) => {
@@ -239,9 +244,8 @@ impl Dispatcher {
             }
             if had_patch && delay.is_some() {
                 object_log!(
-                    ctx.hooks,
-                    Level::Debug,
-                    Some(&object),
+                    Level::DEBUG,
+                    &object,
                     "Sleeping was skipped because of the patch, {} seconds left.",
                     delay.unwrap_or(0.0)
                 );
@@ -283,9 +287,8 @@ impl Dispatcher {
                 }
             } else if !had_patch && cycle.matched {
                 object_log!(
-                    ctx.hooks,
-                    Level::Debug,
-                    Some(&object),
+                    Level::DEBUG,
+                    &object,
                     "Handling cycle is finished, waiting for new changes."
                 );
             }
@@ -308,7 +311,6 @@ impl Dispatcher {
         let finalizer = &self.ctx.settings.persistence.finalizer;
         applying::apply(
             &self.credentials,
-            self.ctx.hooks.as_ref(),
             &self.ctx.resource,
             body,
             patch,
@@ -329,9 +331,8 @@ impl Dispatcher {
         let configured = &self.ctx.settings.queueing.error_delays;
         let delay = delays.next().or(configured.last().copied()).unwrap_or(60.0);
         object_log!(
-            self.ctx.hooks,
-            Level::Error,
-            Some(object),
+            Level::ERROR,
+            object,
             "Throttling for {delay} seconds due to an unexpected error: {error}"
         );
         tokio::time::sleep(Duration::from_secs_f64(delay)).await;
@@ -347,23 +348,20 @@ impl Dispatcher {
         watching_patch: &mut Patch,
         daemons: Option<&ObjectDaemons>,
     ) -> Slept {
-        let hooks: &dyn Hooks = self.ctx.hooks.as_ref();
         let capped = delay.min(WAITING_KEEPALIVE);
         if delay <= 0.0 {
             return Slept::Fully;
         }
         if capped < delay {
             object_log!(
-                hooks,
-                Level::Debug,
-                Some(object),
+                Level::DEBUG,
+                object,
                 "Sleeping for {delay} (capped {capped}) seconds for the delayed handlers."
             );
         } else {
             object_log!(
-                hooks,
-                Level::Debug,
-                Some(object),
+                Level::DEBUG,
+                object,
                 "Sleeping for {delay} seconds for the delayed handlers."
             );
         }
@@ -382,9 +380,8 @@ impl Dispatcher {
             Ok(Some(event)) => {
                 let left = capped - started.elapsed().as_secs_f64();
                 object_log!(
-                    hooks,
-                    Level::Debug,
-                    Some(object),
+                    Level::DEBUG,
+                    object,
                     "Sleeping was interrupted by new changes, {left} seconds left."
                 );
                 let patch = processing::process_watching(&self.ctx, &event).await;

@@ -7,9 +7,9 @@
 //! so two replicas never handle at the same time.
 
 use crate::client::credentials::Credentials;
-use crate::engine::hooks::{Hooks, Level};
 use crate::ha::pausing::Pause;
 use crate::settings::LeadershipSettings;
+use crate::util::logging::LEADERSHIP;
 use chrono::{SecondsFormat, Utc};
 use serde_json::{json, Value};
 use std::sync::Arc;
@@ -38,7 +38,6 @@ pub struct Leadership {
     pub name: String,
     pub namespace: String,
     pub identity: String,
-    pub hooks: Arc<dyn Hooks>,
     pub pause: Arc<Pause>,
     pub voter: usize,
 }
@@ -68,13 +67,10 @@ impl Leadership {
             match outcome {
                 Some(Ok(Ok(Attempt::Held))) => {
                     if leading_until.is_none() {
-                        self.log(
-                            Level::Info,
-                            format!(
-                                "Leading: the lease {} is held by {}; handling starts.",
-                                self.lease(),
-                                self.identity
-                            ),
+                        tracing::info!(target: LEADERSHIP,
+                            "Leading: the lease {} is held by {}; handling starts.",
+                            self.lease(),
+                            self.identity
                         );
                     }
                     // Counted from before the request: the renewal is at least that fresh.
@@ -88,31 +84,22 @@ impl Leadership {
                         self.step_down(format!("it is taken by {holder}"));
                     }
                     if last_holder.as_deref() != Some(&holder) {
-                        self.log(
-                            Level::Info,
-                            format!(
-                                "Not leading: the lease {} is held by {holder}; waiting.",
-                                self.lease()
-                            ),
+                        tracing::info!(target: LEADERSHIP,
+                            "Not leading: the lease {} is held by {holder}; waiting.",
+                            self.lease()
                         );
                         last_holder = Some(holder);
                     }
                 }
-                Some(Ok(Err(error))) => self.log(
-                    Level::Warning,
-                    format!(
-                        "The lease {} could not be read or renewed: {}",
-                        self.lease(),
-                        crate::util::errors::chain(&error)
-                    ),
+                Some(Ok(Err(error))) => tracing::warn!(target: LEADERSHIP,
+                    "The lease {} could not be read or renewed: {}",
+                    self.lease(),
+                    crate::util::errors::chain(&error)
                 ),
-                Some(Err(_)) => self.log(
-                    Level::Warning,
-                    format!(
-                        "The lease {}: the API did not answer in {} seconds.",
-                        self.lease(),
-                        self.settings.renew_deadline
-                    ),
+                Some(Err(_)) => tracing::warn!(target: LEADERSHIP,
+                    "The lease {}: the API did not answer in {} seconds.",
+                    self.lease(),
+                    self.settings.renew_deadline
                 ),
                 None => {}
             }
@@ -152,10 +139,7 @@ impl Leadership {
 
     fn step_down(&self, why: String) {
         self.pause.lead_until(self.voter, None);
-        self.log(
-            Level::Warning,
-            format!("Lost the lease {}: {why}; handling stops.", self.lease()),
-        );
+        tracing::warn!(target: LEADERSHIP, "Lost the lease {}: {why}; handling stops.", self.lease());
     }
 
     /// Take the Lease (if free, expired or ours) or renew it.
@@ -244,21 +228,13 @@ impl Leadership {
         }
         .await;
         match result {
-            Ok(()) => self.log(Level::Info, format!("Released the lease {}.", self.lease())),
-            Err(error) => self.log(
-                Level::Warning,
-                format!(
-                    "The lease {} could not be released (it will expire): {}",
-                    self.lease(),
-                    crate::util::errors::chain(&error)
-                ),
+            Ok(()) => tracing::info!(target: LEADERSHIP, "Released the lease {}.", self.lease()),
+            Err(error) => tracing::warn!(target: LEADERSHIP,
+                "The lease {} could not be released (it will expire): {}",
+                self.lease(),
+                crate::util::errors::chain(&error)
             ),
         }
-    }
-
-    fn log(&self, level: Level, message: String) {
-        self.hooks
-            .log_to("kopf._core.engines.leadership", level, &message);
     }
 }
 

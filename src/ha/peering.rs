@@ -7,11 +7,12 @@
 use crate::client::credentials::Credentials;
 use crate::client::resources::Resource;
 use crate::client::watching::{EventType, RawEvent, Watcher};
-use crate::engine::hooks::{Hooks, Level};
 use crate::ha::pausing::Pause;
 use crate::settings::{PeeringSettings, WatchingSettings};
 use crate::state::progression::{format_time, parse_time};
 use crate::util::errors::chain;
+use crate::util::logging::PEERING;
+use crate::util::tasks;
 use chrono::{DateTime, Duration as TimeDelta, Utc};
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
@@ -61,9 +62,6 @@ pub fn peering_kind(clusterwide: bool) -> &'static str {
         "KopfPeering"
     }
 }
-
-/// Kopf's logger of peering, by which users filter its messages.
-const LOGGER: &str = "kopf._core.engines.peering";
 
 /// Peers that publish no lifetime are trusted for this long (as Kopf does).
 const DEFAULT_LIFETIME: i64 = 60;
@@ -277,7 +275,6 @@ pub struct Peering {
     pub target: Target,
     pub settings: PeeringSettings,
     pub watching: WatchingSettings,
-    pub hooks: Arc<dyn Hooks>,
     pub pause: Arc<Pause>,
     pub voter: usize,
 }
@@ -293,13 +290,9 @@ impl Peering {
             _ = stop.wait_for(|stopped| *stopped) => {}
         }
         if let Err(error) = touch(&self.credentials, &self.target, &self.settings, 0).await {
-            self.hooks.log_to(
-                LOGGER,
-                Level::Error,
-                &format!(
-                    "Couldn't remove self from the peering. Ignoring. ({})",
-                    chain(&error)
-                ),
+            tracing::error!(target: PEERING,
+                "Couldn't remove self from the peering. Ignoring. ({})",
+                chain(&error)
             );
         }
     }
@@ -314,14 +307,10 @@ impl Peering {
                 Err(error) => format!("failed: {}", chain(error)),
             };
             if !self.settings.stealth || !matches!(result, Ok(true)) {
-                self.hooks.log_to(
-                    LOGGER,
-                    Level::Debug,
-                    &format!(
-                        "Keep-alive in '{}' {}: {outcome}.",
-                        self.settings.name,
-                        self.target.place()
-                    ),
+                tracing::debug!(target: PEERING,
+                    "Keep-alive in '{}' {}: {outcome}.",
+                    self.settings.name,
+                    self.target.place()
                 );
             }
             // A little earlier than the record expires, spread randomly among the peers.
@@ -340,11 +329,10 @@ impl Peering {
             resource: Arc::new(self.target.resource.clone()),
             namespace: self.target.namespace.clone(),
             settings: watching,
-            hooks: self.hooks.clone(),
             paused: None,
         };
         let (tx, mut rx) = mpsc::channel::<RawEvent>(16);
-        let streaming = tokio::spawn(watcher.run(tx));
+        let streaming = tasks::spawn(watcher.run(tx));
         let mut body: Option<Arc<Value>> = None;
         // Unknown until the first look: a mandatory peering starts paused (and says when
         // it resumes), as Kopf's does; an auto-detected one resumes silently.
@@ -392,55 +380,36 @@ impl Peering {
             )
             .await;
             if let Err(error) = cleaned {
-                self.log(
-                    Level::Warning,
-                    format!("Cleaning the dead peers failed: {}", chain(&error)),
-                );
+                tracing::warn!(target: PEERING, "Cleaning the dead peers failed: {}", chain(&error));
             }
         }
         let was_paused = *paused == Some(true);
         if !judgement.higher.is_empty() {
             if !was_paused {
-                self.log(
-                    Level::Info,
-                    format!(
-                        "Pausing operations in favour of {}.",
-                        reprs(&judgement.higher)
-                    ),
+                tracing::info!(target: PEERING,
+                    "Pausing operations in favour of {}.",
+                    reprs(&judgement.higher)
                 );
             }
             *paused = Some(true);
         } else if !judgement.same.is_empty() {
-            self.log(
-                Level::Warning,
-                format!(
-                    "Possibly conflicting operators with the same priority: {}.",
-                    reprs(&judgement.same)
-                ),
+            tracing::warn!(target: PEERING,
+                "Possibly conflicting operators with the same priority: {}.",
+                reprs(&judgement.same)
             );
             if !was_paused {
                 let all: Vec<&Peer> = peers.iter().collect();
-                self.log(
-                    Level::Warning,
-                    format!("Pausing all operators, including self: {}", reprs(&all)),
-                );
+                tracing::warn!(target: PEERING, "Pausing all operators, including self: {}", reprs(&all));
             }
             *paused = Some(true);
         } else {
             if was_paused {
-                self.log(
-                    Level::Info,
-                    "Resuming operations after the pause. Conflicting operators with the same priority are gone.".into(),
-                );
+                tracing::info!(target: PEERING, "Resuming operations after the pause. Conflicting operators with the same priority are gone.");
             }
             *paused = Some(false);
         }
         self.pause.vote(self.voter, *paused == Some(true));
         judgement.next_deadline()
-    }
-
-    fn log(&self, level: Level, message: String) {
-        self.hooks.log_to(LOGGER, level, &message);
     }
 }
 

@@ -1,0 +1,220 @@
+//! The core's log lines, as `tracing` events: an event's target is the name of the
+//! Python logger it goes to (Kopf's logger names, which users filter and alert on), and
+//! the lines about an object carry its reference as fields (`object_log!`). The binding
+//! forwards them to Python's `logging`; Rust tests read them with [`Capture`].
+//!
+//! Events of other targets (the HTTP stack's own tracing) are not Kopf's lines: the
+//! subscribers here ignore them.
+
+use serde_json::Value;
+use std::sync::{Arc, Mutex};
+use tracing::field::{Field, Visit};
+use tracing::span::{Attributes, Id, Record as SpanRecord};
+use tracing::subscriber::Interest;
+use tracing::{Event, Level, Metadata, Subscriber};
+
+/// Lines about one object (`[namespace/name] ...`).
+pub const OBJECTS: &str = "kopf.objects";
+/// Lines of the operator as a whole.
+pub const ENGINE: &str = "kopf._core.engine";
+pub const PEERING: &str = "kopf._core.engines.peering";
+pub const LEADERSHIP: &str = "kopf._core.engines.leadership";
+pub const WATCHING: &str = "kopf._cogs.clients.watching";
+
+/// Every logger the core writes to.
+pub const LOGGERS: &[&str] = &[OBJECTS, ENGINE, PEERING, LEADERSHIP, WATCHING];
+
+/// Which object a log line or an event is about.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ObjectRef {
+    pub api_version: String,
+    pub kind: String,
+    pub namespace: Option<String>,
+    pub name: Option<String>,
+    pub uid: Option<String>,
+}
+
+impl ObjectRef {
+    pub fn of(body: &Value) -> Self {
+        let text =
+            |value: &Value, key: &str| value.get(key).and_then(Value::as_str).map(str::to_owned);
+        let meta = body.get("metadata").unwrap_or(&Value::Null);
+        Self {
+            api_version: text(body, "apiVersion").unwrap_or_default(),
+            kind: text(body, "kind").unwrap_or_default(),
+            namespace: text(meta, "namespace"),
+            name: text(meta, "name"),
+            uid: text(meta, "uid"),
+        }
+    }
+}
+
+/// A line about an object, to `kopf.objects`: `object_log!(Level::DEBUG, &object, "...")`.
+/// The message is formatted only if the level is enabled.
+#[macro_export]
+macro_rules! object_log {
+    ($level:expr, $object:expr, $($arg:tt)+) => {{
+        let object: &$crate::util::logging::ObjectRef = $object;
+        ::tracing::event!(
+            target: $crate::util::logging::OBJECTS,
+            $level,
+            k8s.api_version = object.api_version.as_str(),
+            k8s.kind = object.kind.as_str(),
+            k8s.namespace = object.namespace.as_deref(),
+            k8s.name = object.name.as_deref(),
+            k8s.uid = object.uid.as_deref(),
+            "{}",
+            format_args!($($arg)+)
+        )
+    }};
+}
+
+/// Python's number for a level (`logging.DEBUG` is 10, ...).
+pub fn python_level(level: &Level) -> u8 {
+    match *level {
+        Level::TRACE => 5,
+        Level::DEBUG => 10,
+        Level::INFO => 20,
+        Level::WARN => 30,
+        Level::ERROR => 40,
+    }
+}
+
+/// One line, as Python's `logging` gets it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Line {
+    pub logger: &'static str,
+    pub level: Level,
+    pub object: Option<ObjectRef>,
+    pub message: String,
+}
+
+impl Line {
+    /// The line of an event of one of the core's loggers (`None` for other targets).
+    pub fn of(event: &Event<'_>) -> Option<Self> {
+        let logger = logger_of(event.metadata())?;
+        let mut fields = Fields::default();
+        event.record(&mut fields);
+        let object = fields.has_object.then_some(fields.object);
+        Some(Self {
+            logger,
+            level: *event.metadata().level(),
+            object,
+            message: fields.message,
+        })
+    }
+}
+
+/// The core's logger that an event or a span belongs to, if any.
+pub fn logger_of(metadata: &Metadata<'_>) -> Option<&'static str> {
+    LOGGERS.iter().copied().find(|l| *l == metadata.target())
+}
+
+#[derive(Default)]
+struct Fields {
+    message: String,
+    object: ObjectRef,
+    has_object: bool,
+}
+
+impl Visit for Fields {
+    fn record_str(&mut self, field: &Field, value: &str) {
+        let value = value.to_owned();
+        self.has_object |= field.name().starts_with("k8s.");
+        match field.name() {
+            "message" => self.message = value,
+            "k8s.api_version" => self.object.api_version = value,
+            "k8s.kind" => self.object.kind = value,
+            "k8s.namespace" => self.object.namespace = Some(value),
+            "k8s.name" => self.object.name = Some(value),
+            "k8s.uid" => self.object.uid = Some(value),
+            _ => {}
+        }
+    }
+
+    fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
+        if field.name() == "message" {
+            // The message's `format_args!` prints as its text.
+            self.message = format!("{value:?}");
+        }
+    }
+}
+
+/// A subscriber that keeps the core's lines in memory, for tests.
+#[derive(Clone, Default)]
+pub struct Capture {
+    lines: Arc<Mutex<Vec<Line>>>,
+}
+
+impl Capture {
+    pub fn lines(&self) -> Vec<Line> {
+        self.lines.lock().expect("not poisoned").clone()
+    }
+
+    /// The messages of the lines at this level or above.
+    pub fn messages(&self, at_least: Level) -> Vec<String> {
+        (self.lines().into_iter())
+            .filter(|line| line.level <= at_least) // tracing orders ERROR < ... < TRACE
+            .map(|line| line.message)
+            .collect()
+    }
+}
+
+impl Subscriber for Capture {
+    fn register_callsite(&self, metadata: &'static Metadata<'static>) -> Interest {
+        if logger_of(metadata).is_some() {
+            Interest::always()
+        } else {
+            Interest::never()
+        }
+    }
+
+    fn enabled(&self, metadata: &Metadata<'_>) -> bool {
+        logger_of(metadata).is_some()
+    }
+
+    fn event(&self, event: &Event<'_>) {
+        if let Some(line) = Line::of(event) {
+            self.lines.lock().expect("not poisoned").push(line);
+        }
+    }
+
+    // The core logs no spans: these are never enabled.
+    fn new_span(&self, _: &Attributes<'_>) -> Id {
+        Id::from_u64(1)
+    }
+    fn record(&self, _: &Id, _: &SpanRecord<'_>) {}
+    fn record_follows_from(&self, _: &Id, _: &Id) {}
+    fn enter(&self, _: &Id) {}
+    fn exit(&self, _: &Id) {}
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn lines_carry_their_logger_object_and_message() {
+        let capture = Capture::default();
+        tracing::subscriber::with_default(capture.clone(), || {
+            let object = ObjectRef::of(&json!({"apiVersion": "v1", "kind": "Pod",
+                "metadata": {"namespace": "ns", "name": "p", "uid": "u"}}));
+            crate::object_log!(Level::INFO, &object, "Handler {:?} succeeded.", "h");
+            tracing::warn!(target: PEERING, "Pausing.");
+            tracing::warn!(target: "hyper::proto", "not ours");
+        });
+        let lines = capture.lines();
+        assert_eq!(lines.len(), 2);
+        assert_eq!(lines[0].logger, OBJECTS);
+        assert_eq!(lines[0].message, "Handler \"h\" succeeded.");
+        let object = lines[0].object.as_ref().expect("an object line");
+        assert_eq!(
+            (object.namespace.as_deref(), object.name.as_deref()),
+            (Some("ns"), Some("p"))
+        );
+        assert_eq!((lines[1].logger, lines[1].level), (PEERING, Level::WARN));
+        assert_eq!(lines[1].object, None);
+        assert_eq!(capture.messages(Level::WARN), ["Pausing."]);
+    }
+}

@@ -1,0 +1,26 @@
+//! The core's tasks: each runs with the log subscriber of the operator that spawned it,
+//! so that its lines reach that operator's Python loggers (several operators may run in
+//! one process, each with its own). `tokio::spawn` is not used directly (clippy.toml).
+
+use std::future::Future;
+use tokio::task::{AbortHandle, JoinHandle, JoinSet};
+use tracing::instrument::WithSubscriber;
+
+pub fn spawn<F>(future: F) -> JoinHandle<F::Output>
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    #[allow(clippy::disallowed_methods)] // the one place that may
+    tokio::spawn(future.with_current_subscriber())
+}
+
+/// `set.spawn(future)`, with the current subscriber.
+pub fn spawn_in<T, F>(set: &mut JoinSet<T>, future: F) -> AbortHandle
+where
+    F: Future<Output = T> + Send + 'static,
+    T: Send + 'static,
+{
+    #[allow(clippy::disallowed_methods)] // the one place that may
+    set.spawn(future.with_current_subscriber())
+}
