@@ -1,6 +1,7 @@
 //! The operator as a whole: resolve the handlers' resources through discovery,
 //! then one watcher and one dispatcher per resource and namespace, until told to stop.
 
+use crate::client::applying::ApiPatcher;
 use crate::client::credentials::Credentials;
 use crate::client::discovery::{self, DiscoveryError};
 use crate::client::namespaces;
@@ -389,8 +390,14 @@ impl Serving {
     fn serve(&mut self, plan: Planned) -> JoinSet<()> {
         let extra_fields = extra_fields(&plan);
         let resource = Arc::new(plan.resource);
+        let patcher = ApiPatcher {
+            credentials: self.credentials.clone(),
+            resource: resource.clone(),
+            finalizer: self.settings.persistence.finalizer.clone(),
+        };
         let ctx = Arc::new(ResourceContext {
             resource: resource.clone(),
+            patcher: Arc::new(patcher),
             settings: self.settings.clone(),
             hooks: self.hooks.clone(),
             extra_fields,
@@ -432,15 +439,10 @@ impl Serving {
                             .is_some_and(|ns| namespaces::matches_any(ns, &patterns))
                 }),
             );
-            let daemons = Arc::new(Daemons::new(
-                ctx.clone(),
-                self.credentials.clone(),
-                self.pause.clone(),
-            ));
+            let daemons = Arc::new(Daemons::new(ctx.clone(), self.pause.clone()));
             self.daemons.push(daemons.clone());
             let dispatcher = Dispatcher {
                 ctx: ctx.clone(),
-                credentials: self.credentials.clone(),
                 limiter: self.limiter.clone(),
                 daemons,
                 pause: self.pause.clone(),

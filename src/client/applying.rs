@@ -7,10 +7,12 @@ use crate::client::resources::Resource;
 use crate::object_log;
 use crate::state::patches::{FinalizerOp, Patch};
 use crate::util::logging::ObjectRef;
+use futures::future::BoxFuture;
 use serde_json::{json, Map, Value};
+use std::sync::Arc;
 use tracing::Level;
 
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub struct Applied {
     /// The resourceVersion our patch produced, to recognise it in the watch stream.
     pub resource_version: Option<String>,
@@ -18,6 +20,34 @@ pub struct Applied {
     pub remaining: Option<Patch>,
     /// The object is gone (404): nothing more to do for it.
     pub gone: bool,
+}
+
+/// Writes an object's patches: the API, or a fake in the engine's tests.
+pub trait Patcher: Send + Sync {
+    fn apply<'a>(
+        &'a self,
+        body: &'a Value,
+        patch: Patch,
+    ) -> BoxFuture<'a, Result<Applied, kube::Error>>;
+}
+
+/// The objects of one resource, patched through the API.
+pub struct ApiPatcher {
+    pub credentials: Arc<Credentials>,
+    pub resource: Arc<Resource>,
+    /// The finalizer that `Patch::finalizer` adds or removes.
+    pub finalizer: String,
+}
+
+impl Patcher for ApiPatcher {
+    fn apply<'a>(
+        &'a self,
+        body: &'a Value,
+        patch: Patch,
+    ) -> BoxFuture<'a, Result<Applied, kube::Error>> {
+        let (credentials, resource) = (&self.credentials, &self.resource);
+        Box::pin(apply(credentials, resource, body, patch, &self.finalizer))
+    }
 }
 
 pub async fn apply(

@@ -2,6 +2,7 @@
 //! object (what is remembered between events), and what one processing cycle yields:
 //! shared by the processing of changes and by the daemons.
 
+use crate::client::applying::Patcher;
 use crate::client::resources::Resource;
 use crate::engine::handlers::{ChangingHandler, SpawningHandler, WatchingHandler};
 use crate::engine::hooks::Hooks;
@@ -26,6 +27,8 @@ pub struct Memory {
 /// Everything shared by the objects of one resource.
 pub struct ResourceContext {
     pub resource: Arc<Resource>,
+    /// Writes the objects' patches (handlers' results, progress, finalizers).
+    pub patcher: Arc<dyn Patcher>,
     pub settings: Arc<Settings>,
     pub hooks: Arc<dyn Hooks>,
     pub changing: Vec<ChangingHandler>,

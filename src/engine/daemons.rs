@@ -4,8 +4,6 @@
 //! and stops when the object is deleted, stops matching, or the operator exits.
 //! Python is called only when a function actually runs or a stop flag changes.
 
-use crate::client::applying;
-use crate::client::credentials::Credentials;
 use crate::engine::context::ResourceContext;
 use crate::engine::handlers::{SpawningHandler, SpawningKind};
 use crate::engine::hooks::{DaemonCall, HandlerKind, Hooks, Invocation};
@@ -178,7 +176,6 @@ impl ObjectDaemons {
 /// All daemons of one resource's stream (one dispatcher).
 pub struct Daemons {
     pub ctx: Arc<ResourceContext>,
-    pub credentials: Arc<Credentials>,
     /// Nothing is called while the operator is paused (peering, leader election).
     pause: Arc<Pause>,
     objects: Mutex<HashMap<String, Arc<ObjectDaemons>>>,
@@ -189,14 +186,9 @@ pub struct Daemons {
 }
 
 impl Daemons {
-    pub fn new(
-        ctx: Arc<ResourceContext>,
-        credentials: Arc<Credentials>,
-        pause: Arc<Pause>,
-    ) -> Self {
+    pub fn new(ctx: Arc<ResourceContext>, pause: Arc<Pause>) -> Self {
         Self {
             ctx,
-            credentials,
             pause,
             objects: Mutex::default(),
             closing: AtomicBool::new(false),
@@ -560,16 +552,8 @@ impl Runner {
         if patch.is_empty() {
             return;
         }
-        let ctx = &self.daemons.ctx;
         let body = self.body();
-        let result = applying::apply(
-            &self.daemons.credentials,
-            &ctx.resource,
-            &body,
-            patch,
-            &ctx.settings.persistence.finalizer,
-        )
-        .await;
+        let result = self.daemons.ctx.patcher.apply(&body, patch).await;
         if let Err(error) = result {
             object_log!(
                 Level::ERROR,

@@ -10,3 +10,6 @@ pub mod handlers;
 pub mod hooks;
 pub mod processing;
 pub mod queueing;
+
+#[cfg(test)]
+pub mod testing;

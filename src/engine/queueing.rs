@@ -6,7 +6,6 @@
 //! the engine remembers of an object outlives them.
 
 use crate::client::applying;
-use crate::client::credentials::Credentials;
 use crate::client::watching::{EventType, RawEvent};
 use crate::engine::context::{Memory, ResourceContext};
 use crate::engine::daemons::{Daemons, ObjectDaemons};
@@ -14,6 +13,7 @@ use crate::engine::processing;
 use crate::ha::pausing::Pause;
 use crate::object_log;
 use crate::state::patches::Patch;
+use crate::state::progression::format_time;
 use crate::state::StorageError;
 use crate::util::logging::ObjectRef;
 use crate::util::tasks;
@@ -21,7 +21,7 @@ use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio::sync::{mpsc, Semaphore};
+use tokio::sync::{mpsc, OwnedMutexGuard, Semaphore};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 use tracing::Level;
@@ -31,7 +31,6 @@ const WAITING_KEEPALIVE: f64 = 600.0;
 
 pub struct Dispatcher {
     pub ctx: Arc<ResourceContext>,
-    pub credentials: Arc<Credentials>,
     pub limiter: Option<Arc<Semaphore>>,
     /// The objects' daemons and timers; they outlive the workers.
     pub daemons: Arc<Daemons>,
@@ -85,10 +84,8 @@ impl Dispatcher {
                 .entry(key.clone())
                 .or_default()
                 .clone();
-            tasks::spawn_in(
-                &mut workers,
-                this.clone().worker(key, rx, memory, memories.clone()),
-            );
+            let worker = Worker::start(this.clone(), key, rx, memory, memories.clone());
+            tasks::spawn_in(&mut workers, worker);
             queues.retain(|_, q| !q.is_closed());
             while workers.try_join_next().is_some() {}
         }
@@ -108,194 +105,248 @@ impl Dispatcher {
         };
         tokio::join!(this.daemons.stop_all(), finishing);
     }
+}
 
-    async fn worker(
-        self: Arc<Self>,
+/// Our own patch, until its version comes back in the stream or its deadline passes:
+/// until then, the object's state in the stream is older than what we know.
+struct OwnChange {
+    version: String,
+    deadline: Instant,
+}
+
+/// What a cycle leaves the worker to do.
+enum Flow {
+    Next,
+    /// The object is gone: nothing more will come.
+    Exit,
+}
+
+/// One object's worker: its events in order, one processing cycle at a time.
+struct Worker {
+    dispatcher: Arc<Dispatcher>,
+    key: String,
+    rx: mpsc::UnboundedReceiver<RawEvent>,
+    memory: OwnedMutexGuard<Memory>,
+    memories: Memories,
+    /// The latest state, while it is to be processed (now, or again after a delay).
+    latest: Option<RawEvent>,
+    /// What the `on.event` handlers want applied, with the next cycle's patch.
+    watching_patch: Patch,
+    own_change: Option<OwnChange>,
+    /// Delays after unexpected errors, ever longer while the errors repeat.
+    error_delays: std::vec::IntoIter<f64>,
+    /// Go on at once, without waiting for news (after a throttled error or a wake-up).
+    retry_now: bool,
+}
+
+impl Worker {
+    async fn start(
+        dispatcher: Arc<Dispatcher>,
         key: String,
-        mut rx: mpsc::UnboundedReceiver<RawEvent>,
+        rx: mpsc::UnboundedReceiver<RawEvent>,
         memory: Arc<tokio::sync::Mutex<Memory>>,
         memories: Memories,
     ) {
-        let ctx = &self.ctx;
         // Held for the worker's whole life: a successor for the same object (started when
         // this one is closing) waits here, so the object's events never overtake each other.
-        let mut memory = memory.lock().await;
-        let idle = Duration::from_secs_f64(ctx.settings.queueing.idle_timeout);
-        let mut expected_version: Option<String> = None;
-        let mut consistency_deadline: Option<Instant> = None;
-        let mut latest: Option<RawEvent> = None;
-        let mut watching_patch = Patch::default();
-        let mut error_delays = ctx.settings.queueing.error_delays.iter().copied();
-        let mut retry_now = false;
-        loop {
-            // Wait for news: idly, or until our own patch should have come back;
-            // not at all after a throttled error (its delay has been waited already).
-            let wait = match (std::mem::take(&mut retry_now), consistency_deadline) {
-                (true, _) => Duration::ZERO,
-                (false, Some(deadline)) => deadline.saturating_duration_since(Instant::now()),
-                (false, None) => idle,
-            };
-            let first = match tokio::time::timeout(wait, rx.recv()).await {
-                Ok(Some(event)) => Some(event),
-                Ok(None) => break,
-                Err(_) if consistency_deadline.is_some() => None, // proceed without it
-                Err(_) if latest.is_none() => {
-                    // Idle: refuse new events (they start a successor), finish what is queued.
-                    rx.close();
-                    continue;
-                }
-                Err(_) => None,
-            };
-            let mut batch: Vec<RawEvent> = first.into_iter().collect();
-            while let Ok(event) = rx.try_recv() {
-                batch.push(event);
-            }
-            if !self.pause.is_active() {
-                latest = None;
-                continue;
-            }
-            // Every event goes to `on.event` handlers; their results are applied with the cycle.
-            for event in &batch {
-                let seen = version_of(&event.object);
-                let deleted = event.event_type == EventType::Deleted;
-                if deleted || (expected_version.is_some() && expected_version == seen) {
-                    expected_version = None;
-                    consistency_deadline = None;
-                }
-                let patch = processing::process_watching(ctx, event).await;
-                watching_patch.merge_from(&Value::Object(patch.merge));
-            }
-            if let Some(event) = batch.pop() {
-                latest = Some(event);
-            }
-            let Some(event) = latest.clone() else {
-                continue;
-            };
-            if consistency_deadline.is_some_and(|d| d > Instant::now()) {
-                continue; // a stale state: our patch is not seen yet
-            }
-            expected_version = None;
-            consistency_deadline = None;
-            let deleted = event.event_type == EventType::Deleted;
+        let memory = memory.lock_owned().await;
+        let error_delays = dispatcher.ctx.settings.queueing.error_delays.clone();
+        let worker = Worker {
+            dispatcher,
+            key,
+            rx,
+            memory,
+            memories,
+            latest: None,
+            watching_patch: Patch::default(),
+            own_change: None,
+            error_delays: error_delays.into_iter(),
+            retry_now: false,
+        };
+        worker.run().await;
+    }
 
-            let _permit = match &self.limiter {
-                Some(limiter) => Some(limiter.clone().acquire_owned().await.expect("never closed")),
-                None => None,
-            };
-            if event.event_type == EventType::Listed {
-                memory.noticed_by_listing = true;
+    fn ctx(&self) -> &ResourceContext {
+        &self.dispatcher.ctx
+    }
+
+    async fn run(mut self) {
+        while let Some(batch) = self.next_batch().await {
+            if !self.dispatcher.pause.is_active() {
+                self.latest = None; // dropped: everything is listed again on resuming
+                continue;
             }
-            let patch = std::mem::take(&mut watching_patch);
-            let object_daemons =
-                (!ctx.spawning.is_empty()).then(|| self.daemons.object(&key, &event.object));
-            let spawning = object_daemons.as_ref().map(|o| (&self.daemons, o));
-            let object = ObjectRef::of(&event.object);
-            let processed =
-                processing::process_changing(ctx, &mut memory, &event, patch, spawning).await;
-            let cycle = match processed {
-                Ok(cycle) => cycle,
-                Err(error) if deleted => {
-                    // Nothing to retry on: the object is gone.
-                    object_log!(Level::ERROR, &object, "{error}");
-                    Default::default()
-                }
-                Err(error) => {
-                    self.throttle(&object, &mut error_delays, &CycleError::Storage(error))
-                        .await;
-                    retry_now = true;
-                    continue;
-                }
+            self.absorb(batch).await;
+            let Some(event) = self.current() else {
+                continue;
             };
-            if deleted {
-                memories.lock().expect("not poisoned").remove(&key);
-                self.daemons.forget(&key);
-                ctx.hooks.forget(&key);
+            if let Flow::Exit = self.cycle(event).await {
                 break;
             }
-            let delay = cycle.delays.iter().copied().reduce(f64::min);
-            let had_patch = !cycle.patch.is_empty();
-            // Kept until applied: handlers that ran must not run again because a write failed.
-            let unapplied = cycle.patch.clone();
-            match self.apply(&event.object, cycle.patch).await {
-                Ok(Some(applied)) => {
-                    error_delays = ctx.settings.queueing.error_delays.iter().copied();
-                    memory.remaining_patch = applied.remaining;
-                    if applied.gone {
-                        latest = None;
-                        continue;
-                    }
-                    if let Some(version) = applied.resource_version {
-                        expected_version = Some(version);
-                        consistency_deadline = Some(
-                            Instant::now()
-                                + Duration::from_secs_f64(
-                                    ctx.settings.persistence.consistency_timeout,
-                                ),
-                        );
-                    }
-                }
-                Ok(None) => {}
-                Err(error) => {
-                    memory.remaining_patch = Some(unapplied);
-                    self.throttle(&object, &mut error_delays, &error).await;
-                    retry_now = true;
+        }
+    }
+
+    /// Wait for news — idly, until our own change is due, or not at all after a throttled
+    /// error — and take all the events queued by then. `None`: the queue is closed and
+    /// drained, the worker exits.
+    async fn next_batch(&mut self) -> Option<Vec<RawEvent>> {
+        loop {
+            let wait = if std::mem::take(&mut self.retry_now) {
+                Duration::ZERO
+            } else if let Some(own) = &self.own_change {
+                own.deadline.saturating_duration_since(Instant::now())
+            } else {
+                Duration::from_secs_f64(self.ctx().settings.queueing.idle_timeout)
+            };
+            let first = match tokio::time::timeout(wait, self.rx.recv()).await {
+                Ok(Some(event)) => Some(event),
+                Ok(None) => return None,
+                Err(_) if self.own_change.is_none() && self.latest.is_none() => {
+                    // Idle: refuse new events (they start a successor), finish what is queued.
+                    self.rx.close();
                     continue;
                 }
+                Err(_) => None, // due: proceed with what is known
+            };
+            let mut batch: Vec<RawEvent> = first.into_iter().collect();
+            while let Ok(event) = self.rx.try_recv() {
+                batch.push(event);
             }
-            if had_patch && delay.is_some() {
-                object_log!(
-                    Level::DEBUG,
-                    &object,
-                    "Sleeping was skipped because of the patch, {} seconds left.",
-                    delay.unwrap_or(0.0)
-                );
-            } else if let Some(delay) = delay {
-                let slept = self
-                    .sleep_or_wake(
-                        &object,
-                        delay,
-                        &mut rx,
-                        &mut latest,
-                        &mut watching_patch,
-                        object_daemons.as_deref(),
-                    )
-                    .await;
-                if matches!(slept, Slept::Interrupted | Slept::DaemonExited) {
-                    // The new state is in `latest` already (or the daemons are to be re-checked).
-                    retry_now = true;
-                } else {
-                    // Slept in full: touch the object, so that a fresh event wakes the handlers.
-                    let mut touch = Patch::default();
-                    let now = crate::state::progression::format_time(chrono::Utc::now());
-                    let touched = ctx.progress.touch(&event.object, &mut touch, Some(&now));
-                    let applied = match touched {
-                        Ok(()) => self.apply(&event.object, touch).await,
-                        Err(error) => Err(CycleError::Storage(error)),
-                    };
-                    if let Err(error) = &applied {
-                        self.throttle(&object, &mut error_delays, error).await;
-                        retry_now = true;
-                    } else if let Ok(Some(applied)) = applied {
-                        expected_version = applied.resource_version;
-                        consistency_deadline = Some(
-                            Instant::now()
-                                + Duration::from_secs_f64(
-                                    ctx.settings.persistence.consistency_timeout,
-                                ),
-                        );
-                    }
+            return Some(batch);
+        }
+    }
+
+    /// Every event goes to the `on.event` handlers (their patches are applied with the next
+    /// cycle's); the last one is the object's latest state; our own change is recognised.
+    async fn absorb(&mut self, mut batch: Vec<RawEvent>) {
+        for event in &batch {
+            let own = (self.own_change.as_ref())
+                .is_some_and(|own| version_of(&event.object).as_deref() == Some(&own.version));
+            if own || event.event_type == EventType::Deleted {
+                self.own_change = None;
+            }
+            self.watch(event).await;
+        }
+        if let Some(event) = batch.pop() {
+            self.latest = Some(event);
+        }
+    }
+
+    /// The `on.event` handlers of one event.
+    async fn watch(&mut self, event: &RawEvent) {
+        let patch = processing::process_watching(&self.dispatcher.ctx, event).await;
+        self.watching_patch.merge_from(&Value::Object(patch.merge));
+    }
+
+    /// The state to process now, if any: not a stale one while our own change is due.
+    fn current(&mut self) -> Option<RawEvent> {
+        let event = self.latest.clone()?;
+        if (self.own_change.as_ref()).is_some_and(|own| own.deadline > Instant::now()) {
+            return None;
+        }
+        self.own_change = None;
+        Some(event)
+    }
+
+    /// One processing cycle of the latest state: handlers, then their patch, then the
+    /// sleep until the delayed handlers are due.
+    async fn cycle(&mut self, event: RawEvent) -> Flow {
+        let dispatcher = self.dispatcher.clone();
+        let ctx = &dispatcher.ctx;
+        let deleted = event.event_type == EventType::Deleted;
+        let _permit = match &dispatcher.limiter {
+            Some(limiter) => Some(limiter.clone().acquire_owned().await.expect("never closed")),
+            None => None,
+        };
+        if event.event_type == EventType::Listed {
+            self.memory.noticed_by_listing = true;
+        }
+        let patch = std::mem::take(&mut self.watching_patch);
+        let object_daemons =
+            (!ctx.spawning.is_empty()).then(|| dispatcher.daemons.object(&self.key, &event.object));
+        let spawning = object_daemons.as_ref().map(|o| (&dispatcher.daemons, o));
+        let object = ObjectRef::of(&event.object);
+        let processed =
+            processing::process_changing(ctx, &mut self.memory, &event, patch, spawning).await;
+        let cycle = match processed {
+            Ok(cycle) => cycle,
+            Err(error) if deleted => {
+                // Nothing to retry on: the object is gone.
+                object_log!(Level::ERROR, &object, "{error}");
+                Default::default()
+            }
+            Err(error) => {
+                self.throttle(&object, &CycleError::Storage(error)).await;
+                return Flow::Next;
+            }
+        };
+        if deleted {
+            self.forget();
+            return Flow::Exit;
+        }
+        let delay = cycle.delays.iter().copied().reduce(f64::min);
+        let had_patch = !cycle.patch.is_empty();
+        // Kept until applied: handlers that ran must not run again because a write failed.
+        let unapplied = cycle.patch.clone();
+        match self.apply(&event.object, cycle.patch).await {
+            Ok(Some(applied)) => {
+                self.error_delays = ctx.settings.queueing.error_delays.clone().into_iter();
+                self.memory.remaining_patch = applied.remaining;
+                if applied.gone {
+                    self.latest = None;
+                    return Flow::Next;
                 }
-            } else if !had_patch && cycle.matched {
-                object_log!(
-                    Level::DEBUG,
-                    &object,
-                    "Handling cycle is finished, waiting for new changes."
-                );
+                if applied.resource_version.is_some() {
+                    self.expect(applied.resource_version);
+                }
             }
-            if !had_patch && delay.is_none() {
-                latest = None; // nothing pending: wait for real news
+            Ok(None) => {}
+            Err(error) => {
+                self.memory.remaining_patch = Some(unapplied);
+                self.throttle(&object, &error).await;
+                return Flow::Next;
             }
         }
+        if had_patch && delay.is_some() {
+            object_log!(
+                Level::DEBUG,
+                &object,
+                "Sleeping was skipped because of the patch, {} seconds left.",
+                delay.unwrap_or(0.0)
+            );
+        } else if let Some(delay) = delay {
+            match self.sleep(&object, delay, object_daemons.as_deref()).await {
+                // The new state is in `latest` already (or the daemons are to be re-checked).
+                Slept::Interrupted | Slept::DaemonExited => self.retry_now = true,
+                Slept::Fully => self.touch(&object, &event.object).await,
+            }
+        } else if !had_patch && cycle.matched {
+            object_log!(
+                Level::DEBUG,
+                &object,
+                "Handling cycle is finished, waiting for new changes."
+            );
+        }
+        if !had_patch && delay.is_none() {
+            self.latest = None; // nothing pending: wait for real news
+        }
+        Flow::Next
+    }
+
+    /// Our own change is on its way: its version, and how long to wait for it.
+    fn expect(&mut self, version: Option<String>) {
+        let timeout = self.ctx().settings.persistence.consistency_timeout;
+        self.own_change = version.map(|version| OwnChange {
+            version,
+            deadline: Instant::now() + Duration::from_secs_f64(timeout),
+        });
+    }
+
+    /// The object is gone from the cluster: forget it everywhere.
+    fn forget(&mut self) {
+        (self.memories.lock().expect("not poisoned")).remove(&self.key);
+        self.dispatcher.daemons.forget(&self.key);
+        self.ctx().hooks.forget(&self.key);
     }
 
     /// Apply the patch (removing the touch-dummy if set); `None` if there was nothing to apply.
@@ -307,45 +358,48 @@ impl Dispatcher {
         if patch.is_empty() {
             return Ok(None);
         }
-        self.ctx.progress.touch(body, &mut patch, None)?;
-        let finalizer = &self.ctx.settings.persistence.finalizer;
-        applying::apply(
-            &self.credentials,
-            &self.ctx.resource,
-            body,
-            patch,
-            finalizer,
-        )
-        .await
-        .map(Some)
-        .map_err(CycleError::Api)
+        self.ctx().progress.touch(body, &mut patch, None)?;
+        (self.ctx().patcher.apply(body, patch).await)
+            .map(Some)
+            .map_err(CycleError::Api)
     }
 
-    /// Wait after an unexpected error (ever longer while they repeat); events queue meanwhile.
-    async fn throttle(
-        &self,
-        object: &ObjectRef,
-        delays: &mut impl Iterator<Item = f64>,
-        error: &CycleError,
-    ) {
-        let configured = &self.ctx.settings.queueing.error_delays;
-        let delay = delays.next().or(configured.last().copied()).unwrap_or(60.0);
+    /// Slept in full for the delayed handlers: touch the object, so that a fresh event
+    /// wakes them up.
+    async fn touch(&mut self, object: &ObjectRef, body: &Value) {
+        let mut touch = Patch::default();
+        let now = format_time(chrono::Utc::now());
+        let applied = match self.ctx().progress.touch(body, &mut touch, Some(&now)) {
+            Ok(()) => self.apply(body, touch).await,
+            Err(error) => Err(CycleError::Storage(error)),
+        };
+        match applied {
+            Ok(Some(applied)) => self.expect(applied.resource_version),
+            Ok(None) => {}
+            Err(error) => self.throttle(object, &error).await,
+        }
+    }
+
+    /// Wait after an unexpected error (ever longer while they repeat); events queue
+    /// meanwhile; then go on at once.
+    async fn throttle(&mut self, object: &ObjectRef, error: &CycleError) {
+        let configured = &self.ctx().settings.queueing.error_delays;
+        let last = configured.last().copied();
+        let delay = self.error_delays.next().or(last).unwrap_or(60.0);
         object_log!(
             Level::ERROR,
             object,
             "Throttling for {delay} seconds due to an unexpected error: {error}"
         );
         tokio::time::sleep(Duration::from_secs_f64(delay)).await;
+        self.retry_now = true;
     }
 
     /// Sleep for the handlers' delay, unless new events come first or a daemon exits.
-    async fn sleep_or_wake(
-        &self,
+    async fn sleep(
+        &mut self,
         object: &ObjectRef,
         delay: f64,
-        rx: &mut mpsc::UnboundedReceiver<RawEvent>,
-        latest: &mut Option<RawEvent>,
-        watching_patch: &mut Patch,
         daemons: Option<&ObjectDaemons>,
     ) -> Slept {
         let capped = delay.min(WAITING_KEEPALIVE);
@@ -373,7 +427,7 @@ impl Dispatcher {
             }
         };
         let received = tokio::select! {
-            received = tokio::time::timeout(Duration::from_secs_f64(capped), rx.recv()) => received,
+            received = tokio::time::timeout(Duration::from_secs_f64(capped), self.rx.recv()) => received,
             () = exited => return Slept::DaemonExited,
         };
         match received {
@@ -384,9 +438,8 @@ impl Dispatcher {
                     object,
                     "Sleeping was interrupted by new changes, {left} seconds left."
                 );
-                let patch = processing::process_watching(&self.ctx, &event).await;
-                watching_patch.merge_from(&Value::Object(patch.merge));
-                *latest = Some(event);
+                self.watch(&event).await;
+                self.latest = Some(event);
                 Slept::Interrupted
             }
             Ok(None) => Slept::Interrupted,
@@ -412,4 +465,232 @@ fn version_of(body: &Value) -> Option<String> {
     crate::util::dicts::meta(body, "resourceVersion")
         .and_then(Value::as_str)
         .map(str::to_owned)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::hooks::HandlerKind;
+    use crate::engine::testing::{self, event, object, Daemon, FakeHooks, FakePatcher, Handlers};
+    use crate::settings::Settings;
+    use crate::util::logging::Capture;
+    use serde_json::json;
+    use tokio::task::JoinHandle;
+    use tracing::instrument::WithSubscriber;
+
+    struct Setup {
+        hooks: Arc<FakeHooks>,
+        patcher: Arc<FakePatcher>,
+        capture: Capture,
+        events: mpsc::Sender<RawEvent>,
+        dispatcher: JoinHandle<()>,
+    }
+
+    /// A dispatcher with a create handler (0) and an event handler (0).
+    fn start(pause: Arc<Pause>) -> Setup {
+        let hooks = FakeHooks::new(Daemon::Obedient);
+        let patcher = Arc::new(FakePatcher::default());
+        let handlers = Handlers {
+            changing: vec![testing::handler(
+                json!({"index": 0, "id": "create_fn", "reason": "create"}),
+            )],
+            watching: vec![testing::handler(json!({"index": 0, "id": "event_fn"}))],
+            spawning: vec![],
+        };
+        let ctx = testing::context(
+            handlers,
+            Settings::default(),
+            hooks.clone(),
+            patcher.clone(),
+        );
+        let dispatcher = Dispatcher {
+            daemons: Arc::new(Daemons::new(ctx.clone(), pause.clone())),
+            ctx,
+            limiter: None,
+            pause,
+        };
+        let capture = Capture::default();
+        let (events, rx) = mpsc::channel(100);
+        let dispatcher = tasks::spawn(dispatcher.run(rx).with_subscriber(capture.clone()));
+        Setup {
+            hooks,
+            patcher,
+            capture,
+            events,
+            dispatcher,
+        }
+    }
+
+    impl Setup {
+        async fn send(&self, event_type: EventType, body: Value) {
+            self.events.send(event(event_type, body)).await.unwrap();
+        }
+
+        /// Let the clock run (paused in the tests: it jumps when all tasks wait).
+        async fn pass(&self, seconds: f64) {
+            tokio::time::sleep(Duration::from_secs_f64(seconds)).await;
+        }
+
+        async fn stop(self) {
+            drop(self.events);
+            self.dispatcher.await.unwrap();
+        }
+    }
+
+    fn spec(x: i64) -> Value {
+        json!({"x": x})
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn every_event_is_seen_in_order_but_changes_only_in_their_latest_state() {
+        let setup = start(Pause::new(0));
+        // Queued before the worker starts: one batch.
+        setup
+            .send(EventType::Listed, object("a", "1", spec(1)))
+            .await;
+        setup
+            .send(EventType::Modified, object("a", "2", spec(2)))
+            .await;
+        setup
+            .send(EventType::Modified, object("a", "3", spec(3)))
+            .await;
+        setup.pass(0.1).await;
+        let events: Vec<(String, Option<EventType>)> = (setup.hooks.calls().into_iter())
+            .filter(|c| c.kind == HandlerKind::Watching)
+            .map(|c| (c.version, c.event_type))
+            .collect();
+        assert_eq!(
+            events,
+            [
+                ("1".into(), Some(EventType::Listed)),
+                ("2".into(), Some(EventType::Modified)),
+                ("3".into(), Some(EventType::Modified)),
+            ]
+        );
+        assert_eq!(setup.hooks.calls_of(HandlerKind::Changing), ["3"]);
+        let applied = setup.patcher.applied();
+        assert_eq!(applied.len(), 1, "one write for the cycle: {applied:?}");
+        assert!(applied[0]["metadata"]["annotations"]
+            .get("kopf.zalando.org/last-handled-configuration")
+            .is_some());
+        setup.stop().await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_stale_state_waits_for_our_own_change() {
+        let setup = start(Pause::new(0));
+        setup
+            .send(EventType::Listed, object("a", "1", spec(1)))
+            .await;
+        setup.pass(0.1).await;
+        assert_eq!(setup.hooks.calls_of(HandlerKind::Changing), ["1"]);
+        // The stream lags behind our patch: this state has no diff base yet and would
+        // look like a creation again.
+        setup
+            .send(EventType::Modified, object("a", "2", spec(1)))
+            .await;
+        setup.pass(1.0).await;
+        assert_eq!(setup.hooks.calls_of(HandlerKind::Changing), ["1"]);
+        // Our own change arrives: it is the latest state, and nothing has changed.
+        let ours = setup.patcher.patched(&object("a", "1", spec(1)));
+        assert_eq!(ours["metadata"]["resourceVersion"], "100");
+        setup.send(EventType::Modified, ours).await;
+        setup.pass(10.0).await;
+        assert_eq!(setup.hooks.calls_of(HandlerKind::Changing), ["1"]);
+        assert_eq!(setup.patcher.applied().len(), 1);
+        setup.stop().await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn without_our_own_change_the_latest_state_is_processed_after_the_timeout() {
+        let setup = start(Pause::new(0));
+        setup
+            .send(EventType::Listed, object("a", "1", spec(1)))
+            .await;
+        setup.pass(0.1).await;
+        setup
+            .send(EventType::Modified, object("a", "2", spec(1)))
+            .await;
+        setup.pass(4.0).await; // the consistency timeout is 5 s
+        assert_eq!(setup.hooks.calls_of(HandlerKind::Changing), ["1"]);
+        setup.pass(2.0).await;
+        assert_eq!(setup.hooks.calls_of(HandlerKind::Changing), ["1", "2"]);
+        setup.stop().await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_failed_write_is_retried_without_calling_the_handler_again() {
+        let setup = start(Pause::new(0));
+        setup.patcher.fail_next(500);
+        setup
+            .send(EventType::Listed, object("a", "1", spec(1)))
+            .await;
+        setup.pass(0.5).await;
+        assert_eq!(setup.hooks.calls_of(HandlerKind::Changing), ["1"]);
+        assert!(setup.patcher.applied().is_empty());
+        assert_eq!(
+            setup.capture.messages(Level::ERROR),
+            ["Throttling for 1 seconds due to an unexpected error: HTTP 500 InternalError: the fake API refuses"]
+        );
+        setup.pass(1.0).await;
+        let applied = setup.patcher.applied();
+        assert_eq!(applied.len(), 1, "the same patch, written now: {applied:?}");
+        assert!(applied[0]["metadata"]["annotations"]
+            .get("kopf.zalando.org/last-handled-configuration")
+            .is_some());
+        assert_eq!(setup.hooks.calls_of(HandlerKind::Changing), ["1"]);
+        setup.stop().await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn while_paused_events_are_dropped() {
+        let pause = Pause::new(1); // paused until the voter says otherwise
+        let setup = start(pause.clone());
+        setup
+            .send(EventType::Listed, object("a", "1", spec(1)))
+            .await;
+        setup.pass(1.0).await;
+        assert!(setup.hooks.calls().is_empty());
+        pause.vote(0, false);
+        setup
+            .send(EventType::Listed, object("a", "2", spec(1)))
+            .await;
+        setup.pass(1.0).await;
+        assert_eq!(setup.hooks.calls_of(HandlerKind::Watching), ["2"]);
+        assert_eq!(setup.hooks.calls_of(HandlerKind::Changing), ["2"]);
+        setup.stop().await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_deleted_object_is_forgotten_and_idle_workers_exit() {
+        let setup = start(Pause::new(0));
+        setup
+            .send(EventType::Listed, object("a", "1", spec(1)))
+            .await;
+        setup
+            .send(EventType::Listed, object("b", "1", spec(1)))
+            .await;
+        setup.pass(0.1).await;
+        assert_eq!(setup.hooks.calls_of(HandlerKind::Changing), ["1", "1"]);
+        for name in ["a", "b"] {
+            let ours = setup.patcher.patched(&object(name, "1", spec(1)));
+            setup.send(EventType::Modified, ours).await;
+        }
+        setup
+            .send(EventType::Deleted, object("a", "5", spec(1)))
+            .await;
+        setup.pass(0.1).await;
+        assert_eq!(*setup.hooks.forgotten.lock().unwrap(), ["uid-a"]);
+        // b's worker exits when idle; a successor takes b's next events.
+        setup.pass(20.0).await;
+        let mut later = setup.patcher.patched(&object("b", "1", spec(1)));
+        later["metadata"]["resourceVersion"] = json!("200");
+        setup.send(EventType::Modified, later).await;
+        setup.pass(0.1).await;
+        let events = |name| setup.hooks.calls_for(HandlerKind::Watching, Some(name));
+        assert_eq!(events("a"), ["1", "100", "5"]);
+        assert_eq!(events("b"), ["1", "101", "200"]);
+        assert_eq!(setup.hooks.calls_of(HandlerKind::Changing), ["1", "1"]);
+        setup.stop().await;
+    }
 }

@@ -1,0 +1,323 @@
+//! Fakes for the engine's tests: Python's side of the hooks (handlers that answer as told,
+//! daemons that obey their stop flags or not) and an API that takes patches.
+
+use crate::client::applying::{Applied, Patcher};
+use crate::client::resources::Resource;
+use crate::client::watching::{EventType, RawEvent};
+use crate::engine::context::ResourceContext;
+use crate::engine::handlers::{ChangingHandler, SpawningHandler, WatchingHandler};
+use crate::engine::hooks::{HandlerKind, Hooks, Invocation, Invoked};
+use crate::settings::Settings;
+use crate::state::patches::Patch;
+use crate::state::progression::Outcome;
+use crate::state::storages::Storages;
+use crate::util::dicts;
+use futures::future::BoxFuture;
+use serde_json::{json, Value};
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+use tokio::sync::watch;
+
+/// One handler call as the fake Python side saw it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Call {
+    pub kind: HandlerKind,
+    pub handler: usize,
+    /// The object's name and `metadata.resourceVersion` of the body the handler got.
+    pub name: String,
+    pub version: String,
+    pub event_type: Option<EventType>,
+}
+
+/// How a daemon's function behaves when asked to stop.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Daemon {
+    /// Returns as soon as its `stopped` flag is raised.
+    Obedient,
+    /// Ignores the flag; ends when its task is cancelled (an async daemon).
+    Cancellable,
+    /// Ignores everything (a sync daemon in a thread): runs until the test ends.
+    Stubborn,
+}
+
+#[derive(Default)]
+struct Signals {
+    /// The reasons raised per daemon token.
+    stopping: Vec<(u64, u32)>,
+    cancelled: Vec<u64>,
+}
+
+pub struct FakeHooks {
+    pub calls: Mutex<Vec<Call>>,
+    /// How the next calls end (then: success), in order, for any handler.
+    outcomes: Mutex<VecDeque<Outcome>>,
+    daemon: Daemon,
+    signals: watch::Sender<Signals>,
+    pub forgotten: Mutex<Vec<String>>,
+}
+
+impl FakeHooks {
+    pub fn new(daemon: Daemon) -> Arc<Self> {
+        Arc::new(Self {
+            calls: Mutex::default(),
+            outcomes: Mutex::default(),
+            daemon,
+            signals: watch::channel(Signals::default()).0,
+            forgotten: Mutex::default(),
+        })
+    }
+
+    /// The next call ends so (and the ones after it as queued, then in success).
+    pub fn answer(&self, outcome: Outcome) {
+        self.outcomes.lock().unwrap().push_back(outcome);
+    }
+
+    pub fn calls(&self) -> Vec<Call> {
+        self.calls.lock().unwrap().clone()
+    }
+
+    /// The versions that the handlers of this kind got, in order.
+    pub fn calls_of(&self, kind: HandlerKind) -> Vec<String> {
+        self.calls_for(kind, None)
+    }
+
+    /// The versions of one object (or all) that the handlers of this kind got, in order.
+    pub fn calls_for(&self, kind: HandlerKind, name: Option<&str>) -> Vec<String> {
+        (self.calls().into_iter())
+            .filter(|c| c.kind == kind && name.is_none_or(|n| c.name == n))
+            .map(|c| c.version)
+            .collect()
+    }
+
+    /// The stop reasons raised for a daemon so far (bits, or'ed).
+    pub fn stopping(&self, token: u64) -> u32 {
+        (self.signals.borrow().stopping.iter())
+            .filter(|(t, _)| *t == token)
+            .fold(0, |bits, (_, reason)| bits | reason)
+    }
+
+    pub fn cancelled(&self, token: u64) -> bool {
+        self.signals.borrow().cancelled.contains(&token)
+    }
+}
+
+impl Hooks for FakeHooks {
+    fn check_callbacks(&self, invocations: Vec<Invocation>) -> BoxFuture<'static, Vec<bool>> {
+        let verdicts = vec![true; invocations.len()];
+        Box::pin(async move { verdicts })
+    }
+
+    fn invoke(&self, invocation: Invocation) -> BoxFuture<'static, Invoked> {
+        let meta = |key: &str| {
+            (dicts::meta(&invocation.body, key).and_then(Value::as_str))
+                .unwrap_or_default()
+                .to_owned()
+        };
+        let (name, version) = (meta("name"), meta("resourceVersion"));
+        self.calls.lock().unwrap().push(Call {
+            kind: invocation.kind,
+            handler: invocation.handler,
+            name,
+            version,
+            event_type: invocation.event_type,
+        });
+        let outcome = self.outcomes.lock().unwrap().pop_front();
+        let outcome = outcome.unwrap_or(Outcome {
+            final_: true,
+            ..Default::default()
+        });
+        let Some(daemon) = invocation
+            .daemon
+            .filter(|_| invocation.kind == HandlerKind::Spawning)
+        else {
+            return Box::pin(async move {
+                Invoked {
+                    outcome,
+                    ..Default::default()
+                }
+            });
+        };
+        let mut signals = self.signals.subscribe();
+        let behaviour = self.daemon;
+        let token = daemon.token;
+        Box::pin(async move {
+            let cancelled = match behaviour {
+                Daemon::Obedient => {
+                    let _ = signals
+                        .wait_for(|s| s.stopping.iter().any(|(t, _)| *t == token))
+                        .await;
+                    false
+                }
+                Daemon::Cancellable => {
+                    let _ = signals.wait_for(|s| s.cancelled.contains(&token)).await;
+                    true
+                }
+                Daemon::Stubborn => std::future::pending().await,
+            };
+            Invoked {
+                outcome,
+                patch: None,
+                cancelled,
+            }
+        })
+    }
+
+    fn forget(&self, key: &str) {
+        self.forgotten.lock().unwrap().push(key.to_owned());
+    }
+
+    fn select_resources(
+        &self,
+        _: HandlerKind,
+        _: usize,
+        resources: Vec<Resource>,
+    ) -> BoxFuture<'static, Vec<bool>> {
+        let verdicts = vec![true; resources.len()];
+        Box::pin(async move { verdicts })
+    }
+
+    fn probe(&self) -> BoxFuture<'static, Value> {
+        Box::pin(async { json!({}) })
+    }
+
+    fn initial_delay(&self, _: Invocation) -> BoxFuture<'static, f64> {
+        Box::pin(async { 0.0 })
+    }
+
+    fn daemon_stopping(&self, token: u64, reason: u32) {
+        self.signals
+            .send_modify(|s| s.stopping.push((token, reason)));
+    }
+
+    fn daemon_cancel(&self, token: u64) {
+        self.signals.send_modify(|s| s.cancelled.push(token));
+    }
+
+    fn daemon_forget(&self, _: u64) {}
+
+    fn refresh_body(&self, _: &str, _: &Value) {}
+}
+
+/// An API that takes every patch (or fails as told): each applied patch gets the next
+/// resourceVersion, counting from 100.
+#[derive(Default)]
+pub struct FakePatcher {
+    /// The patches written, with their objects' names.
+    pub written: Mutex<Vec<(String, Value)>>,
+    /// Errors for the next writes, in order.
+    pub failures: Mutex<VecDeque<kube::Error>>,
+}
+
+impl FakePatcher {
+    /// The patches written so far (of all objects).
+    pub fn applied(&self) -> Vec<Value> {
+        let written = self.written.lock().unwrap();
+        written.iter().map(|(_, patch)| patch.clone()).collect()
+    }
+
+    /// The object as the server has it after our patches: `body` with them applied, at the
+    /// version of the last one.
+    pub fn patched(&self, body: &Value) -> Value {
+        let mut body = body.clone();
+        let name = body["metadata"]["name"].clone();
+        let written = self.written.lock().unwrap();
+        for (at, (_, patch)) in written.iter().enumerate().filter(|(_, (n, _))| *n == name) {
+            dicts::merge(&mut body, patch);
+            body["metadata"]["resourceVersion"] = json!(format!("{}", 100 + at));
+        }
+        body
+    }
+
+    /// A server-side error of the API.
+    pub fn fail_next(&self, code: u16) {
+        let status =
+            kube::core::Status::failure("the fake API refuses", "InternalError").with_code(code);
+        (self.failures.lock().unwrap()).push_back(kube::Error::Api(Box::new(status)));
+    }
+}
+
+impl Patcher for FakePatcher {
+    fn apply<'a>(
+        &'a self,
+        body: &'a Value,
+        patch: Patch,
+    ) -> BoxFuture<'a, Result<Applied, kube::Error>> {
+        Box::pin(async move {
+            if let Some(error) = self.failures.lock().unwrap().pop_front() {
+                return Err(error);
+            }
+            let name = body["metadata"]["name"].as_str().unwrap_or_default();
+            let mut written = self.written.lock().unwrap();
+            written.push((name.to_owned(), Value::Object(patch.merge)));
+            Ok(Applied {
+                resource_version: Some(format!("{}", 99 + written.len())),
+                ..Default::default()
+            })
+        })
+    }
+}
+
+pub fn resource() -> Arc<Resource> {
+    Arc::new(Resource {
+        group: "demo.kopf.dev".into(),
+        version: "v1".into(),
+        plural: "greetings".into(),
+        kind: "Greeting".into(),
+        singular: "greeting".into(),
+        shortcuts: vec![],
+        categories: vec![],
+        subresources: vec![],
+        namespaced: true,
+        preferred: true,
+        verbs: vec!["list".into(), "watch".into(), "patch".into()],
+    })
+}
+
+/// Handlers of the tests' resource, from their descriptions as the Python side sends them.
+pub fn handler<T: serde::de::DeserializeOwned>(spec: Value) -> T {
+    let mut spec = spec;
+    spec["selector"] = json!({"any_name": "greetings"});
+    serde_json::from_value(spec).expect("a valid handler description")
+}
+
+pub struct Handlers {
+    pub changing: Vec<ChangingHandler>,
+    pub watching: Vec<WatchingHandler>,
+    pub spawning: Vec<SpawningHandler>,
+}
+
+pub fn context(
+    handlers: Handlers,
+    settings: Settings,
+    hooks: Arc<FakeHooks>,
+    patcher: Arc<FakePatcher>,
+) -> Arc<ResourceContext> {
+    let storages = Storages::default();
+    Arc::new(ResourceContext {
+        resource: resource(),
+        patcher,
+        settings: Arc::new(settings),
+        hooks,
+        changing: handlers.changing,
+        watching: handlers.watching,
+        spawning: handlers.spawning,
+        progress: storages.progress,
+        diffbase: storages.diffbase,
+        extra_fields: Vec::new(),
+    })
+}
+
+/// A Greeting `name` at this resourceVersion, with a spec.
+pub fn object(name: &str, version: &str, spec: Value) -> Value {
+    json!({"apiVersion": "demo.kopf.dev/v1", "kind": "Greeting",
+           "metadata": {"namespace": "ns", "name": name, "uid": format!("uid-{name}"),
+                        "resourceVersion": version},
+           "spec": spec})
+}
+
+pub fn event(event_type: EventType, object: Value) -> RawEvent {
+    RawEvent {
+        event_type,
+        object: Arc::new(object),
+    }
+}
