@@ -281,125 +281,19 @@ impl Daemons {
         tasks::spawn(runner.run());
     }
 
-    /// Kopf's multi-cycle stopping (for deletion and mismatching filters): raise the flag,
-    /// then, as time passes, signal, cancel, and abandon; the delays until the next check.
+    /// Kopf's multi-cycle stopping (for deletion and mismatching filters): one step of
+    /// each daemon's stopping; the delays until the still running ones are looked at again.
     async fn stop_daemons(&self, daemons: &[Daemon], reason: u32) -> Vec<f64> {
-        let hooks = self.ctx.hooks.as_ref();
-        let polling = self.ctx.settings.background.cancellation_polling;
         let mut delays = Vec::new();
         for daemon in daemons {
-            let handler = &daemon.handler;
-            let stopper = &daemon.stopper;
-            let age = stopper.age();
-            let (backoff, timeout) = cancellation(handler);
-            let polling = (handler.cancellation_polling)
-                .filter(|_| handler.kind == SpawningKind::Daemon)
-                .unwrap_or(polling);
-            let object = &daemon.object();
-            if !stopper.has(reason) {
-                stopper.set(reason, hooks);
-                self.wait_instant_exit(daemon).await;
-            }
-            if daemon.done() {
-                continue;
-            }
-            let title = handler.title();
-            if backoff.is_some_and(|b| age < b) {
-                if !stopper.has(reasons::DAEMON_SIGNALLED) {
-                    stopper.set(reasons::DAEMON_SIGNALLED, hooks);
-                    object_log!(
-                        Level::DEBUG,
-                        object,
-                        "{title} is signalled to exit gracefully."
-                    );
-                    self.wait_instant_exit(daemon).await;
-                }
-                if !daemon.done() {
-                    delays.push(backoff.unwrap_or(0.0) - age);
-                }
-            } else if let Some(timeout) = timeout.filter(|t| age < t + backoff.unwrap_or(0.0)) {
-                if !stopper.has(reasons::DAEMON_CANCELLED) {
-                    stopper.set(reasons::DAEMON_CANCELLED, hooks);
-                    object_log!(
-                        Level::DEBUG,
-                        object,
-                        "{title} is signalled to exit by force."
-                    );
-                    hooks.daemon_cancel(stopper.token);
-                    self.wait_instant_exit(daemon).await;
-                }
-                if !daemon.done() {
-                    delays.push(timeout + backoff.unwrap_or(0.0) - age);
-                }
-            } else if timeout.is_some() {
-                if !stopper.has(reasons::DAEMON_ABANDONED) {
-                    stopper.set(reasons::DAEMON_ABANDONED, hooks);
-                    object_log!(
-                        Level::WARN,
-                        object,
-                        "{title} did not exit in time. Leaving it orphaned."
-                    );
-                }
-            } else {
-                object_log!(
-                    Level::DEBUG,
-                    object,
-                    "{title} is still exiting. The next check is in {polling} seconds."
-                );
-                delays.push(polling);
-            }
+            delays.extend(Stopping::new(self, daemon).step(reason).await);
         }
         delays
     }
 
-    /// Kopf's one-go stopping (for the operator's exit): signal, wait the backoff,
-    /// cancel, wait the timeout, abandon.
+    /// Kopf's one-go stopping (for the operator's exit): all the steps, waiting in between.
     async fn stop_daemon(&self, daemon: &Daemon, reason: u32) {
-        let hooks = self.ctx.hooks.as_ref();
-        let handler = &daemon.handler;
-        let (backoff, timeout) = cancellation(handler);
-        let object = &daemon.object();
-        let title = handler.title();
-        daemon.stopper.set(reason, hooks);
-        if self.wait_instant_exit(daemon).await {
-            object_log!(Level::DEBUG, object, "{title} has exited gracefully.");
-            return;
-        }
-        if let Some(backoff) = backoff {
-            daemon.stopper.set(reasons::DAEMON_SIGNALLED, hooks);
-            object_log!(
-                Level::DEBUG,
-                object,
-                "{title} is signalled to exit gracefully."
-            );
-            if daemon.wait_exit(backoff).await {
-                return;
-            }
-        }
-        if let Some(timeout) = timeout {
-            daemon.stopper.set(reasons::DAEMON_CANCELLED, hooks);
-            object_log!(
-                Level::DEBUG,
-                object,
-                "{title} is signalled to exit by force."
-            );
-            hooks.daemon_cancel(daemon.stopper.token);
-            if daemon.wait_exit(timeout).await {
-                return;
-            }
-        }
-        daemon.stopper.set(reasons::DAEMON_ABANDONED, hooks);
-        object_log!(
-            Level::WARN,
-            object,
-            "{title} did not exit in time. Leaving it orphaned."
-        );
-    }
-
-    async fn wait_instant_exit(&self, daemon: &Daemon) -> bool {
-        daemon
-            .wait_exit(self.ctx.settings.background.instant_exit())
-            .await
+        Stopping::new(self, daemon).all_the_way(reason).await;
     }
 
     /// The operator exits: stop all daemons of all objects at once, each in Kopf's one-go way.
@@ -428,11 +322,150 @@ impl Daemons {
     }
 }
 
-/// A handler's cancellation backoff and timeout: timers have none (they are only signalled).
-fn cancellation(handler: &SpawningHandler) -> (Option<f64>, Option<f64>) {
-    match handler.kind {
-        SpawningKind::Daemon => (handler.cancellation_backoff, handler.cancellation_timeout),
-        SpawningKind::Timer => (None, None),
+/// Kopf's stopping of one daemon or timer, in steps: raise its flag with a reason (it may
+/// exit at once); after its cancellation backoff, signal it to exit gracefully; after its
+/// cancellation timeout, cancel its call; then abandon it. Timers are only flagged.
+struct Stopping<'a> {
+    daemons: &'a Daemons,
+    daemon: &'a Daemon,
+    backoff: Option<f64>,
+    timeout: Option<f64>,
+    object: ObjectRef,
+    title: String,
+}
+
+impl<'a> Stopping<'a> {
+    fn new(daemons: &'a Daemons, daemon: &'a Daemon) -> Self {
+        let handler = &daemon.handler;
+        let (backoff, timeout) = match handler.kind {
+            SpawningKind::Daemon => (handler.cancellation_backoff, handler.cancellation_timeout),
+            SpawningKind::Timer => (None, None),
+        };
+        Self {
+            daemons,
+            daemon,
+            backoff,
+            timeout,
+            object: daemon.object(),
+            title: handler.title(),
+        }
+    }
+
+    fn hooks(&self) -> &dyn Hooks {
+        self.daemons.ctx.hooks.as_ref()
+    }
+
+    fn stopper(&self) -> &Stopper {
+        &self.daemon.stopper
+    }
+
+    /// Seconds that an exit on request may take before the next step.
+    fn instant_exit(&self) -> f64 {
+        self.daemons.ctx.settings.background.instant_exit()
+    }
+
+    /// Raise the flag with this reason; true if the daemon exits right away.
+    async fn flag(&self, reason: u32) -> bool {
+        self.stopper().set(reason, self.hooks());
+        self.daemon.wait_exit(self.instant_exit()).await
+    }
+
+    /// Tell it again to exit gracefully; true if it exits within `wait` seconds.
+    async fn signal(&self, wait: f64) -> bool {
+        self.stopper().set(reasons::DAEMON_SIGNALLED, self.hooks());
+        let title = &self.title;
+        object_log!(
+            Level::DEBUG,
+            &self.object,
+            "{title} is signalled to exit gracefully."
+        );
+        self.daemon.wait_exit(wait).await
+    }
+
+    /// Cancel its call (async functions only); true if it exits within `wait` seconds.
+    async fn cancel(&self, wait: f64) -> bool {
+        self.stopper().set(reasons::DAEMON_CANCELLED, self.hooks());
+        let title = &self.title;
+        object_log!(
+            Level::DEBUG,
+            &self.object,
+            "{title} is signalled to exit by force."
+        );
+        self.hooks().daemon_cancel(self.stopper().token);
+        self.daemon.wait_exit(wait).await
+    }
+
+    /// Give up on it: it runs on, unwatched.
+    fn abandon(&self) {
+        self.stopper().set(reasons::DAEMON_ABANDONED, self.hooks());
+        let title = &self.title;
+        object_log!(
+            Level::WARN,
+            &self.object,
+            "{title} did not exit in time. Leaving it orphaned."
+        );
+    }
+
+    /// One look in the multi-cycle stopping: the step that the time since the flag was
+    /// raised calls for, once each; the delay until the next look, while it still runs.
+    async fn step(&self, reason: u32) -> Option<f64> {
+        let stopper = self.stopper();
+        let age = stopper.age();
+        if !stopper.has(reason) {
+            self.flag(reason).await;
+        }
+        if self.daemon.done() {
+            return None;
+        }
+        let backoff = self.backoff.unwrap_or(0.0);
+        if self.backoff.is_some_and(|b| age < b) {
+            if !stopper.has(reasons::DAEMON_SIGNALLED) {
+                self.signal(self.instant_exit()).await;
+            }
+            (!self.daemon.done()).then_some(backoff - age)
+        } else if let Some(timeout) = self.timeout.filter(|t| age < t + backoff) {
+            if !stopper.has(reasons::DAEMON_CANCELLED) {
+                self.cancel(self.instant_exit()).await;
+            }
+            (!self.daemon.done()).then_some(timeout + backoff - age)
+        } else if self.timeout.is_some() {
+            if !stopper.has(reasons::DAEMON_ABANDONED) {
+                self.abandon();
+            }
+            None
+        } else {
+            let handler = &self.daemon.handler;
+            let polling = (handler.cancellation_polling)
+                .filter(|_| handler.kind == SpawningKind::Daemon)
+                .unwrap_or(self.daemons.ctx.settings.background.cancellation_polling);
+            let title = &self.title;
+            object_log!(
+                Level::DEBUG,
+                &self.object,
+                "{title} is still exiting. The next check is in {polling} seconds."
+            );
+            Some(polling)
+        }
+    }
+
+    /// The one-go stopping: each step in turn, waiting for the daemon in between.
+    async fn all_the_way(&self, reason: u32) {
+        if self.flag(reason).await {
+            let title = &self.title;
+            object_log!(Level::DEBUG, &self.object, "{title} has exited gracefully.");
+            return;
+        }
+        if let Some(backoff) = self.backoff {
+            if self.signal(backoff).await {
+                return;
+            }
+        }
+        if let Some(timeout) = self.timeout {
+            if self.cancel(timeout).await {
+                return;
+            }
+        }
+        self.abandon();
     }
 }
 
@@ -655,5 +688,186 @@ impl Runner {
         self.stopper.set(reasons::DONE, hooks);
         hooks.daemon_forget(self.stopper.token);
         self.object.exited.notify_one();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::testing::{
+        self, object, Daemon as Behaviour, FakeHooks, FakePatcher, Handlers,
+    };
+    use crate::settings::Settings;
+    use crate::util::logging::Capture;
+    use serde_json::json;
+    use tracing::instrument::WithSubscriber;
+
+    struct Setup {
+        hooks: Arc<FakeHooks>,
+        daemons: Arc<Daemons>,
+        object: Arc<ObjectDaemons>,
+        capture: Capture,
+    }
+
+    /// One object with one running daemon `d` (or timer), described by `spec`.
+    async fn start(behaviour: Behaviour, spec: Value) -> Setup {
+        let hooks = FakeHooks::new(behaviour);
+        let mut spec = spec;
+        spec["index"] = json!(0);
+        spec["id"] = json!("d");
+        let handlers = Handlers {
+            changing: vec![],
+            watching: vec![],
+            spawning: vec![testing::handler(spec)],
+        };
+        let patcher = Arc::new(FakePatcher::default());
+        let ctx = testing::context(handlers, Settings::default(), hooks.clone(), patcher);
+        let daemons = Arc::new(Daemons::new(ctx.clone(), Pause::new(0)));
+        let body = Arc::new(object("a", "1", json!({})));
+        let object = daemons.object("uid-a", &body);
+        let capture = Capture::default();
+        let spawning = async {
+            let handlers: Vec<&SpawningHandler> = ctx.spawning.iter().collect();
+            daemons.spawn_and_match(&object, &handlers).await
+        };
+        let delays = spawning.with_subscriber(capture.clone()).await;
+        assert!(delays.is_empty());
+        tokio::time::sleep(Duration::from_millis(10)).await; // its first call
+        Setup {
+            hooks,
+            daemons,
+            object,
+            capture,
+        }
+    }
+
+    impl Setup {
+        fn token(&self) -> u64 {
+            (self.hooks.calls().iter().find_map(|c| c.token)).expect("the daemon was called")
+        }
+
+        /// One look of the stopping for the object's deletion: the delays until the next.
+        async fn stop_for_deletion(&self) -> Vec<f64> {
+            let stopping = self.daemons.stop_for_deletion(&self.object);
+            stopping.with_subscriber(self.capture.clone()).await
+        }
+
+        fn running(&self) -> usize {
+            self.object.snapshot().len()
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_daemon_exits_when_its_flag_is_raised() {
+        let setup = start(Behaviour::Obedient, json!({"kind": "daemon"})).await;
+        assert_eq!(setup.running(), 1);
+        assert!(setup.stop_for_deletion().await.is_empty());
+        assert_eq!(setup.running(), 0);
+        let token = setup.token();
+        assert_eq!(
+            setup.hooks.stopping(token),
+            reasons::RESOURCE_DELETED | reasons::DONE
+        );
+        assert!(!setup.hooks.cancelled(token));
+        assert!(
+            setup.object.forever_stopped().is_empty(),
+            "stopped, not done by itself"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_daemon_that_ignores_its_flag_is_signalled_then_cancelled() {
+        let spec =
+            json!({"kind": "daemon", "cancellation_backoff": 1.0, "cancellation_timeout": 10.0});
+        let setup = start(Behaviour::Cancellable, spec).await;
+        let delays = setup.stop_for_deletion().await;
+        assert_eq!(delays.len(), 1);
+        assert!((0.8..=1.0).contains(&delays[0]), "{delays:?}");
+        let token = setup.token();
+        assert!(!setup.hooks.cancelled(token));
+        tokio::time::sleep(Duration::from_secs_f64(delays[0])).await;
+        assert!(setup.stop_for_deletion().await.is_empty());
+        assert!(setup.hooks.cancelled(token));
+        assert_eq!(setup.running(), 0);
+        assert_eq!(
+            setup.capture.messages(Level::DEBUG),
+            [
+                "Daemon 'd' is signalled to exit gracefully.",
+                "Daemon 'd' is signalled to exit by force.",
+            ]
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_daemon_that_never_exits_is_abandoned_after_its_timeout() {
+        let spec = json!({"kind": "daemon", "cancellation_timeout": 1.0});
+        let setup = start(Behaviour::Stubborn, spec).await;
+        let delays = setup.stop_for_deletion().await;
+        assert_eq!(
+            delays.len(),
+            1,
+            "cancelled, and checked again after the timeout"
+        );
+        assert!(setup.hooks.cancelled(setup.token()));
+        tokio::time::sleep(Duration::from_secs_f64(delays[0])).await;
+        assert!(setup.stop_for_deletion().await.is_empty());
+        assert_eq!(
+            setup.capture.messages(Level::WARN),
+            ["Daemon 'd' did not exit in time. Leaving it orphaned."]
+        );
+        let token = setup.token();
+        assert_ne!(setup.hooks.stopping(token) & reasons::DAEMON_ABANDONED, 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn without_a_timeout_a_stopping_daemon_is_polled() {
+        let setup = start(Behaviour::Stubborn, json!({"kind": "daemon"})).await;
+        assert_eq!(setup.stop_for_deletion().await, [60.0]);
+        assert_eq!(
+            setup.capture.messages(Level::DEBUG),
+            ["Daemon 'd' is still exiting. The next check is in 60 seconds."]
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_operator_exit_stops_daemons_in_one_go() {
+        let spec =
+            json!({"kind": "daemon", "cancellation_backoff": 0.5, "cancellation_timeout": 0.5});
+        let setup = start(Behaviour::Cancellable, spec).await;
+        let started = Instant::now();
+        setup
+            .daemons
+            .stop_all()
+            .with_subscriber(setup.capture.clone())
+            .await;
+        let token = setup.token();
+        let reasons = setup.hooks.stopping(token);
+        let expected =
+            reasons::OPERATOR_EXITING | reasons::DAEMON_SIGNALLED | reasons::DAEMON_CANCELLED;
+        assert_eq!(reasons & expected, expected);
+        assert!(
+            started.elapsed() >= Duration::from_secs_f64(0.5),
+            "the backoff was waited"
+        );
+        assert_eq!(setup.running(), 0);
+        assert!(setup.capture.messages(Level::WARN).is_empty());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn timers_are_called_on_schedule_until_stopped() {
+        let setup = start(
+            Behaviour::Returning,
+            json!({"kind": "timer", "interval": 1.0}),
+        )
+        .await;
+        tokio::time::sleep(Duration::from_secs_f64(3.5)).await;
+        assert_eq!(setup.hooks.calls().len(), 4, "at 0, 1, 2 and 3 seconds");
+        assert!(
+            setup.stop_for_deletion().await.is_empty(),
+            "timers only get the flag"
+        );
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        assert_eq!(setup.hooks.calls().len(), 4);
+        assert_eq!(setup.running(), 0);
     }
 }

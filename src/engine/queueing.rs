@@ -488,7 +488,7 @@ mod tests {
 
     /// A dispatcher with a create handler (0) and an event handler (0).
     fn start(pause: Arc<Pause>) -> Setup {
-        let hooks = FakeHooks::new(Daemon::Obedient);
+        let hooks = FakeHooks::new(Daemon::Returning);
         let patcher = Arc::new(FakePatcher::default());
         let handlers = Handlers {
             changing: vec![testing::handler(

@@ -27,11 +27,15 @@ pub struct Call {
     pub name: String,
     pub version: String,
     pub event_type: Option<EventType>,
+    /// A daemon's or timer's stopper.
+    pub token: Option<u64>,
 }
 
 /// How a daemon's function behaves when asked to stop.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Daemon {
+    /// Returns at once (as timers' functions do).
+    Returning,
     /// Returns as soon as its `stopped` flag is raised.
     Obedient,
     /// Ignores the flag; ends when its task is cancelled (an async daemon).
@@ -120,6 +124,7 @@ impl Hooks for FakeHooks {
             name,
             version,
             event_type: invocation.event_type,
+            token: invocation.daemon.as_ref().map(|d| d.token),
         });
         let outcome = self.outcomes.lock().unwrap().pop_front();
         let outcome = outcome.unwrap_or(Outcome {
@@ -128,7 +133,7 @@ impl Hooks for FakeHooks {
         });
         let Some(daemon) = invocation
             .daemon
-            .filter(|_| invocation.kind == HandlerKind::Spawning)
+            .filter(|_| self.daemon != Daemon::Returning)
         else {
             return Box::pin(async move {
                 Invoked {
@@ -153,6 +158,7 @@ impl Hooks for FakeHooks {
                     true
                 }
                 Daemon::Stubborn => std::future::pending().await,
+                Daemon::Returning => false,
             };
             Invoked {
                 outcome,
