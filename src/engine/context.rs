@@ -4,13 +4,15 @@
 
 use crate::client::applying::Patcher;
 use crate::client::resources::Resource;
-use crate::engine::handlers::{ChangingHandler, SpawningHandler, WatchingHandler};
-use crate::engine::hooks::Hooks;
+use crate::engine::handlers::{ChangingHandler, Reason, SpawningHandler, WatchingHandler};
+use crate::engine::hooks::{HandlerKind, Hooks, Invocation};
 use crate::settings::Settings;
 use crate::state::diffbase::DiffBaseStorage;
+use crate::state::diffs::{self, Diff};
 use crate::state::patches::Patch;
 use crate::state::progress::ProgressStorage;
-use crate::util::dicts::FieldPath;
+use crate::util::dicts::{self, FieldPath};
+use serde_json::Value;
 use std::sync::Arc;
 
 /// What the engine remembers about one object between its events.
@@ -38,6 +40,51 @@ pub struct ResourceContext {
     pub diffbase: Arc<dyn DiffBaseStorage>,
     /// Fields handlers watch outside the default essence (e.g. in `status`).
     pub extra_fields: Vec<FieldPath>,
+}
+
+/// The cause of a cycle: why the object is processed, and how its essence has changed
+/// since the last handled state.
+#[derive(Debug, Clone)]
+pub struct Change {
+    pub reason: Reason,
+    pub old: Option<Value>,
+    pub new: Option<Value>,
+    pub diff: Diff,
+    /// The first cycle of an object seen in the listing: resume handlers apply.
+    pub initial: bool,
+}
+
+impl ResourceContext {
+    /// Prepare a call of a handler (with the cause reduced to its field, if any).
+    pub fn invocation(
+        &self,
+        kind: HandlerKind,
+        index: usize,
+        field: Option<&FieldPath>,
+        body: &Arc<Value>,
+        change: Option<&Change>,
+    ) -> Invocation {
+        let (old, new, diff) = match (change, field) {
+            (None, _) => (None, None, None),
+            (Some(c), None) => (c.old.clone(), c.new.clone(), Some(c.diff.clone())),
+            (Some(c), Some(field)) => (
+                (c.old.as_ref())
+                    .and_then(|o| dicts::resolve(o, field))
+                    .cloned(),
+                (c.new.as_ref())
+                    .and_then(|n| dicts::resolve(n, field))
+                    .cloned(),
+                Some(diffs::reduce(&c.diff, field)),
+            ),
+        };
+        Invocation {
+            reason: change.map(|c| c.reason),
+            old,
+            new,
+            diff,
+            ..Invocation::new(kind, index, self.resource.clone(), body.clone())
+        }
+    }
 }
 
 /// The result of a cycle: what to patch and how long until handlers want to run again.

@@ -10,7 +10,7 @@ use crate::engine::hooks::{DaemonCall, HandlerKind, Hooks, Invocation};
 use crate::ha::pausing::Pause;
 use crate::object_log;
 use crate::state::patches::Patch;
-use crate::state::progression::{deliver_result, format_time};
+use crate::state::progression::format_time;
 use crate::util::logging::ObjectRef;
 use crate::util::tasks;
 use chrono::Utc;
@@ -568,10 +568,7 @@ impl Runner {
             return None;
         }
         let mut patch = Patch::default();
-        if let Some(handler_patch) = &invoked.patch {
-            patch.merge_from(handler_patch);
-        }
-        deliver_result(&self.handler.id, &invoked.outcome, &mut patch);
+        invoked.apply_to(&self.handler.id, &mut patch);
         self.apply(patch).await;
         if invoked.outcome.final_ {
             *attempts = Attempts::new();

@@ -6,7 +6,8 @@ use crate::client::resources::Resource;
 use crate::client::watching::EventType;
 use crate::engine::handlers::Reason;
 use crate::state::diffs::Diff;
-use crate::state::progression::Outcome;
+use crate::state::patches::Patch;
+use crate::state::progression::{deliver_result, Outcome};
 use futures::future::BoxFuture;
 use serde_json::Value;
 use std::sync::Arc;
@@ -89,6 +90,17 @@ pub struct Invoked {
     pub patch: Option<Value>,
     /// The call was cancelled (a daemon stopped by force): there is no outcome.
     pub cancelled: bool,
+}
+
+impl Invoked {
+    /// The call's effects on the object: the handler's own patch, and its result in
+    /// `status.<handler id>`.
+    pub fn apply_to(&self, id: &str, patch: &mut Patch) {
+        if let Some(own) = &self.patch {
+            patch.merge_from(own);
+        }
+        deliver_result(id, &self.outcome, patch);
+    }
 }
 
 /// What the core asks of the Python side.

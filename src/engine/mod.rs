@@ -10,6 +10,7 @@ pub mod handlers;
 pub mod hooks;
 pub mod processing;
 pub mod queueing;
+pub mod selecting;
 
 #[cfg(test)]
 pub mod testing;

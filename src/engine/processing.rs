@@ -3,30 +3,23 @@
 //! The patch is applied by `applying`; the order of events is kept by `queueing`.
 
 use crate::client::watching::{EventType, RawEvent};
-use crate::engine::context::{Cycle, Memory, ResourceContext};
+use crate::engine::context::{Change, Cycle, Memory, ResourceContext};
 use crate::engine::daemons::{Daemons, ObjectDaemons};
 use crate::engine::handlers::{ChangingHandler, Match, Reason, SpawningHandler};
-use crate::engine::hooks::{HandlerKind, Invocation};
+use crate::engine::hooks::HandlerKind;
+use crate::engine::selecting::{self, Verdicts};
 use crate::object_log;
 use crate::state::diffs::{self, Diff};
 use crate::state::patches::{FinalizerOp, Patch};
-use crate::state::progression::{deliver_result, State};
+use crate::state::progression::{format_time, State};
 use crate::state::StorageResult;
-use crate::util::dicts::{self, FieldPath};
+use crate::util::dicts;
 use crate::util::encoding::to_python_repr;
 use crate::util::logging::ObjectRef;
 use chrono::Utc;
 use serde_json::Value;
 use std::sync::Arc;
 use tracing::Level;
-
-struct Change {
-    reason: Reason,
-    old: Option<Value>,
-    new: Option<Value>,
-    diff: Diff,
-    initial: bool,
-}
 
 /// An object's daemons and the registry they belong to (for resources with daemons or timers).
 pub type Spawning<'a> = Option<(&'a Arc<Daemons>, &'a Arc<ObjectDaemons>)>;
@@ -72,36 +65,29 @@ async fn process_cycle(
     let patch_initially_empty = cycle.patch.is_empty();
     let finalizer = &ctx.settings.persistence.finalizer;
     let detected = detect_change(ctx, memory, event)?;
+    let candidates = match spawning {
+        Some((_, object)) => spawning_candidates(ctx, object, body, !detected.diff.is_empty()),
+        None => Vec::new(),
+    };
+    let change = (!ctx.changing.is_empty()).then_some(detected);
+    let verdicts = Verdicts::ask(ctx, body, change.as_ref(), &candidates).await;
     let (spawning_delays, spawning_blocks) = match spawning {
         Some((daemons, object)) => {
+            let matching = selecting::matching_spawning(&verdicts, &candidates);
             let deleted = event.event_type == EventType::Deleted;
-            let essential = !detected.diff.is_empty();
-            process_spawning(ctx, daemons, object, body, deleted, essential).await
+            process_spawning(daemons, object, body, deleted, &matching).await
         }
         None => (Vec::new(), false),
     };
-    let mut change = (!ctx.changing.is_empty()).then_some(detected);
-    if let Some(c) = &change {
-        if !any_prematch(ctx, ctx.changing.iter(), body, c).await {
-            change = None;
-        }
-    }
+    let mut change =
+        change.filter(|c| selecting::any_matches(&verdicts, ctx.changing.iter(), body, c));
 
     let deletion_ongoing = is_deletion_ongoing(body);
     let deletion_blocked = is_deletion_blocked(body, finalizer);
+    let finalizing = ctx.changing.iter().filter(|h| h.requires_finalizer);
     let must_block = spawning_blocks
-        || match &change {
-            Some(c) => {
-                any_prematch(
-                    ctx,
-                    ctx.changing.iter().filter(|h| h.requires_finalizer),
-                    body,
-                    c,
-                )
-                .await
-            }
-            None => false,
-        };
+        || (change.as_ref())
+            .is_some_and(|c| selecting::any_matches(&verdicts, finalizing, body, c));
     if must_block && !deletion_blocked && !deletion_ongoing {
         object_log!(
             Level::DEBUG,
@@ -128,7 +114,8 @@ async fn process_cycle(
 
     if let Some(c) = &change {
         cycle.matched = true;
-        let delays = process_change(ctx, memory, body, &object, c, &mut cycle.patch).await?;
+        let delays =
+            process_change(ctx, memory, &verdicts, body, &object, c, &mut cycle.patch).await?;
         cycle.delays.extend(delays);
     }
 
@@ -144,32 +131,37 @@ async fn process_cycle(
     Ok(())
 }
 
-/// Daemons and timers: refresh what they see, spawn the matching ones, stop the others
-/// (all of them if the object is being deleted). The delays until the stopping ones are
-/// checked again, and whether the object must keep the finalizer for them.
-async fn process_spawning(
-    ctx: &ResourceContext,
-    daemons: &Arc<Daemons>,
-    object: &Arc<ObjectDaemons>,
+/// Daemons and timers see the object's latest state; those that may run for it (not
+/// finished for good, and not excluded by the static filters) are the candidates.
+fn spawning_candidates<'h>(
+    ctx: &'h ResourceContext,
+    object: &ObjectDaemons,
     body: &Arc<Value>,
-    deleted: bool,
     essential_change: bool,
-) -> (Vec<f64>, bool) {
+) -> Vec<(&'h SpawningHandler, Match)> {
     object.refresh(body, essential_change, ctx.hooks.as_ref());
     let excluded = object.forever_stopped();
-    let candidates: Vec<(&SpawningHandler, Match)> = (ctx.spawning.iter())
+    (ctx.spawning.iter())
         .filter(|h| !excluded.contains(&h.id))
         .map(|h| (h, h.filters.prematch(body, None)))
         .filter(|(_, m)| *m != Match::No)
-        .collect();
-    let matching = select_by(ctx, candidates, |h| {
-        invocation(ctx, HandlerKind::Spawning, h.index, None, body, None)
-    })
-    .await;
+        .collect()
+}
+
+/// Spawn the matching daemons and timers, stop the others (all of them if the object is
+/// being deleted). The delays until the stopping ones are checked again, and whether the
+/// object must keep the finalizer for them.
+async fn process_spawning(
+    daemons: &Arc<Daemons>,
+    object: &Arc<ObjectDaemons>,
+    body: &Value,
+    deleted: bool,
+    matching: &[&SpawningHandler],
+) -> (Vec<f64>, bool) {
     let delays = if deleted || is_deletion_ongoing(body) {
         daemons.stop_for_deletion(object).await
     } else {
-        daemons.spawn_and_match(object, &matching).await
+        daemons.spawn_and_match(object, matching).await
     };
     (delays, !matching.is_empty())
 }
@@ -225,160 +217,10 @@ fn detect_change(
     })
 }
 
-/// Prepare a call of a handler (with the cause reduced to its field, if any).
-fn invocation(
-    ctx: &ResourceContext,
-    kind: HandlerKind,
-    index: usize,
-    field: Option<&FieldPath>,
-    body: &Arc<Value>,
-    change: Option<&Change>,
-) -> Invocation {
-    let (old, new, diff) = match (change, field) {
-        (None, _) => (None, None, None),
-        (Some(c), None) => (c.old.clone(), c.new.clone(), Some(c.diff.clone())),
-        (Some(c), Some(field)) => (
-            c.old
-                .as_ref()
-                .and_then(|o| dicts::resolve(o, field))
-                .cloned(),
-            c.new
-                .as_ref()
-                .and_then(|n| dicts::resolve(n, field))
-                .cloned(),
-            Some(diffs::reduce(&c.diff, field)),
-        ),
-    };
-    Invocation {
-        reason: change.map(|c| c.reason),
-        old,
-        new,
-        diff,
-        ..Invocation::new(kind, index, ctx.resource.clone(), body.clone())
-    }
-}
-
-/// Static filters here; callbacks in one trip to Python for all undecided handlers.
-async fn select<'h>(
-    ctx: &ResourceContext,
-    candidates: Vec<(&'h ChangingHandler, Match)>,
-    body: &Arc<Value>,
-    change: &Change,
-) -> Vec<&'h ChangingHandler> {
-    // Callbacks get the whole cause (as in Kopf), not one reduced to the handler's field.
-    select_by(ctx, candidates, |h| {
-        invocation(
-            ctx,
-            HandlerKind::Changing,
-            h.index,
-            None,
-            body,
-            Some(change),
-        )
-    })
-    .await
-}
-
-/// The candidates that match: the static `Yes`es, and the undecided ones their callbacks
-/// accept (`call` describes a handler's call for its callbacks).
-async fn select_by<'h, H>(
-    ctx: &ResourceContext,
-    candidates: Vec<(&'h H, Match)>,
-    call: impl Fn(&H) -> Invocation,
-) -> Vec<&'h H> {
-    let mut verdicts = ask_python(ctx, candidates.iter().map(|(h, m)| (*m, || call(h))))
-        .await
-        .into_iter();
-    candidates
-        .into_iter()
-        .filter(|(_, m)| match m {
-            Match::Yes => true,
-            Match::AskPython => verdicts.next().unwrap_or(false),
-            Match::No => false,
-        })
-        .map(|(h, _)| h)
-        .collect()
-}
-
-/// The callbacks' verdicts for the undecided (`AskPython`) candidates, in their order:
-/// one trip to Python for all of them, none if nothing is undecided.
-async fn ask_python<F: FnOnce() -> Invocation>(
-    ctx: &ResourceContext,
-    candidates: impl Iterator<Item = (Match, F)>,
-) -> Vec<bool> {
-    let undecided: Vec<Invocation> = candidates
-        .filter(|(m, _)| *m == Match::AskPython)
-        .map(|(_, call)| call())
-        .collect();
-    if undecided.is_empty() {
-        Vec::new()
-    } else {
-        ctx.hooks.check_callbacks(undecided).await
-    }
-}
-
-fn static_prematch(h: &ChangingHandler, body: &Value, change: &Change) -> Match {
-    h.filters
-        .prematch(body, Some((change.old.as_ref(), change.new.as_ref())))
-}
-
-/// Does any of these handlers match (statically, or by its callbacks if needed)?
-async fn any_prematch<'h>(
-    ctx: &ResourceContext,
-    handlers: impl Iterator<Item = &'h ChangingHandler>,
-    body: &Arc<Value>,
-    change: &Change,
-) -> bool {
-    let candidates: Vec<_> = handlers
-        .map(|h| (h, static_prematch(h, body, change)))
-        .filter(|(_, m)| *m != Match::No)
-        .collect();
-    if candidates.iter().any(|(_, m)| *m == Match::Yes) {
-        return true;
-    }
-    !select(ctx, candidates, body, change).await.is_empty()
-}
-
-/// The handlers for this cause: by reason, initial/deleted flags, and all filters.
-async fn cause_handlers<'h>(
-    ctx: &'h ResourceContext,
-    body: &Arc<Value>,
-    change: &Change,
-) -> Vec<&'h ChangingHandler> {
-    let deleted = change.reason == Reason::Delete;
-    let candidates: Vec<_> = ctx
-        .changing
-        .iter()
-        .filter(|h| h.reason.is_none_or(|r| r == change.reason))
-        // Resuming handlers only in initial causes, and on deletion only if they ask for it.
-        .filter(|h| !h.initial || change.initial)
-        .filter(|h| !h.initial || !deleted || h.deleted)
-        .map(|h| {
-            let m = match static_prematch(h, body, change) {
-                Match::No => Match::No,
-                first => match (
-                    first,
-                    h.match_field_changes(change.old.as_ref(), change.new.as_ref()),
-                ) {
-                    (_, Match::No) => Match::No,
-                    (Match::Yes, Match::Yes) => Match::Yes,
-                    _ => Match::AskPython,
-                },
-            };
-            (h, m)
-        })
-        .filter(|(_, m)| *m != Match::No)
-        .collect();
-    let mut selected = select(ctx, candidates, body, change).await;
-    // The same function under the same id runs once per cause (e.g. @on.create + @on.resume).
-    let mut seen = std::collections::HashSet::new();
-    selected.retain(|h| seen.insert(h.id.clone()));
-    selected
-}
-
 async fn process_change(
     ctx: &ResourceContext,
     memory: &mut Memory,
+    verdicts: &Verdicts,
     body: &Arc<Value>,
     object: &ObjectRef,
     change: &Change,
@@ -393,7 +235,7 @@ async fn process_change(
         let purpose = change.reason.as_str();
         let title = Reason::title(purpose);
         let owned_ids: Vec<String> = dedup_ids(ctx.changing.iter().map(|h| h.id.clone()));
-        let handlers = cause_handlers(ctx, body, change).await;
+        let handlers = selecting::cause_handlers(ctx, verdicts, body, change);
         let handler_ids: Vec<String> = handlers.iter().map(|h| h.id.clone()).collect();
         let storage = ctx.progress.as_ref();
 
@@ -448,24 +290,14 @@ async fn process_change(
                 let handler_state = state
                     .get(&handler.id)
                     .expect("selected handlers have states");
-                let mut call = invocation(
-                    ctx,
-                    HandlerKind::Changing,
-                    handler.index,
-                    handler.filters.field.as_ref(),
-                    body,
-                    Some(change),
-                );
+                let field = handler.filters.field.as_ref();
+                let kind = HandlerKind::Changing;
+                let mut call = ctx.invocation(kind, handler.index, field, body, Some(change));
                 call.retry = handler_state.retries;
-                call.started = Some(crate::state::progression::format_time(
-                    handler_state.started,
-                ));
+                call.started = Some(format_time(handler_state.started));
                 call.runtime = handler_state.runtime(Utc::now());
                 let invoked = hooks.invoke(call).await;
-                if let Some(handler_patch) = &invoked.patch {
-                    patch.merge_from(handler_patch);
-                }
-                deliver_result(&handler.id, &invoked.outcome, patch);
+                invoked.apply_to(&handler.id, patch);
                 state = state.with_outcome(&handler.id, &invoked.outcome, Utc::now());
             }
             state.store(body, patch, storage)?;
@@ -522,32 +354,10 @@ pub async fn process_watching(ctx: &ResourceContext, event: &RawEvent) -> Patch 
     if ctx.watching.is_empty() {
         return patch;
     }
-    let body = &event.object;
-    let mut candidates = Vec::new();
-    for handler in &ctx.watching {
-        let m = handler.filters.prematch(body, None);
-        if m != Match::No {
-            let mut call = invocation(ctx, HandlerKind::Watching, handler.index, None, body, None);
-            call.event_type = Some(event.event_type);
-            candidates.push((handler, call, m));
-        }
-    }
-    let mut verdicts = ask_python(
-        ctx,
-        candidates.iter().map(|(_, call, m)| (*m, || call.clone())),
-    )
-    .await
-    .into_iter();
-    for (handler, call, m) in candidates {
-        let wanted = m == Match::Yes || verdicts.next().unwrap_or(false);
-        if wanted {
-            // Errors are logged by the Python side and otherwise ignored: events are not retried.
-            let invoked = ctx.hooks.invoke(call).await;
-            if let Some(handler_patch) = &invoked.patch {
-                patch.merge_from(handler_patch);
-            }
-            deliver_result(&handler.id, &invoked.outcome, &mut patch);
-        }
+    for (handler, call) in selecting::watching_handlers(ctx, event).await {
+        // Errors are logged by the Python side and otherwise ignored: events are not retried.
+        let invoked = ctx.hooks.invoke(call).await;
+        invoked.apply_to(&handler.id, &mut patch);
     }
     patch
 }
@@ -600,7 +410,58 @@ fn diff_repr(diff: &Diff) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::client::watching::EventType;
+    use crate::engine::testing::{self, event, object, Daemon, FakeHooks, FakePatcher, Handlers};
+    use crate::ha::pausing::Pause;
+    use crate::settings::Settings;
     use serde_json::json;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_cycle_asks_the_callback_filters_once() {
+        let hooks = FakeHooks::new(Daemon::Returning);
+        let handlers = Handlers {
+            changing: vec![
+                testing::handler(json!({"index": 0, "id": "create_fn", "reason": "create",
+                                        "has_when": true, "requires_finalizer": true})),
+                testing::handler(json!({"index": 1, "id": "update_fn", "reason": "update",
+                                        "has_when": true, "requires_finalizer": true})),
+            ],
+            watching: vec![],
+            spawning: vec![testing::handler(
+                json!({"index": 0, "id": "timer_fn", "kind": "timer", "has_when": true}),
+            )],
+        };
+        let patcher = Arc::new(FakePatcher::default());
+        let ctx = testing::context(handlers, Settings::default(), hooks.clone(), patcher);
+        let daemons = Arc::new(Daemons::new(ctx.clone(), Pause::new(0)));
+        let mut body = object("a", "1", json!({}));
+        body["metadata"]["finalizers"] = json!(["kopf.zalando.org/KopfFinalizerMarker"]);
+        let object_daemons = daemons.object("uid-a", &Arc::new(body.clone()));
+        let spawning = Some((&daemons, &object_daemons));
+        let mut memory = Memory::default();
+        let event = event(EventType::Listed, body);
+        let cycle = process_changing(&ctx, &mut memory, &event, Patch::default(), spawning)
+            .await
+            .unwrap();
+        assert!(cycle.matched);
+        let trips = hooks.trips.lock().unwrap().clone();
+        assert_eq!(
+            trips,
+            [vec![
+                (HandlerKind::Changing, 0),
+                (HandlerKind::Changing, 1),
+                (HandlerKind::Spawning, 0)
+            ]],
+            "one trip, each callback once"
+        );
+        let called: Vec<_> = (hooks.calls().into_iter())
+            .filter(|c| c.kind == HandlerKind::Changing)
+            .map(|c| c.handler)
+            .collect();
+        assert_eq!(called, [0], "the creation's handler");
+        daemons.stop_all().await;
+    }
+
 
     #[test]
     fn diffs_are_logged_as_python_tuples() {

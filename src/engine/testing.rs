@@ -53,6 +53,8 @@ struct Signals {
 
 pub struct FakeHooks {
     pub calls: Mutex<Vec<Call>>,
+    /// Each trip to evaluate callback filters: the handlers asked.
+    pub trips: Mutex<Vec<Vec<(HandlerKind, usize)>>>,
     /// How the next calls end (then: success), in order, for any handler.
     outcomes: Mutex<VecDeque<Outcome>>,
     daemon: Daemon,
@@ -64,6 +66,7 @@ impl FakeHooks {
     pub fn new(daemon: Daemon) -> Arc<Self> {
         Arc::new(Self {
             calls: Mutex::default(),
+            trips: Mutex::default(),
             outcomes: Mutex::default(),
             daemon,
             signals: watch::channel(Signals::default()).0,
@@ -107,6 +110,8 @@ impl FakeHooks {
 
 impl Hooks for FakeHooks {
     fn check_callbacks(&self, invocations: Vec<Invocation>) -> BoxFuture<'static, Vec<bool>> {
+        let asked = invocations.iter().map(|i| (i.kind, i.handler)).collect();
+        self.trips.lock().unwrap().push(asked);
         let verdicts = vec![true; invocations.len()];
         Box::pin(async move { verdicts })
     }
