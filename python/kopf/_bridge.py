@@ -21,6 +21,16 @@ from kopf._filters import spec_of
 from kopf._handlers import Activity, ChangingHandler, DaemonHandler, OperatorRegistry, Reason, ResourceHandler
 from kopf._kits import cause_body_var
 from kopf._logging import LocalObjectLogger, ObjectLogger
+from kopf._protocol import (
+    DaemonCall,
+    HandlerKind,
+    Invocation,
+    Invoked,
+    ObjectRef,
+    ResourceSelection,
+    Target,
+    Threading,
+)
 from kopf._references import Resource
 from kopf._settings import OperatorSettings, is_default_executor
 from kopf._structs import Body, Diff, Patch
@@ -46,7 +56,7 @@ class Bridge:
         self.changing = list(registry._changing)
         self.watching = list(registry._watching)
         self.spawning = list(registry._spawning)
-        self._by_kind: dict[str, list[Any]] = {'changing': self.changing, 'watching': self.watching,
+        self._by_kind: dict[HandlerKind, list[Any]] = {'changing': self.changing, 'watching': self.watching,
                                                'spawning': self.spawning}
         self.settings = settings
         self.memobase = memo
@@ -66,7 +76,7 @@ class Bridge:
         self._executor_slots = asyncio.Semaphore(2 * threads)
         # Decided once per handler, not per call: sync handlers that return soon (daemons
         # run for long and do not count).
-        self._threaded = {(kind, index) for kind, handlers in self._by_kind.items()
+        self._threaded: set[Target] = {(kind, index) for kind, handlers in self._by_kind.items()
                           for index, handler in enumerate(handlers)
                           if not is_async_fn(handler.fn) and not isinstance(handler, DaemonHandler)}
 
@@ -133,7 +143,7 @@ class Bridge:
 
     # -- called by the core -------------------------------------------------------------------
 
-    def threading(self) -> tuple[int, list[tuple[str, int]]] | None:
+    def threading(self) -> Threading:
         """Which handlers the core may call on its own threads (``invoke_in_thread``), and how
         many at once: the synchronous ones, with the default executor (its size is all that
         matters, ``settings.execution.max_workers``); an operator's own executor runs them
@@ -147,7 +157,7 @@ class Bridge:
         """The effective levels of the loggers the core writes to: lines below them are not sent."""
         return {name: logging.getLogger(name).getEffectiveLevel() for name in names}
 
-    def log(self, name: str, level: int, ref: dict[str, Any] | None, message: str) -> None:
+    def log(self, name: str, level: int, ref: ObjectRef | None, message: str) -> None:
         """A line of the core, to one of Kopf's loggers (by its name); about an object if ``ref``."""
         if ref is None:
             logging.getLogger(name).log(level, message)
@@ -158,7 +168,7 @@ class Bridge:
     def ready(self) -> None:
         self._loop.call_soon_threadsafe(self._ready.set)
 
-    async def select_resources(self, request: dict[str, Any]) -> list[bool]:
+    async def select_resources(self, request: ResourceSelection) -> list[bool]:
         """Which of the resources a handler's callable selector wants (`@kopf.on.event(callable)`)."""
         handler = self._by_kind[request['kind']][request['handler']]
         assert handler.selector is not None and handler.selector.fn is not None
@@ -203,7 +213,7 @@ class Bridge:
             live.clear()
             live.update(raw)
 
-    async def initial_delay(self, call: dict[str, Any]) -> float:
+    async def initial_delay(self, call: Invocation) -> float:
         handler = self.spawning[call['handler']]
         kwargs, _, _ = self._kwargs(call, handler)
         assert callable(handler.initial_delay)
@@ -213,7 +223,7 @@ class Bridge:
             engine_logger.exception(f"The initial delay of {handler} has failed; starting with no delay.")
             return 0.0
 
-    async def invoke(self, call: dict[str, Any]) -> dict[str, Any]:
+    async def invoke(self, call: Invocation) -> Invoked:
         handler = self._handler(call)
         kwargs, logger, patch = self._call_kwargs(call, handler)
         stopper = self._stopper(call['daemon']['token']) if call.get('daemon') else None
@@ -235,12 +245,12 @@ class Bridge:
                 stopper.task = None
         return outcome.for_engine(dict(patch))
 
-    def invoke_in_thread(self, call: dict[str, Any]) -> dict[str, Any]:
+    def invoke_in_thread(self, call: Invocation) -> Invoked:
         """A synchronous handler, called on one of the core's threads (see ``threading``),
         in a copy of the loop's context, as the executor would have run it."""
         return self._context.copy().run(self._invoke_here, call)
 
-    def _invoke_here(self, call: dict[str, Any]) -> dict[str, Any]:
+    def _invoke_here(self, call: Invocation) -> Invoked:
         handler = self._handler(call)
         kwargs, logger, patch = self._call_kwargs(call, handler)
         outcome = execute_in_thread(
@@ -249,7 +259,7 @@ class Bridge:
         )
         return outcome.for_engine(dict(patch))
 
-    async def check_callbacks(self, calls: list[dict[str, Any]]) -> list[bool]:
+    async def check_callbacks(self, calls: list[Invocation]) -> list[bool]:
         verdicts = []
         for call in calls:
             handler = self._handler(call)
@@ -263,7 +273,7 @@ class Bridge:
 
     # -- internals -----------------------------------------------------------------------------
 
-    def _call_kwargs(self, call: dict[str, Any], handler: ResourceHandler) -> tuple[dict[str, Any], Any, Patch]:
+    def _call_kwargs(self, call: Invocation, handler: ResourceHandler) -> tuple[dict[str, Any], Any, Patch]:
         """All keyword arguments of a handler's call (the filters' callbacks get fewer)."""
         kwargs, logger, patch = self._kwargs(call, handler)
         kwargs |= {'param': handler.param}
@@ -275,10 +285,10 @@ class Bridge:
         return kwargs, logger, patch
 
     @staticmethod
-    def _default_errors(call: dict[str, Any]) -> ErrorsMode:
+    def _default_errors(call: Invocation) -> ErrorsMode:
         return ErrorsMode.IGNORED if call['kind'] == 'watching' else ErrorsMode.TEMPORARY
 
-    def _handler(self, call: dict[str, Any]) -> ResourceHandler:
+    def _handler(self, call: Invocation) -> ResourceHandler:
         return self._by_kind[call['kind']][call['handler']]  # type: ignore[no-any-return]
 
     def _stopper(self, token: int) -> DaemonStopper:
@@ -288,7 +298,7 @@ class Bridge:
             stopper = self.stoppers.setdefault(token, DaemonStopper(self._loop))
         return stopper
 
-    def _live_body(self, daemon: dict[str, Any], raw: dict[str, Any] | None) -> dict[str, Any]:
+    def _live_body(self, daemon: DaemonCall, raw: dict[str, Any] | None) -> dict[str, Any]:
         """Daemons and timers see one live body per object, updated in place as it changes;
         the core sends a body only when it has changed since the daemon's previous call."""
         key = daemon['key']
@@ -311,11 +321,20 @@ class Bridge:
             memo = self.memos.setdefault(key, copy.copy(self.memobase))
         return memo
 
-    def _kwargs(self, call: dict[str, Any], handler: ResourceHandler) -> tuple[dict[str, Any], Any, Patch]:
-        raw = call['body']
+    def _raw_body(self, call: Invocation) -> dict[str, Any]:
+        """The call's body: as sent, or the live one of daemons and timers (sent only when
+        it has changed since their previous call; all other calls carry it)."""
         daemon = call.get('daemon')
         if daemon is not None:
-            raw = self._live_body(daemon, raw)
+            return self._live_body(daemon, call['body'])
+        body = call['body']
+        if body is None:
+            raise ValueError(f"The engine's call of {call['kind']} handler #{call['handler']} has no body.")
+        return body
+
+    def _kwargs(self, call: Invocation, handler: ResourceHandler) -> tuple[dict[str, Any], Any, Patch]:
+        raw = self._raw_body(call)
+        daemon = call.get('daemon')
         body = Body(raw)
         patch = Patch(body=body)
         watching = call['kind'] == 'watching'
@@ -343,14 +362,14 @@ class Bridge:
                 stopper.set(daemon['reason'])
             checker = AsyncDaemonStopperChecker if is_async_fn(handler.fn) else SyncDaemonStopperChecker
             kwargs |= {'stopped': checker(stopper)}
-        elif call['kind'] == 'changing':
+        elif call['kind'] == 'changing' and call['reason'] is not None:
             kwargs |= {'reason': Reason(call['reason']), 'diff': Diff(call['diff'] or ()),
                        'old': call['old'], 'new': call['new']}
         return kwargs, logger, patch
 
-    def _callbacks_match(self, handler: ResourceHandler, call: dict[str, Any], kwargs: dict[str, Any]) -> bool:
+    def _callbacks_match(self, handler: ResourceHandler, call: Invocation, kwargs: dict[str, Any]) -> bool:
         """Only the callbacks: the static parts of the filters were checked by the core."""
-        raw = call['body']
+        raw = self._raw_body(call)
         meta = raw.get('metadata', {})
         for pattern, content in ((handler.labels, meta.get('labels', {})),
                                  (handler.annotations, meta.get('annotations', {}))):
@@ -366,7 +385,7 @@ class Bridge:
             values = [field_of(call['new']), field_of(call['old'])] if changing else [field_of(raw)]
             if not any(handler.value(v, **kwargs) for v in values):
                 return False
-        if changing and handler.field:
+        if isinstance(handler, ChangingHandler) and handler.field:
             if callable(handler.old) and not handler.old(field_of(call['old']), **kwargs):
                 return False
             if callable(handler.new) and not handler.new(field_of(call['new']), **kwargs):

@@ -104,7 +104,7 @@ class StorageStanzaCleaner:
     def remove_annotations(essence: BodyEssence, keys_to_remove: Collection[str]) -> None:
         annotations = essence.get('metadata', {}).get('annotations', {})
         if set(keys_to_remove) & set(annotations):
-            essence['metadata']['annotations'] = {  # type: ignore[index]
+            essence['metadata']['annotations'] = {
                 key: value for key, value in annotations.items() if key not in keys_to_remove}
 
     @staticmethod

@@ -237,9 +237,10 @@ def _installed(module: str) -> bool:
     return importlib.util.find_spec(module) is not None
 
 
-def fallback_logins() -> list[Callable[..., ConnectionInfo | None]]:
-    """The login handlers used when an operator has none of its own (as Kopf chooses them)."""
-    found: list[Callable[..., ConnectionInfo | None]] = []
+def fallback_logins() -> list[Callable[..., Any]]:
+    """The login handlers used when an operator has none of its own (as Kopf chooses them):
+    plain functions or coroutine functions, each giving a ``ConnectionInfo`` or ``None``."""
+    found: list[Callable[..., Any]] = []
     if _installed('pykube'):
         found.append(login_via_pykube)
     if _installed('kubernetes'):

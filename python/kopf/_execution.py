@@ -20,6 +20,7 @@ from kopf._errors import (
     PermanentError,
     TemporaryError,
 )
+from kopf._protocol import Invoked
 
 
 @dataclasses.dataclass
@@ -29,7 +30,7 @@ class Outcome:
     result: Any = None
     exception: BaseException | None = None
 
-    def for_engine(self, patch: dict[str, Any] | None = None) -> dict[str, Any]:
+    def for_engine(self, patch: dict[str, Any] | None = None) -> Invoked:
         return {
             'final': self.final,
             'delay': self.delay,

@@ -50,7 +50,7 @@ def _walk(objs: Any, nested: Iterable[str] | None = None) -> Iterator[Any]:
     elif isinstance(objs, Mapping):
         yield objs
         for field in nested or ():
-            current: Any = objs
+            current = objs
             try:
                 for part in field.split('.'):
                     current = current[part]
@@ -158,11 +158,11 @@ def label(objs: Any, labels: Mapping[str, str | None] | _Unset = _Unset.token, *
         import warnings
         warnings.warn("force= is deprecated in kopf.label(); use forced=...", DeprecationWarning, stacklevel=2)
         forced = force
-    if isinstance(labels, _Unset):
-        labels = _guess_owner(None).get('metadata', {}).get('labels', {})
+    wanted: Mapping[str, str | None] = (_guess_owner(None).get('metadata', {}).get('labels', {})
+                                         if isinstance(labels, _Unset) else labels)
     nested = [nested] if isinstance(nested, str) else nested
     def apply(obj_labels: dict[str, Any]) -> None:
-        for key, value in labels.items():
+        for key, value in wanted.items():
             if forced:
                 obj_labels[key] = value
             else:

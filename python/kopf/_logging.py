@@ -38,7 +38,7 @@ class ObjectTextFormatter(ObjectFormatter):
     pass
 
 
-class ObjectJsonFormatter(ObjectFormatter, _JsonFormatter):  # type: ignore[misc]
+class ObjectJsonFormatter(ObjectFormatter, _JsonFormatter):
     """JSON lines with the object's reference under ``refkey`` and a ``severity``."""
 
     def __init__(self, *args: Any, refkey: str | None = None, **kwargs: Any) -> None:
@@ -146,7 +146,7 @@ def configure(debug: bool | None = None, verbose: bool | None = None, quiet: boo
 class K8sPoster(logging.Handler):
     """Post object-related log lines as Events, if ``settings.posting.loggers`` says so."""
 
-    def filter(self, record: logging.LogRecord) -> bool:  # type: ignore[override]
+    def filter(self, record: logging.LogRecord) -> bool:
         settings = getattr(record, 'settings', None)
         if settings is None or not hasattr(record, 'k8s_ref') or getattr(record, 'k8s_skip', False):
             return False
@@ -160,7 +160,8 @@ class K8sPoster(logging.Handler):
             type_ = ('Debug' if level <= logging.DEBUG else 'Normal' if level <= logging.INFO
                      else 'Warning' if level <= logging.WARNING else 'Error' if level <= logging.ERROR
                      else 'Fatal' if level <= logging.FATAL else logging.getLevelName(level).capitalize())
-            _posting.enqueue(ref=record.k8s_ref, type=type_, reason='Logging', message=self.format(record))
+            ref = record.__dict__['k8s_ref']  # set by the object loggers (checked in `filter`)
+            _posting.enqueue(ref=ref, type=type_, reason='Logging', message=self.format(record))
         except Exception:
             self.handleError(record)
 

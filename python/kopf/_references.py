@@ -8,6 +8,8 @@ import re
 from collections.abc import Callable, Collection
 from typing import Any
 
+from kopf._protocol import ResourceInfo
+
 NamespacePattern = str | re.Pattern[str]
 NamespaceName = str
 
@@ -61,7 +63,7 @@ class Resource:
         return (server or '').rstrip('/') + url
 
     @classmethod
-    def from_engine(cls, data: dict[str, Any]) -> Resource:
+    def from_engine(cls, data: ResourceInfo) -> Resource:
         return cls(
             group=data['group'], version=data['version'], plural=data['plural'], kind=data['kind'],
             singular=data['singular'], shortcuts=tuple(data['shortcuts']),
@@ -103,8 +105,8 @@ class Selector:
             pass
         elif arg2 is None and arg3 is None:
             if isinstance(arg1, str) and _GROUP_VERSION.fullmatch(arg1):
-                name, version, *group = arg1.split('.', 2)
-                put(any_name=name, version=version, **({'group': group[0]} if group else {}))
+                name, version, *grouped = arg1.split('.', 2)
+                put(any_name=name, version=version, **({'group': grouped[0]} if grouped else {}))
             elif isinstance(arg1, str) and '.' in arg1:
                 name, group = arg1.split('.', 1)
                 put(any_name=name, group=group)

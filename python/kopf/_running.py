@@ -188,8 +188,12 @@ def _install_signals(loop: asyncio.AbstractEventLoop, stop: asyncio.Future[Any])
     if threading.current_thread() is not threading.main_thread():
         logger.warning("OS signals are ignored: running not in the main thread.")
         return
+    def received(sig: signal.Signals) -> None:
+        if not stop.done():
+            stop.set_result(sig)
+
     for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, lambda s=sig: stop.done() or stop.set_result(s))
+        loop.add_signal_handler(sig, received, sig)
 
 
 def _uninstall_signals(loop: asyncio.AbstractEventLoop) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import collections.abc
 import enum
 from collections.abc import Callable, Iterator, Mapping, MutableMapping
-from typing import Any, Literal, NamedTuple, NewType, TypedDict
+from typing import Any, Literal, NamedTuple, NewType, TypedDict, cast
 
 RawBody = MutableMapping[str, Any]
 BodyEssence = Mapping[str, Any]
@@ -70,7 +70,7 @@ class MutableMappingView(MappingView, MutableMapping[str, Any]):
     """A live view that creates its sub-dict on the first write."""
 
     def _ensure(self) -> MutableMapping[str, Any]:
-        current: Any = self._src
+        current = cast(MutableMapping[str, Any], self._src)  # a mutable view of a mutable source
         for key in self._path:
             if not isinstance(current.get(key), MutableMapping):
                 current[key] = {}
@@ -285,7 +285,7 @@ def build_object_reference(body: Mapping[str, Any]) -> ObjectReference:
     meta = body.get('metadata', {})
     ref = {'apiVersion': body.get('apiVersion'), 'kind': body.get('kind'), 'name': meta.get('name'),
            'uid': meta.get('uid'), 'namespace': meta.get('namespace')}
-    return ObjectReference(**{key: value for key, value in ref.items() if value})  # type: ignore[typeddict-item]
+    return cast(ObjectReference, {key: value for key, value in ref.items() if value})
 
 
 def build_owner_reference(body: Mapping[str, Any], *, controller: bool | None = True,
@@ -295,4 +295,4 @@ def build_owner_reference(body: Mapping[str, Any], *, controller: bool | None = 
     ref = {'controller': controller, 'blockOwnerDeletion': block_owner_deletion,
            'apiVersion': body.get('apiVersion'), 'kind': body.get('kind'), 'name': meta.get('name'),
            'uid': meta.get('uid')}
-    return OwnerReference(**{key: value for key, value in ref.items() if value is not None})  # type: ignore[typeddict-item]
+    return cast(OwnerReference, {key: value for key, value in ref.items() if value is not None})

@@ -249,8 +249,7 @@ def event(
     return decorator
 
 
-def _spawning(selector_args: tuple[ResourceArg, str | Marker | None, str | Marker | None], *,
-              selector_kwargs: dict[str, str | None], id: str | None, field: FieldSpec, value: Any,
+def _spawning(selector: Selector, *, id: str | None, field: FieldSpec, value: Any,
               labels: MetaFilter | None, annotations: MetaFilter | None,
               registry: OperatorRegistry | None,
               make: Callable[..., SpawningHandler], **options: Any) -> Callable[[FnT], FnT]:
@@ -261,7 +260,7 @@ def _spawning(selector_args: tuple[ResourceArg, str | Marker | None, str | Marke
         real_field = parse_field(field) or None
         real_registry._spawning.append(make(
             fn=fn, id=generate_id(fn=fn, id=id, suffix='.'.join(real_field or [])),
-            selector=Selector(*selector_args, **selector_kwargs), labels=labels, annotations=annotations,
+            selector=selector, labels=labels, annotations=annotations,
             field=real_field, value=value, requires_finalizer=True, **options,
         ))
         return fn
@@ -288,10 +287,10 @@ def daemon(
     after ``cancellation_backoff`` seconds, and abandoned after ``cancellation_timeout`` more.
     A daemon that returns is not restarted; one that fails is retried as other handlers are.
     """
-    return _spawning((arg1, arg2, arg3), selector_kwargs=dict(
-        group=group, version=version, kind=kind, plural=plural, singular=singular,
-        shortcut=shortcut, category=category,
-    ), id=id, field=field, value=value, labels=labels, annotations=annotations, registry=registry,
+    selector = Selector(arg1, arg2, arg3, group=group, version=version, kind=kind, plural=plural,
+                        singular=singular, shortcut=shortcut, category=category)
+    return _spawning(
+        selector, id=id, field=field, value=value, labels=labels, annotations=annotations, registry=registry,
         make=DaemonHandler, param=param, errors=errors, timeout=timeout, retries=retries,
         backoff=backoff, when=when, initial_delay=initial_delay,
         cancellation_backoff=cancellation_backoff, cancellation_timeout=cancellation_timeout,
@@ -317,10 +316,10 @@ def timer(
     with ``sharp``, on a fixed grid of intervals however long each call takes.
     Results and ``patch`` are applied to the object after each call.
     """
-    return _spawning((arg1, arg2, arg3), selector_kwargs=dict(
-        group=group, version=version, kind=kind, plural=plural, singular=singular,
-        shortcut=shortcut, category=category,
-    ), id=id, field=field, value=value, labels=labels, annotations=annotations, registry=registry,
+    selector = Selector(arg1, arg2, arg3, group=group, version=version, kind=kind, plural=plural,
+                        singular=singular, shortcut=shortcut, category=category)
+    return _spawning(
+        selector, id=id, field=field, value=value, labels=labels, annotations=annotations, registry=registry,
         make=TimerHandler, param=param, errors=errors, timeout=timeout, retries=retries,
         backoff=backoff, when=when, initial_delay=initial_delay, sharp=sharp, idle=idle,
         interval=interval)

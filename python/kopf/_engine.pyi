@@ -1,0 +1,37 @@
+"""The Rust core (``src/binding/``): the operator's engine and the calls it makes into the loop."""
+
+from collections.abc import Awaitable
+from typing import Any, final
+
+__version__: str
+
+@final
+class Operator:
+    """The core of one operator run: ``run()`` once, ``stop()`` from anywhere."""
+
+    def __init__(self) -> None: ...
+    def run(self, spec: str, connection: str, bridge: Any, storages: list[Any]) -> Awaitable[None]:
+        """Run until stopped; ``spec`` and ``connection`` are JSON, ``bridge`` serves the core's calls."""
+    def post_event(self, event: str) -> None:
+        """Queue a Kubernetes Event (JSON) for posting."""
+    def stop(self) -> None:
+        """Ask the running core to stop (thread-safe; idempotent)."""
+
+@final
+class PendingArgument:
+    """A queued call's argument, built on first use."""
+
+    def build(self) -> Any: ...
+
+@final
+class CallQueue:
+    """The core's calls into the operator's loop, behind a readable socket."""
+
+    def fileno(self) -> int: ...
+    def take(self) -> list[tuple[int, str, tuple[str, int] | None, PendingArgument]]:
+        """The queued calls as ``(id, method, target, argument)``; notes have the id 0."""
+    def complete(self, id: int, result: Any) -> None: ...
+    def fail(self, id: int, error: BaseException) -> None: ...
+
+def touch_peering(connection: str, request: str) -> Awaitable[str]:
+    """Write (or with lifetime 0, remove) our record in the peering objects: JSON ``[[where, found], ...]``."""

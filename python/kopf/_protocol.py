@@ -1,0 +1,86 @@
+"""The call protocol between the core and the bridge: the shapes of what crosses the PyO3
+boundary, named once. The core builds and reads them in ``src/binding/hooks.rs`` (and
+``logs.rs``); ``kopf._bridge.Bridge`` takes and answers them."""
+
+from __future__ import annotations
+
+from typing import Any, Literal, NotRequired, TypedDict
+
+# The kinds of resource handlers, as the core names them (its `HandlerKind`).
+HandlerKind = Literal['changing', 'watching', 'spawning']
+
+# Which handler a call invokes: its kind and its position in the bridge's lists.
+Target = tuple[HandlerKind, int]
+
+
+class ObjectRef(TypedDict):
+    """Which object a log line is about (the ``k8s_ref`` of Kopf's log records)."""
+    apiVersion: str
+    kind: str
+    namespace: str | None
+    name: str | None
+    uid: str | None
+
+
+class ResourceInfo(TypedDict):
+    """A resource as the core's discovery found it (``kopf.Resource.from_engine()``)."""
+    group: str
+    version: str
+    plural: str
+    kind: str
+    singular: str
+    shortcuts: list[str]
+    categories: list[str]
+    subresources: list[str]
+    namespaced: bool
+    preferred: bool
+    verbs: list[str]
+
+
+class DaemonCall(TypedDict):
+    """What a daemon's or timer's call carries besides the usual."""
+    token: int  # its stopper (the ``stopped`` kwarg)
+    key: str  # the object, for the live body that long-running daemons see
+    reason: int  # the stopping reasons so far (bits of ``kopf.DaemonStoppingReason``)
+    fresh: bool  # the body differs from the previous call's (else ``body`` is None)
+
+
+class Invocation(TypedDict):
+    """A handler call (``Bridge.invoke()``), or a question to its filters' callbacks."""
+    kind: HandlerKind
+    handler: int
+    resource: ResourceInfo
+    body: dict[str, Any] | None  # None only for daemons whose body has not changed
+    event_type: str | None  # on.event: ADDED, MODIFIED, DELETED; None for listings
+    reason: str | None  # change handlers: create, update, delete, resume
+    old: Any
+    new: Any
+    diff: list[tuple[str, tuple[str, ...], Any, Any]] | None
+    retry: int
+    started: str | None  # ISO 8601, of the first attempt
+    runtime: float  # seconds since the first attempt
+    daemon: NotRequired[DaemonCall]
+
+
+class Invoked(TypedDict, total=False):
+    """How a call ended, for the core; a cancelled daemon's call has only ``final`` and
+    ``cancelled``."""
+    final: bool  # no more retries: succeeded or failed for good
+    delay: float | None  # until the next attempt, if not final
+    result: Any  # the handler's return value, for ``status.<handler id>``
+    exception: str | None  # the error's text, if it failed
+    subrefs: list[str]
+    patch: dict[str, Any] | None  # the handler's changes to the ``patch`` kwarg
+    cancelled: bool  # a daemon stopped by force: no outcome
+
+
+class ResourceSelection(TypedDict):
+    """Which of these resources a handler's callable selector wants."""
+    kind: HandlerKind
+    handler: int
+    resources: list[ResourceInfo]
+
+
+# `Bridge.threading()`: the executor's size and the handlers the core may call on its
+# own threads; None if all calls go through the loop.
+Threading = tuple[int, list[Target]] | None
