@@ -154,7 +154,7 @@ async fn collect(
         paused: None,
     };
     let (tx, mut rx) = mpsc::channel::<RawEvent>(100);
-    let task = tokio::spawn(watcher.run(tx).with_subscriber(capture.clone()));
+    let task = tokio::spawn(watcher.run(tx).with_subscriber(capture.subscriber()));
     let mut events = Vec::new();
     while events.len() < count {
         let event = tokio::time::timeout(Duration::from_secs(20), rx.recv())

@@ -1,16 +1,14 @@
 //! The core's log lines (`tracing` events, see `util::logging`) to Python's `logging`.
-//! Each operator has its own subscriber: it passes on the lines of the core's loggers
+//! Each operator has its own sink (of a `Lines` subscriber): it passes on the lines of the core's loggers
 //! at the levels Python would not drop, as notes to the operator's loop, where they are
 //! logged in order with the calls (no GIL is taken on the core's threads).
 
 use super::calls::Calls;
-use crate::util::logging::{logger_of, python_level, Line, ObjectRef, LOGGERS};
+use crate::util::logging::{python_level, Line, ObjectRef, Sink, LOGGERS};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use std::collections::HashMap;
-use tracing::span::{Attributes, Id, Record};
-use tracing::subscriber::Interest;
-use tracing::{Event, Metadata, Subscriber};
+use tracing::Level;
 
 pub struct PyLogs {
     calls: Calls,
@@ -39,23 +37,12 @@ fn object_dict<'py>(py: Python<'py>, object: &ObjectRef) -> PyResult<Bound<'py, 
     Ok(dict)
 }
 
-impl Subscriber for PyLogs {
-    fn register_callsite(&self, metadata: &'static Metadata<'static>) -> Interest {
-        // The HTTP stack's own events are not Kopf's lines.
-        if logger_of(metadata).is_some() {
-            Interest::sometimes()
-        } else {
-            Interest::never()
-        }
+impl Sink for PyLogs {
+    fn enabled(&self, logger: &str, level: &Level) -> bool {
+        (self.levels.get(logger)).is_some_and(|threshold| python_level(level) >= *threshold)
     }
 
-    fn enabled(&self, metadata: &Metadata<'_>) -> bool {
-        (self.levels.get(metadata.target()))
-            .is_some_and(|threshold| python_level(metadata.level()) >= *threshold)
-    }
-
-    fn event(&self, event: &Event<'_>) {
-        let Some(line) = Line::of(event) else { return };
+    fn line(&self, line: Line) {
         self.calls.notify("log", move |py| {
             let object = line
                 .object
@@ -68,13 +55,4 @@ impl Subscriber for PyLogs {
                 .into_any())
         });
     }
-
-    // The core logs no spans: these are never enabled.
-    fn new_span(&self, _: &Attributes<'_>) -> Id {
-        Id::from_u64(1)
-    }
-    fn record(&self, _: &Id, _: &Record<'_>) {}
-    fn record_follows_from(&self, _: &Id, _: &Id) {}
-    fn enter(&self, _: &Id) {}
-    fn exit(&self, _: &Id) {}
 }

@@ -8,6 +8,7 @@ use crate::client::connection::{self, ConnectionInfo};
 use crate::client::credentials::{Credentials, Login};
 use crate::client::posting::K8sEvent;
 use crate::running::{self, OperatorSpec};
+use crate::util::logging::Lines;
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use std::sync::Arc;
@@ -53,7 +54,7 @@ impl Operator {
         let calls = Calls::new()
             .map_err(|e| PyRuntimeError::new_err(format!("cannot create the call queue: {e}")))?;
         bridge.call_method1(py, "attach", (calls.queue(),))?;
-        let logs = tracing::Dispatch::new(PyLogs::new(py, &bridge, calls.clone())?);
+        let logs = tracing::Dispatch::new(Lines(PyLogs::new(py, &bridge, calls.clone())?));
         let ready_bridge = bridge.clone_ref(py);
         let storages = PyCustomStorages::new(py, storages)?;
         let hooks = Arc::new(PyHooks::new(py, bridge, calls, storages)?);

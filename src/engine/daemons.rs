@@ -727,7 +727,7 @@ mod tests {
             let handlers: Vec<&SpawningHandler> = ctx.spawning.iter().collect();
             daemons.spawn_and_match(&object, &handlers).await
         };
-        let delays = spawning.with_subscriber(capture.clone()).await;
+        let delays = spawning.with_subscriber(capture.subscriber()).await;
         assert!(delays.is_empty());
         tokio::time::sleep(Duration::from_millis(10)).await; // its first call
         Setup {
@@ -746,7 +746,7 @@ mod tests {
         /// One look of the stopping for the object's deletion: the delays until the next.
         async fn stop_for_deletion(&self) -> Vec<f64> {
             let stopping = self.daemons.stop_for_deletion(&self.object);
-            stopping.with_subscriber(self.capture.clone()).await
+            stopping.with_subscriber(self.capture.subscriber()).await
         }
 
         fn running(&self) -> usize {
@@ -835,7 +835,7 @@ mod tests {
         setup
             .daemons
             .stop_all()
-            .with_subscriber(setup.capture.clone())
+            .with_subscriber(setup.capture.subscriber())
             .await;
         let token = setup.token();
         let reasons = setup.hooks.stopping(token);

@@ -462,7 +462,6 @@ mod tests {
         daemons.stop_all().await;
     }
 
-
     #[test]
     fn diffs_are_logged_as_python_tuples() {
         let d = diffs::diff(

@@ -511,7 +511,7 @@ mod tests {
         };
         let capture = Capture::default();
         let (events, rx) = mpsc::channel(100);
-        let dispatcher = tasks::spawn(dispatcher.run(rx).with_subscriber(capture.clone()));
+        let dispatcher = tasks::spawn(dispatcher.run(rx).with_subscriber(capture.subscriber()));
         Setup {
             hooks,
             patcher,

@@ -1,7 +1,8 @@
 //! The core's log lines, as `tracing` events: an event's target is the name of the
 //! Python logger it goes to (Kopf's logger names, which users filter and alert on), and
 //! the lines about an object carry its reference as fields (`object_log!`). The binding
-//! forwards them to Python's `logging`; Rust tests read them with [`Capture`].
+//! forwards them to Python's `logging`; Rust tests read them with [`Capture`]. Both are
+//! sinks of the [`Lines`] subscriber.
 //!
 //! Events of other targets (the HTTP stack's own tracing) are not Kopf's lines: the
 //! subscribers here ignore them.
@@ -140,7 +141,47 @@ impl Visit for Fields {
     }
 }
 
-/// A subscriber that keeps the core's lines in memory, for tests.
+/// Where the core's lines go: what a [`Lines`] subscriber asks of it.
+pub trait Sink: Send + Sync + 'static {
+    /// Would this logger keep a line at this level?
+    fn enabled(&self, logger: &str, level: &Level) -> bool;
+    fn line(&self, line: Line);
+}
+
+/// A subscriber of the core's lines only (the HTTP stack's own events are not Kopf's lines),
+/// passing them to its sink.
+pub struct Lines<S>(pub S);
+
+impl<S: Sink> Subscriber for Lines<S> {
+    fn register_callsite(&self, metadata: &'static Metadata<'static>) -> Interest {
+        if logger_of(metadata).is_some() {
+            Interest::sometimes()
+        } else {
+            Interest::never()
+        }
+    }
+
+    fn enabled(&self, metadata: &Metadata<'_>) -> bool {
+        logger_of(metadata).is_some_and(|logger| self.0.enabled(logger, metadata.level()))
+    }
+
+    fn event(&self, event: &Event<'_>) {
+        if let Some(line) = Line::of(event) {
+            self.0.line(line);
+        }
+    }
+
+    // The core logs no spans: these are never enabled.
+    fn new_span(&self, _: &Attributes<'_>) -> Id {
+        Id::from_u64(1)
+    }
+    fn record(&self, _: &Id, _: &SpanRecord<'_>) {}
+    fn record_follows_from(&self, _: &Id, _: &Id) {}
+    fn enter(&self, _: &Id) {}
+    fn exit(&self, _: &Id) {}
+}
+
+/// Keeps the core's lines in memory, for tests: `Lines(capture.clone())` is the subscriber.
 #[derive(Clone, Default)]
 pub struct Capture {
     lines: Arc<Mutex<Vec<Line>>>,
@@ -158,35 +199,21 @@ impl Capture {
             .map(|line| line.message)
             .collect()
     }
+
+    /// The subscriber that fills this capture.
+    pub fn subscriber(&self) -> Lines<Capture> {
+        Lines(self.clone())
+    }
 }
 
-impl Subscriber for Capture {
-    fn register_callsite(&self, metadata: &'static Metadata<'static>) -> Interest {
-        if logger_of(metadata).is_some() {
-            Interest::always()
-        } else {
-            Interest::never()
-        }
+impl Sink for Capture {
+    fn enabled(&self, _: &str, _: &Level) -> bool {
+        true
     }
 
-    fn enabled(&self, metadata: &Metadata<'_>) -> bool {
-        logger_of(metadata).is_some()
+    fn line(&self, line: Line) {
+        self.lines.lock().expect("not poisoned").push(line);
     }
-
-    fn event(&self, event: &Event<'_>) {
-        if let Some(line) = Line::of(event) {
-            self.lines.lock().expect("not poisoned").push(line);
-        }
-    }
-
-    // The core logs no spans: these are never enabled.
-    fn new_span(&self, _: &Attributes<'_>) -> Id {
-        Id::from_u64(1)
-    }
-    fn record(&self, _: &Id, _: &SpanRecord<'_>) {}
-    fn record_follows_from(&self, _: &Id, _: &Id) {}
-    fn enter(&self, _: &Id) {}
-    fn exit(&self, _: &Id) {}
 }
 
 #[cfg(test)]
@@ -197,7 +224,7 @@ mod tests {
     #[test]
     fn lines_carry_their_logger_object_and_message() {
         let capture = Capture::default();
-        tracing::subscriber::with_default(capture.clone(), || {
+        tracing::subscriber::with_default(capture.subscriber(), || {
             let object = ObjectRef::of(&json!({"apiVersion": "v1", "kind": "Pod",
                 "metadata": {"namespace": "ns", "name": "p", "uid": "u"}}));
             crate::object_log!(Level::INFO, &object, "Handler {:?} succeeded.", "h");
