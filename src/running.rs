@@ -12,6 +12,7 @@ use crate::engine::context::ResourceContext;
 use crate::engine::daemons::Daemons;
 use crate::engine::handlers::{ChangingHandler, SpawningHandler, WatchingHandler};
 use crate::engine::hooks::{HandlerKind, Hooks};
+use crate::engine::lifecycles::Lifecycle;
 use crate::engine::queueing::Dispatcher;
 use crate::ha::leadership::Leadership;
 use crate::ha::pausing::Pause;
@@ -40,6 +41,9 @@ pub struct OperatorSpec {
     /// Namespace patterns; empty means cluster-wide.
     #[serde(default)]
     pub namespaces: Vec<String>,
+    /// Which of the change handlers of a cause run in one cycle (`kopf.operator(lifecycle=)`).
+    #[serde(default)]
+    pub lifecycle: Lifecycle,
     /// `--liveness`: where to serve the probes' results.
     #[serde(default)]
     pub liveness_endpoint: Option<String>,
@@ -110,9 +114,12 @@ async fn plan(
     let spawning = (spec.spawning.iter().enumerate())
         .map(|(at, h)| (HandlerKind::Spawning, &h.filters, h.index, at));
     for (kind, filters, index, at) in changing.chain(watching).chain(spawning) {
-        let found = select(&filters.selector, kind, index, resources, hooks).await;
+        let Some(selector) = &filters.selector else {
+            continue; // not the operator's own handler (none comes without a selector)
+        };
+        let found = select(selector, kind, index, resources, hooks).await;
         if found.is_empty() {
-            unresolved.insert(filters.selector.repr.clone());
+            unresolved.insert(selector.repr.clone());
         }
         for resource in found {
             let plan = planned.entry(resource.name()).or_insert_with(|| Planned {
@@ -250,6 +257,7 @@ pub async fn run(
         settings: settings.clone(),
         hooks: hooks.clone(),
         storages,
+        lifecycle: spec.lifecycle,
         limiter,
         patterns: spec.namespaces.clone(),
         paused: paused.clone(),
@@ -357,6 +365,7 @@ struct Serving {
     settings: Arc<Settings>,
     hooks: Arc<dyn Hooks>,
     storages: Storages,
+    lifecycle: Lifecycle,
     limiter: Option<Arc<Semaphore>>,
     patterns: Vec<String>,
     /// The operator's pause (peering): watchers stop streaming, daemons stop.
@@ -400,6 +409,7 @@ impl Serving {
             patcher: Arc::new(patcher),
             settings: self.settings.clone(),
             hooks: self.hooks.clone(),
+            lifecycle: self.lifecycle,
             extra_fields,
             changing: plan.changing,
             watching: plan.watching,

@@ -5,6 +5,7 @@ Operators written for Kopf 1.45 import ``kopf`` and run unchanged.
 
 import logging as _stdlogging
 
+from kopf import _lifecycles as lifecycles
 from kopf import on
 from kopf._credentials import (
     ConnectionInfo,
@@ -45,6 +46,7 @@ from kopf._kits import (
     label,
     remove_owner_reference,
 )
+from kopf._lifecycles import get_default_lifecycle, set_default_lifecycle
 from kopf._logging import LocalObjectLogger, LogFormat, ObjectLogger, configure
 from kopf._posting import event, exception, info, warn
 from kopf._progress import (
@@ -83,13 +85,15 @@ from kopf._structs import (
     build_object_reference,
     build_owner_reference,
 )
-from kopf.on import daemon, timer
+from kopf._subhandling import execute
+from kopf.on import daemon, register, subhandler, timer
 
 Logger = _stdlogging.Logger | _stdlogging.LoggerAdapter  # type: ignore[type-arg]
 """The type of the ``logger`` kwarg of handlers."""
 
 __all__ = [
-    'on', 'daemon', 'timer', 'configure', 'LogFormat',
+    'on', 'lifecycles', 'subhandler', 'register', 'execute', 'daemon', 'timer',
+    'configure', 'LogFormat', 'get_default_lifecycle', 'set_default_lifecycle',
     'login_via_pykube', 'login_via_client', 'login_via_async_client',
     'login_with_kubeconfig', 'login_with_service_account',
     'LoginError', 'ConnectionInfo',

@@ -8,18 +8,21 @@ import concurrent.futures
 import contextvars
 import copy
 import datetime
+import functools
 import json
 import logging
 from collections.abc import Mapping
 from typing import Any
 
+from kopf import _lifecycles as lifecycles
+from kopf import _subhandling
 from kopf._activities import authenticate, run_activity
 from kopf._daemons import AsyncDaemonStopperChecker, DaemonStopper, SyncDaemonStopperChecker
 from kopf._errors import ErrorsMode
 from kopf._execution import execute_in_thread, execute_once, is_async_fn
-from kopf._filters import spec_of
 from kopf._handlers import Activity, ChangingHandler, DaemonHandler, OperatorRegistry, Reason, ResourceHandler
 from kopf._kits import cause_body_var
+from kopf._lifecycles import LifeCycleFn
 from kopf._logging import LocalObjectLogger, ObjectLogger
 from kopf._protocol import (
     DaemonCall,
@@ -27,6 +30,7 @@ from kopf._protocol import (
     Invocation,
     Invoked,
     ObjectRef,
+    PlanRequest,
     ResourceSelection,
     Target,
     Threading,
@@ -34,6 +38,7 @@ from kopf._protocol import (
 from kopf._references import Resource
 from kopf._settings import OperatorSettings, is_default_executor
 from kopf._structs import Body, Diff, Patch
+from kopf._subhandling import Declared
 
 engine_logger = logging.getLogger('kopf._core.engine')
 _ABSENT_VALUE = object()
@@ -51,8 +56,11 @@ class Bridge:
     """Called by the core (see ``src/binding/hooks.rs``) from the operator's loop."""
 
     def __init__(self, *, registry: OperatorRegistry, settings: OperatorSettings, memo: Any,
-                 ready: asyncio.Event, loop: asyncio.AbstractEventLoop) -> None:
+                 ready: asyncio.Event, loop: asyncio.AbstractEventLoop,
+                 lifecycle: LifeCycleFn = lifecycles.asap) -> None:
         self.registry = registry
+        self.lifecycle = lifecycle  # the operator's: which change handlers of a cause run at once
+        self.scopes: dict[int, Declared] = {}  # sub-handlers being executed, by their scope
         self.changing = list(registry._changing)
         self.watching = list(registry._watching)
         self.spawning = list(registry._spawning)
@@ -82,18 +90,8 @@ class Bridge:
 
     def spec(self) -> dict[str, Any]:
         """The handlers as the core needs them (their positions identify them in calls back)."""
-        def changing(index: int, h: ChangingHandler) -> dict[str, Any]:
-            return {
-                'index': index, 'id': h.id, 'reason': h.reason.value if h.reason else None,
-                'initial': bool(h.initial), 'deleted': bool(h.deleted),
-                'requires_finalizer': bool(h.requires_finalizer),
-                'field_needs_change': bool(h.field_needs_change),
-                'old': spec_of(h.old) if h.old is not None else None,
-                'new': spec_of(h.new) if h.new is not None else None,
-                **h.filters_for_engine(),
-            }
         return {
-            'changing': [changing(i, h) for i, h in enumerate(self.changing)],
+            'changing': [{'index': i, **h.changing_for_engine()} for i, h in enumerate(self.changing)],
             'watching': [{'index': i, 'id': h.id, **h.filters_for_engine()} for i, h in enumerate(self.watching)],
             'spawning': [{'index': i, 'id': h.id, **h.filters_for_engine(), **h.spawning_for_engine()}
                          for i, h in enumerate(self.spawning)],
@@ -229,21 +227,25 @@ class Bridge:
         stopper = self._stopper(call['daemon']['token']) if call.get('daemon') else None
         if stopper is not None and stopper.cancelled:
             return {'final': True, 'cancelled': True}
+        sub = self._subhandling(call, handler, kwargs)
+        declaring = _subhandling.current.set(sub)
         try:
             if stopper is not None:
                 stopper.task = asyncio.current_task()
             outcome = await execute_once(
                 handler=handler, kwargs=kwargs, logger=logger, retry=call['retry'], runtime=call['runtime'],
                 settings=self.settings, default_errors=self._default_errors(call),
+                after=functools.partial(_subhandling.execute_declared, sub),
             )
         except asyncio.CancelledError:
             if stopper is None or not stopper.cancelled:
                 raise
             return {'final': True, 'cancelled': True}  # stopped by force, as the core asked
         finally:
+            _subhandling.current.reset(declaring)
             if stopper is not None:
                 stopper.task = None
-        return outcome.for_engine(dict(patch))
+        return outcome.for_engine(self._own_patch(call, patch))
 
     def invoke_in_thread(self, call: Invocation) -> Invoked:
         """A synchronous handler, called on one of the core's threads (see ``threading``),
@@ -253,11 +255,31 @@ class Bridge:
     def _invoke_here(self, call: Invocation) -> Invoked:
         handler = self._handler(call)
         kwargs, logger, patch = self._call_kwargs(call, handler)
+        sub = self._subhandling(call, handler, kwargs)
+        _subhandling.current.set(sub)  # in this call's own context (see `invoke_in_thread`)
         outcome = execute_in_thread(
             handler=handler, kwargs=kwargs, logger=logger, retry=call['retry'], runtime=call['runtime'],
             settings=self.settings, default_errors=self._default_errors(call),
+            after=functools.partial(_subhandling.execute_declared_blocking, sub),
         )
-        return outcome.for_engine(dict(patch))
+        return outcome.for_engine(self._own_patch(call, patch))
+
+    async def plan(self, request: PlanRequest) -> list[int]:
+        """A custom lifecycle's pick of the awakened handlers: their positions in the request."""
+        scope = request['scope']
+        declared = self.scopes[scope] if scope is not None else None
+        lifecycle = declared.lifecycle if declared is not None else self.lifecycle
+        candidates = [declared.handlers[index] if declared is not None else self.changing[index]
+                      for index, _ in request['handlers']]
+        state = {id: _subhandling.HandlerState.from_record(record) for id, record in request['states'].items()}
+        kwargs, _, _ = self._kwargs(request['call'], candidates[0])
+        try:
+            picked = lifecycle(candidates, state=state, **kwargs)
+        except Exception:
+            engine_logger.exception(f"The lifecycle {lifecycle!r} has failed; no handlers run in this cycle.")
+            return []
+        positions = {id(handler): at for at, handler in enumerate(candidates)}
+        return [positions[id(handler)] for handler in picked if id(handler) in positions]
 
     async def check_callbacks(self, calls: list[Invocation]) -> list[bool]:
         verdicts = []
@@ -289,7 +311,23 @@ class Bridge:
         return ErrorsMode.IGNORED if call['kind'] == 'watching' else ErrorsMode.TEMPORARY
 
     def _handler(self, call: Invocation) -> ResourceHandler:
+        scope = call.get('scope')
+        if scope is not None:
+            return self.scopes[scope].handlers[call['handler']]
         return self._by_kind[call['kind']][call['handler']]  # type: ignore[no-any-return]
+
+    def _subhandling(self, call: Invocation, handler: ResourceHandler, kwargs: dict[str, Any]) -> _subhandling.Call:
+        """What sub-handlers declared in this call need: its scope in the core (change
+        handlers only), the lifecycle it ran by, and the kwargs its sub-handlers share."""
+        scope = call.get('scope')
+        lifecycle = self.scopes[scope].lifecycle if scope is not None else self.lifecycle
+        return _subhandling.Call(handler=handler, scope=call.get('children'), lifecycle=lifecycle,
+                                 kwargs=kwargs, scopes=self.scopes)
+
+    @staticmethod
+    def _own_patch(call: Invocation, patch: Patch) -> dict[str, Any]:
+        """A sub-handler's `patch` is its parent's: it goes with the parent's outcome."""
+        return {} if call.get('scope') is not None else dict(patch)
 
     def _stopper(self, token: int) -> DaemonStopper:
         # The core may raise a flag before the daemon's first call: whoever comes first creates it.
@@ -333,6 +371,13 @@ class Bridge:
         return body
 
     def _kwargs(self, call: Invocation, handler: ResourceHandler) -> tuple[dict[str, Any], Any, Patch]:
+        scope = call.get('scope')
+        if scope is not None:
+            # As in Kopf, sub-handlers share their parent's cause: the same body, patch, memo.
+            shared = dict(self.scopes[scope].call.kwargs)
+            shared |= {'reason': Reason(call['reason'] or 'noop'), 'diff': Diff(call['diff'] or ()),
+                       'old': call['old'], 'new': call['new']}
+            return shared, shared['logger'], shared['patch']
         raw = self._raw_body(call)
         daemon = call.get('daemon')
         body = Body(raw)

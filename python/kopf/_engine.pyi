@@ -33,5 +33,18 @@ class CallQueue:
     def complete(self, id: int, result: Any) -> None: ...
     def fail(self, id: int, error: BaseException) -> None: ...
 
+@final
+class Scope:
+    """Where one change handler call's sub-handlers are executed (by the core)."""
+
+    @property
+    def id(self) -> int: ...
+    @property
+    def parent(self) -> str: ...
+    def execute(self, children: str, lifecycle: str) -> Awaitable[str]:
+        """Run the sub-handlers (JSON) once by the lifecycle (its name): JSON ``{done, delay}``."""
+    def execute_blocking(self, children: str, lifecycle: str) -> str:
+        """The same, waiting in a thread (without the GIL)."""
+
 def touch_peering(connection: str, request: str) -> Awaitable[str]:
     """Write (or with lifetime 0, remove) our record in the peering objects: JSON ``[[where, found], ...]``."""

@@ -10,11 +10,12 @@ import datetime
 import functools
 import inspect
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from kopf._errors import (
     ErrorsMode,
+    HandlerChildrenRetry,
     HandlerRetriesError,
     HandlerTimeoutError,
     PermanentError,
@@ -35,7 +36,8 @@ class Outcome:
             'final': self.final,
             'delay': self.delay,
             'result': self.result if self.exception is None else None,
-            'exception': None if self.exception is None else str(self.exception) or repr(self.exception),
+            # As Kopf keeps it in the progress record: the text only (empty for `Exception()`).
+            'exception': None if self.exception is None else str(self.exception),
             'subrefs': [],
             'patch': patch or None,
         }
@@ -71,11 +73,15 @@ async def invoke(fn: Callable[..., Any], kwargs: dict[str, Any], executor: Any =
 
 async def execute_once(*, handler: Any, kwargs: dict[str, Any], logger: logging.LoggerAdapter,  # type: ignore[type-arg]
                        retry: int, runtime: float, settings: Any,
-                       default_errors: ErrorsMode = ErrorsMode.TEMPORARY) -> Outcome:
-    """Run a handler once; interpret its errors by its errors/timeout/retries/backoff options."""
+                       default_errors: ErrorsMode = ErrorsMode.TEMPORARY,
+                       after: Callable[[], Awaitable[None]] | None = None) -> Outcome:
+    """Run a handler once; interpret its errors by its errors/timeout/retries/backoff options.
+    ``after`` runs when the handler has returned, as part of it (its sub-handlers)."""
     try:
         _check_limits(handler, logger, retry, runtime)
         result = await invoke(handler.fn, kwargs, executor=settings.execution.executor)
+        if after is not None:
+            await after()
     except asyncio.CancelledError:
         logger.warning(f"{handler} is cancelled. Will escalate.")
         raise
@@ -87,11 +93,14 @@ async def execute_once(*, handler: Any, kwargs: dict[str, Any], logger: logging.
 
 def execute_in_thread(*, handler: Any, kwargs: dict[str, Any], logger: logging.LoggerAdapter,  # type: ignore[type-arg]
                       retry: int, runtime: float, settings: Any,
-                      default_errors: ErrorsMode = ErrorsMode.TEMPORARY) -> Outcome:
+                      default_errors: ErrorsMode = ErrorsMode.TEMPORARY,
+                      after: Callable[[], None] | None = None) -> Outcome:
     """The same for a synchronous handler, called directly in the current (worker) thread."""
     try:
         _check_limits(handler, logger, retry, runtime)
         result = handler.fn(**kwargs)
+        if after is not None:
+            after()
     except Exception as e:
         return _failed(handler, e, logger, retry, runtime, settings, default_errors)
     logger.info(f"{handler} succeeded.")
@@ -113,6 +122,9 @@ def _failed(handler: Any, e: Exception, logger: logging.LoggerAdapter,  # type: 
     errors_mode = handler.errors if handler.errors is not None else default_errors
     backoff = handler.backoff if handler.backoff is not None else settings.execution.default_backoff
     timeout, retries = handler.timeout, handler.retries
+    if isinstance(e, HandlerChildrenRetry):  # less noise than other retries: nothing failed
+        logger.debug(f"{handler} has unfinished sub-handlers. Will retry soon.")
+        return Outcome(final=False, exception=e, delay=e.delay)
     if isinstance(e, TemporaryError):
         will_time_out = timeout is not None and runtime + (e.delay or 0) >= timeout
         will_exceed = retries is not None and retry + 1 >= retries

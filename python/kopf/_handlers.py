@@ -70,10 +70,10 @@ class ResourceHandler(BaseHandler):
     value: Any
 
     def filters_for_engine(self) -> dict[str, Any]:
-        """The filters that the core evaluates without Python (callbacks are only marked)."""
-        assert self.selector is not None
+        """The filters that the core evaluates without Python (callbacks are only marked);
+        sub-handlers have no selector (they serve their parent's resource)."""
         return {
-            'selector': self.selector.for_engine(),
+            'selector': self.selector.for_engine() if self.selector is not None else None,
             'labels': [[key, spec_of(value)] for key, value in (self.labels or {}).items()],
             'annotations': [[key, spec_of(value)] for key, value in (self.annotations or {}).items()],
             'field': list(self.field) if self.field else None,
@@ -91,6 +91,18 @@ class ChangingHandler(ResourceHandler):
     field_needs_change: bool | None
     old: Any
     new: Any
+
+    def changing_for_engine(self) -> dict[str, Any]:
+        """The handler as the core needs it (it is called back by its position, given apart)."""
+        return {
+            'id': self.id, 'reason': self.reason.value if self.reason else None,
+            'initial': bool(self.initial), 'deleted': bool(self.deleted),
+            'requires_finalizer': bool(self.requires_finalizer),
+            'field_needs_change': bool(self.field_needs_change),
+            'old': spec_of(self.old) if self.old is not None else None,
+            'new': spec_of(self.new) if self.new is not None else None,
+            **self.filters_for_engine(),
+        }
 
 
 @dataclasses.dataclass(frozen=True)

@@ -59,6 +59,8 @@ class Invocation(TypedDict):
     retry: int
     started: str | None  # ISO 8601, of the first attempt
     runtime: float  # seconds since the first attempt
+    scope: int | None  # a sub-handler's call: the scope (of its parent's call) it is declared in
+    children: Any  # a change handler's call: the `kopf._engine.Scope` of its own sub-handlers
     daemon: NotRequired[DaemonCall]
 
 
@@ -79,6 +81,14 @@ class ResourceSelection(TypedDict):
     kind: HandlerKind
     handler: int
     resources: list[ResourceInfo]
+
+
+class PlanRequest(TypedDict):
+    """A custom lifecycle's question: which of the awakened handlers run now."""
+    scope: int | None  # the sub-handlers of this scope, or the operator's handlers
+    call: Invocation  # the cause, for the lifecycle's kwargs
+    handlers: list[tuple[int, str]]  # the awakened ones: their positions and ids
+    states: dict[str, dict[str, Any]]  # every handler's progress record, by id
 
 
 # `Bridge.threading()`: the executor's size and the handlers the core may call on its

@@ -15,6 +15,7 @@ from collections.abc import Collection, Coroutine
 from typing import Any
 
 from kopf import _engine
+from kopf import _lifecycles as lifecycles
 from kopf._activities import authenticate, run_activity
 from kopf._bridge import Bridge
 from kopf._errors import OperatorError
@@ -106,10 +107,9 @@ async def operator(
                       " For now, switching to the cluster-wide mode for backward compatibility.",
                       FutureWarning, stacklevel=2)
         clusterwide = True
-    if lifecycle is not None:
-        raise TypeError("Custom lifecycles are not supported by this engine yet.")
 
     registry = registry if registry is not None else get_default_registry()
+    lifecycle = lifecycle if lifecycle is not None else lifecycles.get_default_lifecycle()
     settings = settings if settings is not None else OperatorSettings()
     settings.peering.clusterwide = clusterwide
     if peering_name is not None:
@@ -137,12 +137,14 @@ async def operator(
         await run_activity(registry=registry, settings=settings, activity=Activity.STARTUP, memo=memo)
         connection = await authenticate(registry=registry, settings=settings, memo=memo)
         ready = asyncio.Event()
-        bridge = Bridge(registry=registry, settings=settings, memo=memo, ready=ready, loop=loop)
+        bridge = Bridge(registry=registry, settings=settings, memo=memo, ready=ready, loop=loop,
+                        lifecycle=lifecycle)
         storages: list[Any] = []  # the custom ones, called as Python from the engine
         engine_settings = settings.for_engine(storages)
         engine_settings['peering']['identity'] = str(identity or detect_own_id(manual=False))
         engine_settings['leadership']['lease_namespace'] = _lease_namespace(settings, namespaces)
         spec = {**bridge.spec(), 'namespaces': list(namespaces), 'settings': engine_settings,
+                'lifecycle': lifecycles.engine_name(lifecycle),
                 'liveness_endpoint': liveness_endpoint}
         running = engine.run(json.dumps(spec), json.dumps(connection), bridge, storages)
         engine_task = asyncio.create_task(_as_coroutine(running))

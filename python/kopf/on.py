@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from kopf import _subhandling
 from kopf._errors import ErrorsMode
 from kopf._handlers import (
     Activity,
@@ -323,3 +324,61 @@ def timer(
         make=TimerHandler, param=param, errors=errors, timeout=timeout, retries=retries,
         backoff=backoff, when=when, initial_delay=initial_delay, sharp=sharp, idle=idle,
         interval=interval)
+
+
+def subhandler(
+        *, id: str | None = None, param: Any | None = None,
+        errors: ErrorsMode | None = None, timeout: float | None = None, retries: int | None = None,
+        backoff: float | None = None,
+        labels: MetaFilter | None = None, annotations: MetaFilter | None = None,
+        when: Callable[..., bool] | None = None, field: FieldSpec = None, value: Any | None = None,
+        old: Any | None = None, new: Any | None = None,
+) -> Callable[[FnT], FnT]:
+    """``@kopf.subhandler()``: a sub-handler of the change handler that is running now.
+
+    Used inside a handler, e.g. once per item of the object's spec::
+
+        @kopf.on.create('kopfexamples')
+        def create_fn(spec, **_):
+            for item in spec.get('items', []):
+                @kopf.subhandler(id=item)
+                def create_item(item=item, **_):
+                    ...
+
+    Its id is ``<parent id>/<its id>``; it has its own progress, retries and result, and
+    runs after the handler returns (or when it calls ``await kopf.execute()``). The parent
+    is not finished until all its sub-handlers are: it is called again in later cycles and
+    must declare the same sub-handlers each time (keep it idempotent).
+    """
+    def decorator(fn: FnT) -> FnT:
+        call = _subhandling.current_call("@kopf.subhandler")
+        parent = call.handler
+        if not isinstance(parent, ChangingHandler):
+            raise TypeError("Sub-handlers are only supported for resource-changing handlers.")
+        if old is not None or new is not None:
+            is_on_update = parent.reason == Reason.UPDATE
+            is_on_field = parent.reason is None and not parent.initial
+            if not is_on_update and not is_on_field:
+                raise TypeError("Filters old=/new= can only be used in update handlers.")
+        _verify_values(field, value, old, new)
+        _verify_filters(labels, annotations)
+        _subhandling.declare(_subhandling.sub_handler(
+            fn, parent=parent, id=id, param=param, errors=errors, timeout=timeout, retries=retries,
+            backoff=backoff, labels=labels, annotations=annotations, when=when,
+            field=parse_field(field) or None, value=value, old=old, new=new,
+        ))
+        return fn
+    return decorator
+
+
+def register(
+        fn: FnT, *, id: str | None = None, param: Any | None = None,
+        errors: ErrorsMode | None = None, timeout: float | None = None, retries: int | None = None,
+        backoff: float | None = None,
+        labels: MetaFilter | None = None, annotations: MetaFilter | None = None,
+        when: Callable[..., bool] | None = None,
+) -> FnT:
+    """``kopf.register(fn, id=...)``: the same as ``@kopf.subhandler(id=...)`` on ``fn``."""
+    decorator = subhandler(id=id, param=param, errors=errors, timeout=timeout, retries=retries,
+                           backoff=backoff, labels=labels, annotations=annotations, when=when)
+    return decorator(fn)

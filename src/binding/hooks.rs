@@ -3,12 +3,13 @@
 //! handlers, which run on threads of the core's own. (Log lines: see `logs`.)
 
 use super::calls::{Calls, Closed, Target};
+use super::scopes::Scope;
 use super::storages::PyCustomStorages;
 use crate::client::connection::ConnectionInfo;
 use crate::client::credentials::LoginError;
 use crate::client::watching::EventType;
 use crate::engine::handlers::Reason;
-use crate::engine::hooks::{HandlerKind, Hooks, Invocation, Invoked};
+use crate::engine::hooks::{HandlerKind, Hooks, Invocation, Invoked, PlanRequest};
 use crate::state::diffs::Diff;
 use crate::state::progression::Outcome;
 use crate::state::storages::CustomStorages;
@@ -199,6 +200,9 @@ fn invocation_dict<'py>(py: Python<'py>, call: &Invocation) -> PyResult<Bound<'p
     dict.set_item("retry", call.retry)?;
     dict.set_item("started", &call.started)?;
     dict.set_item("runtime", call.runtime)?;
+    dict.set_item("scope", call.scope)?;
+    let children = call.children.clone().map(|inner| Scope { inner });
+    dict.set_item("children", children)?;
     if let Some(daemon) = &call.daemon {
         let stopper = PyDict::new(py);
         stopper.set_item("token", daemon.token)?;
@@ -249,15 +253,17 @@ impl Hooks for PyHooks {
     }
 
     fn invoke(&self, invocation: Invocation) -> BoxFuture<'static, Invoked> {
-        let target = (kind_name(invocation.kind), invocation.handler);
-        if let Some(threads) = &self.threads {
-            if threads.handlers.contains(&target) {
+        // Sub-handlers are numbered in their scopes, not in the registry: never a target.
+        let target = (invocation.scope.is_none())
+            .then_some((kind_name(invocation.kind), invocation.handler));
+        if let (Some(threads), Some(target)) = (&self.threads, &target) {
+            if threads.handlers.contains(target) {
                 return self.invoke_in_thread(invocation, threads.slots.clone());
             }
         }
         self.call(
             "invoke",
-            Some(target),
+            target,
             move |py| Ok(invocation_dict(py, &invocation)?.into_any()),
             |_, answer| parse_invoked(&answer),
             bridge_failure,
@@ -277,6 +283,27 @@ impl Hooks for PyHooks {
             request.set_item("resources", pythonize::pythonize(py, &resources)?)?;
             Ok(request.into_any())
         })
+    }
+
+    fn plan(&self, request: PlanRequest) -> BoxFuture<'static, Vec<usize>> {
+        self.call(
+            "plan",
+            None,
+            move |py| {
+                let dict = PyDict::new(py);
+                dict.set_item("scope", request.scope)?;
+                dict.set_item("call", invocation_dict(py, &request.call)?)?;
+                dict.set_item("handlers", &request.handlers)?;
+                let states = PyDict::new(py);
+                for (id, record) in &request.states {
+                    states.set_item(id, to_py(py, record)?)?;
+                }
+                dict.set_item("states", states)?;
+                Ok(dict.into_any())
+            },
+            |_, answer| answer.extract(),
+            |_| Vec::new(),
+        )
     }
 
     fn probe(&self) -> BoxFuture<'static, Value> {

@@ -8,6 +8,7 @@ mod hooks;
 mod logs;
 mod memory;
 mod operator;
+mod scopes;
 mod storages;
 
 use pyo3::prelude::*;
@@ -19,6 +20,7 @@ fn _engine(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_class::<operator::Operator>()?;
     m.add_class::<calls::CallQueue>()?;
+    m.add_class::<scopes::Scope>()?;
     m.add_function(wrap_pyfunction!(commands::touch_peering, m)?)?;
     Ok(())
 }

@@ -6,6 +6,7 @@ use crate::client::applying::Patcher;
 use crate::client::resources::Resource;
 use crate::engine::handlers::{ChangingHandler, Reason, SpawningHandler, WatchingHandler};
 use crate::engine::hooks::{HandlerKind, Hooks, Invocation};
+use crate::engine::lifecycles::Lifecycle;
 use crate::settings::Settings;
 use crate::state::diffbase::DiffBaseStorage;
 use crate::state::diffs::{self, Diff};
@@ -34,6 +35,8 @@ pub struct ResourceContext {
     pub settings: Arc<Settings>,
     pub hooks: Arc<dyn Hooks>,
     pub changing: Vec<ChangingHandler>,
+    /// Which of the change handlers of a cause run in one cycle.
+    pub lifecycle: Lifecycle,
     pub watching: Vec<WatchingHandler>,
     pub spawning: Vec<SpawningHandler>,
     pub progress: Arc<dyn ProgressStorage>,
@@ -54,6 +57,27 @@ pub struct Change {
     pub initial: bool,
 }
 
+impl Change {
+    /// The change as a handler of this field sees it: old, new and diff of the field only.
+    pub fn reduced(&self, field: Option<&FieldPath>) -> Change {
+        let Some(field) = field else {
+            return self.clone();
+        };
+        let resolve = |essence: &Option<Value>| {
+            (essence.as_ref())
+                .and_then(|e| dicts::resolve(e, field))
+                .cloned()
+        };
+        Change {
+            reason: self.reason,
+            old: resolve(&self.old),
+            new: resolve(&self.new),
+            diff: diffs::reduce(&self.diff, field),
+            initial: self.initial,
+        }
+    }
+}
+
 impl ResourceContext {
     /// Prepare a call of a handler (with the cause reduced to its field, if any).
     pub fn invocation(
@@ -64,21 +88,14 @@ impl ResourceContext {
         body: &Arc<Value>,
         change: Option<&Change>,
     ) -> Invocation {
-        let (old, new, diff) = match (change, field) {
-            (None, _) => (None, None, None),
-            (Some(c), None) => (c.old.clone(), c.new.clone(), Some(c.diff.clone())),
-            (Some(c), Some(field)) => (
-                (c.old.as_ref())
-                    .and_then(|o| dicts::resolve(o, field))
-                    .cloned(),
-                (c.new.as_ref())
-                    .and_then(|n| dicts::resolve(n, field))
-                    .cloned(),
-                Some(diffs::reduce(&c.diff, field)),
-            ),
+        let change = change.map(|c| c.reduced(field));
+        let reason = change.as_ref().map(|c| c.reason);
+        let (old, new, diff) = match change {
+            None => (None, None, None),
+            Some(c) => (c.old, c.new, Some(c.diff)),
         };
         Invocation {
-            reason: change.map(|c| c.reason),
+            reason,
             old,
             new,
             diff,

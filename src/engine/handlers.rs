@@ -66,7 +66,9 @@ impl Reason {
 /// What every resource handler has: its resource, metadata and field filters.
 #[derive(Debug, Clone, Deserialize)]
 pub struct ResourceFilters {
-    pub selector: Selector,
+    /// Which resources: the operator's handlers have one; sub-handlers take their parent's.
+    #[serde(default)]
+    pub selector: Option<Selector>,
     #[serde(default)]
     pub labels: Vec<(String, ValueFilter)>,
     #[serde(default)]

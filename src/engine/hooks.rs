@@ -4,10 +4,12 @@
 
 use crate::client::resources::Resource;
 use crate::client::watching::EventType;
-use crate::engine::handlers::Reason;
+use crate::engine::handlers::{ChangingHandler, Reason};
+use crate::engine::lifecycles::Lifecycle;
 use crate::state::diffs::Diff;
 use crate::state::patches::Patch;
 use crate::state::progression::{deliver_result, Outcome};
+use crate::state::StorageError;
 use futures::future::BoxFuture;
 use serde_json::Value;
 use std::sync::Arc;
@@ -34,11 +36,15 @@ pub struct DaemonCall {
 }
 
 /// Everything a handler call needs that the core knows.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Invocation {
     pub kind: HandlerKind,
-    /// The handler's position in the Python registry.
+    /// The handler's position in the Python registry, or in its scope's sub-handlers.
     pub handler: usize,
+    /// A sub-handler's call: the scope (of its parent's call) where it was declared.
+    pub scope: Option<u64>,
+    /// A change handler's call: where its own sub-handlers are declared and executed.
+    pub children: Option<Arc<dyn Children>>,
     pub resource: Arc<Resource>,
     pub body: Arc<Value>,
     /// For `on.event` handlers: how the object came.
@@ -67,6 +73,8 @@ impl Invocation {
         Self {
             kind,
             handler,
+            scope: None,
+            children: None,
             resource,
             body,
             event_type: None,
@@ -80,6 +88,57 @@ impl Invocation {
             daemon: None,
         }
     }
+}
+
+impl std::fmt::Debug for Invocation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        (f.debug_struct("Invocation"))
+            .field("kind", &self.kind)
+            .field("handler", &self.handler)
+            .field("scope", &self.scope)
+            .field("reason", &self.reason)
+            .field("retry", &self.retry)
+            .finish_non_exhaustive()
+    }
+}
+
+/// How the sub-handlers of a scope did in one execution.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Executed {
+    /// All of them have finished (succeeded or failed for good).
+    pub done: bool,
+    /// Until the first of the unfinished ones may run again.
+    pub delay: Option<f64>,
+}
+
+/// The sub-handlers of one handler call, as `kopf.subhandler` / `kopf.register` /
+/// `kopf.execute` declare them in Python during the call: the core executes them (see
+/// `executing::Scope`) and keeps their progress.
+pub trait Children: Send + Sync {
+    /// How sub-handler calls name this scope (`Invocation::scope`).
+    fn id(&self) -> u64;
+    /// The parent handler's id (the prefix of its sub-handlers' ids).
+    fn parent(&self) -> &str;
+    /// Execute these sub-handlers once, by this lifecycle: the lifecycle's pick of the
+    /// awakened ones runs now; their progress is kept with the cycle's patch.
+    fn execute(
+        self: Arc<Self>,
+        children: Vec<ChangingHandler>,
+        lifecycle: Lifecycle,
+    ) -> BoxFuture<'static, Result<Executed, StorageError>>;
+}
+
+/// A custom lifecycle's question: which of these handlers (by their position) run now.
+#[derive(Debug, Clone)]
+pub struct PlanRequest {
+    /// The scope of sub-handlers whose lifecycle this is, or none for the operator's.
+    pub scope: Option<u64>,
+    /// The cause's call (for the lifecycle's keyword arguments).
+    pub call: Invocation,
+    /// The awakened handlers: their positions (as in `Invocation::handler`) and ids.
+    pub handlers: Vec<(usize, String)>,
+    /// The states of all handlers of the cause, by id: their progress records.
+    pub states: Vec<(String, Value)>,
 }
 
 /// What came back from a handler call.
@@ -117,6 +176,8 @@ pub trait Hooks: Send + Sync + 'static {
         handler: usize,
         resources: Vec<Resource>,
     ) -> BoxFuture<'static, Vec<bool>>;
+    /// A custom lifecycle's pick: positions in `request.handlers`, in the order to run.
+    fn plan(&self, request: PlanRequest) -> BoxFuture<'static, Vec<usize>>;
     /// Run the `@kopf.on.probe` handlers: their results by handler id.
     fn probe(&self) -> BoxFuture<'static, Value>;
     /// A daemon's or timer's `initial_delay` given as a function: its value for this object.

@@ -6,8 +6,10 @@
 
 pub mod context;
 pub mod daemons;
+pub mod executing;
 pub mod handlers;
 pub mod hooks;
+pub mod lifecycles;
 pub mod processing;
 pub mod queueing;
 pub mod selecting;

@@ -5,20 +5,20 @@
 use crate::client::watching::{EventType, RawEvent};
 use crate::engine::context::{Change, Cycle, Memory, ResourceContext};
 use crate::engine::daemons::{Daemons, ObjectDaemons};
-use crate::engine::handlers::{ChangingHandler, Match, Reason, SpawningHandler};
-use crate::engine::hooks::HandlerKind;
+use crate::engine::executing::{self, SharedPatch};
+use crate::engine::handlers::{Match, Reason, SpawningHandler};
 use crate::engine::selecting::{self, Verdicts};
 use crate::object_log;
 use crate::state::diffs::{self, Diff};
 use crate::state::patches::{FinalizerOp, Patch};
-use crate::state::progression::{format_time, State};
+use crate::state::progression::State;
 use crate::state::StorageResult;
 use crate::util::dicts;
 use crate::util::encoding::to_python_repr;
 use crate::util::logging::ObjectRef;
 use chrono::Utc;
 use serde_json::Value;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use tracing::Level;
 
 /// An object's daemons and the registry they belong to (for resources with daemons or timers).
@@ -30,7 +30,7 @@ pub type Spawning<'a> = Option<(&'a Arc<Daemons>, &'a Arc<ObjectDaemons>)>;
 ///
 /// If a storage fails, what the cycle wanted to patch so far is kept for the next cycle.
 pub async fn process_changing(
-    ctx: &ResourceContext,
+    ctx: &Arc<ResourceContext>,
     memory: &mut Memory,
     event: &RawEvent,
     patch: Patch,
@@ -54,7 +54,7 @@ pub async fn process_changing(
 }
 
 async fn process_cycle(
-    ctx: &ResourceContext,
+    ctx: &Arc<ResourceContext>,
     memory: &mut Memory,
     event: &RawEvent,
     cycle: &mut Cycle,
@@ -177,7 +177,7 @@ fn is_deletion_blocked(body: &Value, finalizer: &str) -> bool {
 }
 
 fn detect_change(
-    ctx: &ResourceContext,
+    ctx: &Arc<ResourceContext>,
     memory: &Memory,
     event: &RawEvent,
 ) -> StorageResult<Change> {
@@ -218,7 +218,7 @@ fn detect_change(
 }
 
 async fn process_change(
-    ctx: &ResourceContext,
+    ctx: &Arc<ResourceContext>,
     memory: &mut Memory,
     verdicts: &Verdicts,
     body: &Arc<Value>,
@@ -226,7 +226,6 @@ async fn process_change(
     change: &Change,
     patch: &mut Patch,
 ) -> StorageResult<Vec<f64>> {
-    let hooks = &ctx.hooks;
     let mut delays = Vec::new();
     let mut done_or_skipped = false;
 
@@ -235,7 +234,7 @@ async fn process_change(
         let purpose = change.reason.as_str();
         let title = Reason::title(purpose);
         let owned_ids: Vec<String> = dedup_ids(ctx.changing.iter().map(|h| h.id.clone()));
-        let handlers = selecting::cause_handlers(ctx, verdicts, body, change);
+        let handlers = selecting::cause_handlers(&ctx.changing, verdicts, body, change);
         let handler_ids: Vec<String> = handlers.iter().map(|h| h.id.clone()).collect();
         let storage = ctx.progress.as_ref();
 
@@ -280,26 +279,15 @@ async fn process_change(
         if handlers.is_empty() {
             done_or_skipped = true;
         } else {
-            // Kopf's default lifecycle (`asap`): one awakened handler, the least retried first.
-            let mut awakened: Vec<&&ChangingHandler> = handlers
-                .iter()
-                .filter(|h| state.get(&h.id).is_some_and(|s| s.awakened(now)))
-                .collect();
-            awakened.sort_by_key(|h| state.get(&h.id).map_or(0, |s| s.retries));
-            if let Some(handler) = awakened.first() {
-                let handler_state = state
-                    .get(&handler.id)
-                    .expect("selected handlers have states");
-                let field = handler.filters.field.as_ref();
-                let kind = HandlerKind::Changing;
-                let mut call = ctx.invocation(kind, handler.index, field, body, Some(change));
-                call.retry = handler_state.retries;
-                call.started = Some(format_time(handler_state.started));
-                call.runtime = handler_state.runtime(Utc::now());
-                let invoked = hooks.invoke(call).await;
-                invoked.apply_to(&handler.id, patch);
-                state = state.with_outcome(&handler.id, &invoked.outcome, Utc::now());
-            }
+            // The calls and their sub-handlers write into one patch, shared at every depth.
+            let shared: SharedPatch = Arc::new(Mutex::new(std::mem::take(patch)));
+            let change = Arc::new(change.clone());
+            let lifecycle = ctx.lifecycle;
+            state = executing::execute_once(
+                ctx, None, &handlers, state, lifecycle, body, &change, &shared,
+            )
+            .await;
+            *patch = std::mem::take(&mut *shared.lock().expect("not poisoned"));
             state.store(body, patch, storage)?;
             if state.done() {
                 let counters = state.counts();
@@ -349,7 +337,7 @@ async fn process_change(
 
 /// `on.event` handlers: called for every event, in order, silently; never retried.
 /// Their results and patches are returned, to be applied with the cycle's patch.
-pub async fn process_watching(ctx: &ResourceContext, event: &RawEvent) -> Patch {
+pub async fn process_watching(ctx: &Arc<ResourceContext>, event: &RawEvent) -> Patch {
     let mut patch = Patch::default();
     if ctx.watching.is_empty() {
         return patch;
@@ -411,6 +399,7 @@ fn diff_repr(diff: &Diff) -> String {
 mod tests {
     use super::*;
     use crate::client::watching::EventType;
+    use crate::engine::hooks::HandlerKind;
     use crate::engine::testing::{self, event, object, Daemon, FakeHooks, FakePatcher, Handlers};
     use crate::ha::pausing::Pause;
     use crate::settings::Settings;

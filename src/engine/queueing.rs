@@ -308,12 +308,14 @@ impl Worker {
             }
         }
         if had_patch && delay.is_some() {
-            object_log!(
-                Level::DEBUG,
-                &object,
-                "Sleeping was skipped because of the patch, {} seconds left.",
-                delay.unwrap_or(0.0)
-            );
+            // Our own patch brings a new cycle anyway. (Kopf says so only for a real delay.)
+            if let Some(delay) = delay.filter(|d| *d > 0.0) {
+                object_log!(
+                    Level::DEBUG,
+                    &object,
+                    "Sleeping was skipped because of the patch, {delay} seconds left."
+                );
+            }
         } else if let Some(delay) = delay {
             match self.sleep(&object, delay, object_daemons.as_deref()).await {
                 // The new state is in `latest` already (or the daemons are to be re-checked).

@@ -58,6 +58,38 @@ impl Verdicts {
         }
     }
 
+    /// Ask, at once, the callbacks of the sub-handlers of one scope that the cause's static
+    /// filters leave undecided (sub-handlers have no other questions).
+    pub async fn ask_children(
+        ctx: &ResourceContext,
+        scope: u64,
+        children: &[ChangingHandler],
+        body: &Arc<Value>,
+        change: &Change,
+    ) -> Self {
+        let undecided: Vec<&ChangingHandler> = (children.iter())
+            .filter(|h| cause_match(h, body, change) == Match::AskPython)
+            .collect();
+        if undecided.is_empty() {
+            return Self::default();
+        }
+        let calls = (undecided.iter())
+            .map(|h| {
+                let mut call =
+                    ctx.invocation(HandlerKind::Changing, h.index, None, body, Some(change));
+                call.scope = Some(scope);
+                call
+            })
+            .collect();
+        let mut verdicts = ctx.hooks.check_callbacks(calls).await.into_iter();
+        Self {
+            changing: (undecided.iter())
+                .map(|h| (h.index, verdicts.next().unwrap_or(false)))
+                .collect(),
+            spawning: HashMap::new(),
+        }
+    }
+
     fn changing(&self, handler: &ChangingHandler) -> bool {
         self.changing.get(&handler.index).copied().unwrap_or(false)
     }
@@ -150,16 +182,16 @@ pub fn any_matches<'h>(
     handlers.any(|h| decided(static_match(h, body, change), || verdicts.changing(h)))
 }
 
-/// The handlers of this cause, each id once (the same function may be registered for
-/// several causes, e.g. `@on.create` and `@on.resume`: it runs once per cause).
+/// The handlers of this cause among these, each id once (the same function may be
+/// registered for several causes, e.g. `@on.create` and `@on.resume`: it runs once per cause).
 pub fn cause_handlers<'h>(
-    ctx: &'h ResourceContext,
+    handlers: &'h [ChangingHandler],
     verdicts: &Verdicts,
     body: &Value,
     change: &Change,
 ) -> Vec<&'h ChangingHandler> {
     let mut seen = HashSet::new();
-    (ctx.changing.iter())
+    (handlers.iter())
         .filter(|h| decided(cause_match(h, body, change), || verdicts.changing(h)))
         .filter(|h| seen.insert(h.id.clone()))
         .collect()

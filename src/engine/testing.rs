@@ -6,7 +6,8 @@ use crate::client::resources::Resource;
 use crate::client::watching::{EventType, RawEvent};
 use crate::engine::context::ResourceContext;
 use crate::engine::handlers::{ChangingHandler, SpawningHandler, WatchingHandler};
-use crate::engine::hooks::{HandlerKind, Hooks, Invocation, Invoked};
+use crate::engine::hooks::{HandlerKind, Hooks, Invocation, Invoked, PlanRequest};
+use crate::engine::lifecycles::Lifecycle;
 use crate::settings::Settings;
 use crate::state::patches::Patch;
 use crate::state::progression::Outcome;
@@ -14,7 +15,7 @@ use crate::state::storages::Storages;
 use crate::util::dicts;
 use futures::future::BoxFuture;
 use serde_json::{json, Value};
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use tokio::sync::watch;
 
@@ -29,6 +30,8 @@ pub struct Call {
     pub event_type: Option<EventType>,
     /// A daemon's or timer's stopper.
     pub token: Option<u64>,
+    /// A change handler's id (the parent of its scope of sub-handlers).
+    pub id: Option<String>,
 }
 
 /// How a daemon's function behaves when asked to stop.
@@ -53,6 +56,9 @@ struct Signals {
 
 pub struct FakeHooks {
     pub calls: Mutex<Vec<Call>>,
+    /// The sub-handlers that a handler (by id) declares in each call: executed after it
+    /// returns, as `kopf.execute()` does implicitly.
+    pub children: Mutex<HashMap<String, Vec<ChangingHandler>>>,
     /// Each trip to evaluate callback filters: the handlers asked.
     pub trips: Mutex<Vec<Vec<(HandlerKind, usize)>>>,
     /// How the next calls end (then: success), in order, for any handler.
@@ -66,6 +72,7 @@ impl FakeHooks {
     pub fn new(daemon: Daemon) -> Arc<Self> {
         Arc::new(Self {
             calls: Mutex::default(),
+            children: Mutex::default(),
             trips: Mutex::default(),
             outcomes: Mutex::default(),
             daemon,
@@ -130,12 +137,34 @@ impl Hooks for FakeHooks {
             version,
             event_type: invocation.event_type,
             token: invocation.daemon.as_ref().map(|d| d.token),
+            id: invocation.children.as_ref().map(|c| c.parent().to_owned()),
         });
         let outcome = self.outcomes.lock().unwrap().pop_front();
         let outcome = outcome.unwrap_or(Outcome {
             final_: true,
             ..Default::default()
         });
+        let declared = (invocation.children.as_ref())
+            .and_then(|scope| self.children.lock().unwrap().get(scope.parent()).cloned());
+        if let (Some(scope), Some(declared)) = (invocation.children.clone(), declared) {
+            return Box::pin(async move {
+                let executed = scope.execute(declared, Lifecycle::Asap).await.unwrap();
+                let outcome = match executed.done {
+                    true => outcome,
+                    // As Kopf's `HandlerChildrenRetry` ends the parent's call.
+                    false => Outcome {
+                        final_: false,
+                        delay: executed.delay,
+                        exception: Some("None".into()),
+                        ..Default::default()
+                    },
+                };
+                Invoked {
+                    outcome,
+                    ..Default::default()
+                }
+            });
+        }
         let Some(daemon) = invocation
             .daemon
             .filter(|_| self.daemon != Daemon::Returning)
@@ -185,6 +214,12 @@ impl Hooks for FakeHooks {
     ) -> BoxFuture<'static, Vec<bool>> {
         let verdicts = vec![true; resources.len()];
         Box::pin(async move { verdicts })
+    }
+
+    fn plan(&self, request: PlanRequest) -> BoxFuture<'static, Vec<usize>> {
+        // A custom lifecycle of the tests: the last of the awakened handlers first.
+        let picked = (0..request.handlers.len()).rev().collect();
+        Box::pin(async move { picked })
     }
 
     fn probe(&self) -> BoxFuture<'static, Value> {
@@ -310,6 +345,7 @@ pub fn context(
         settings: Arc::new(settings),
         hooks,
         changing: handlers.changing,
+        lifecycle: Default::default(),
         watching: handlers.watching,
         spawning: handlers.spawning,
         progress: storages.progress,

@@ -231,6 +231,11 @@ impl State {
         self.states.get(id)
     }
 
+    /// The ids of all handlers with a state (loaded or fresh).
+    pub fn ids(&self) -> impl Iterator<Item = &String> {
+        self.states.iter().map(|(id, _)| id)
+    }
+
     /// Set the current purpose; re-purpose the given handlers' states to it.
     pub fn with_purpose(mut self, purpose: &str, handlers: &[String]) -> Self {
         for id in handlers {

@@ -55,7 +55,12 @@ EXAMPLES: dict[str, Expectations] = {
     "04-events": Expectations(),
     "05-handlers": Expectations(),
     "06-peering": Expectations(),
-    "07-subhandlers": Expectations(missing="sub-handlers (kopf.subhandler, kopf.register, kopf.execute)"),
+    "07-subhandlers": Expectations(
+        # Each item's sub-handler in a cycle of its own (the default lifecycle), then the parent.
+        successes={"create_fn/item1": 1, "create_fn/item2": 1, "create_fn": 1},
+        logged=["=== Handling creation for item1. ===", "=== Handling creation for item2. ===",
+                "Handler 'create_fn/item1' succeeded.", "Handler 'create_fn/item2' succeeded."],
+    ),
     "08-events": Expectations(tracebacks=True, successes={"normal_event_fn": 2}, creation=[], deletion=[]),
     "13-hooks": Expectations(startup=["Served by the background task."], creation=[], deletion=[],
                              successes={"startup_fn_simple": 1, "startup_fn_retried": 1, "cleanup_fn": 1}),
