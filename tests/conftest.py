@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
+import tarfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -84,3 +86,28 @@ def reference_kopf() -> Path:
             pytest.fail(f"tests/reference-kopf failed:\n{result.stderr}", pytrace=False)
         venv = result.stdout.strip().splitlines()[-1]
     return Path(venv) / "bin" / "kopf"
+
+
+# Kopf 1.45.2's sdist (its examples and tests), downloaded at test time into a cache
+# outside the repository (never stored in it), and its examples' CRD in the cluster.
+KOPF_VERSION = "1.45.2"
+CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "kopf-rs" / f"kopf-{KOPF_VERSION}"
+
+
+@pytest.fixture(scope="session")
+def kopf_source() -> Path:
+    """Kopf's sdist, downloaded once into the cache and unpacked there."""
+    root = CACHE / f"kopf-{KOPF_VERSION}"
+    if not (root / "examples").is_dir():
+        CACHE.mkdir(parents=True, exist_ok=True)
+        subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--no-binary", ":all:",
+                        "--disable-pip-version-check", "-d", str(CACHE), f"kopf=={KOPF_VERSION}"], check=True)
+        with tarfile.open(CACHE / f"kopf-{KOPF_VERSION}.tar.gz") as archive:
+            archive.extractall(CACHE, filter="data")
+    return root
+
+
+@pytest.fixture(scope="session")
+def example_crd(cluster: dict[str, str], kopf_source: Path) -> None:
+    kubectl("apply", "-f", str(kopf_source / "examples" / "crd.yaml"))
+    kubectl("wait", "--for=condition=Established", "crd/kopfexamples.kopf.dev", "--timeout=30s")

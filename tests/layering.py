@@ -110,9 +110,11 @@ def rust_uses(module: str, path: Path, modules: dict[str, Path]) -> set[str]:
 def python_modules(package: Path) -> dict[str, Path]:
     # The compiled core: it imports nothing of the package.
     modules = {"kopf._engine": package / "_engine.pyi"}
-    for path in sorted(package.glob("*.py")):
-        name = "kopf" if path.stem == "__init__" else f"kopf.{path.stem}"
-        modules[name] = path
+    for path in sorted(package.rglob("*.py")):
+        parts = ["kopf", *path.relative_to(package).with_suffix("").parts]
+        if parts[-1] == "__init__":
+            parts.pop()
+        modules[".".join(parts)] = path
     return modules
 
 

@@ -5,8 +5,8 @@ Operators written for Kopf 1.45 import ``kopf`` and run unchanged.
 
 import logging as _stdlogging
 
+from kopf import _internals, on
 from kopf import _lifecycles as lifecycles
-from kopf import on
 from kopf._credentials import (
     ConnectionInfo,
     login_via_async_client,
@@ -38,7 +38,7 @@ from kopf._errors import (
 )
 from kopf._filters import ABSENT, PRESENT, all_, any_, none_, not_
 from kopf._handlers import OperatorRegistry, Reason, get_default_registry, set_default_registry
-from kopf._kits import (
+from kopf._hierarchies import (
     adjust_namespace,
     adopt,
     append_owner_reference,
@@ -87,6 +87,8 @@ from kopf._structs import (
 )
 from kopf._subhandling import execute
 from kopf.on import daemon, register, subhandler, timer
+
+_internals.install()
 
 Logger = _stdlogging.Logger | _stdlogging.LoggerAdapter  # type: ignore[type-arg]
 """The type of the ``logger`` kwarg of handlers."""

@@ -21,7 +21,7 @@ from kopf._daemons import AsyncDaemonStopperChecker, DaemonStopper, SyncDaemonSt
 from kopf._errors import ErrorsMode
 from kopf._execution import execute_in_thread, execute_once, is_async_fn
 from kopf._handlers import Activity, ChangingHandler, DaemonHandler, OperatorRegistry, Reason, ResourceHandler
-from kopf._kits import cause_body_var
+from kopf._hierarchies import cause_body_var
 from kopf._lifecycles import LifeCycleFn
 from kopf._logging import LocalObjectLogger, ObjectLogger
 from kopf._protocol import (
@@ -109,6 +109,10 @@ class Bridge:
         if self._queue is not None:
             self._loop.remove_reader(self._queue.fileno())
             self._drain(notes_only=True)
+
+    def running_calls(self) -> set[asyncio.Task[None]]:
+        """The core's calls that are still running (handlers, daemons)."""
+        return {task for task in self._serving if not task.done()}
 
     def _drain(self, notes_only: bool = False) -> None:
         for call_id, method, target, argument in self._queue.take():

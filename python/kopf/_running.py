@@ -178,8 +178,28 @@ async def operator(
         _uninstall_signals(loop)
         try:
             await run_activity(registry=registry, settings=settings, activity=Activity.CLEANUP, memo=memo)
+            # Kopf's last words, which tools (and Kopf's own tests) wait for.
+            logger.debug("Root tasks are stopped: finishing normally; tasks left: set()")
+            await _stop_hung_tasks(bridge.running_calls() if bridge is not None else set())
         finally:
             _raise_flag(ready_flag)  # if never ready, do not leave the waiters hanging
+
+
+async def _stop_hung_tasks(tasks: set[asyncio.Task[None]]) -> None:
+    """Handler calls still running after the core has stopped (e.g. abandoned daemons):
+    5 seconds to finish, then cancelled; said as Kopf says it."""
+    pending: set[asyncio.Task[None]] = set()
+    if tasks:
+        _, pending = await asyncio.wait(tasks, timeout=5)
+    if not pending:
+        logger.debug("Hung tasks stopping is skipped: no tasks given.")
+        return
+    for task in pending:
+        task.cancel()
+    while pending:
+        _, pending = await asyncio.wait(pending, timeout=1)
+        are = 'are' if not pending else 'are not'
+        logger.debug(f"Hung tasks {are} stopped: finishing normally; tasks left: {pending!r}")
 
 
 async def _as_coroutine(awaitable: Any) -> None:

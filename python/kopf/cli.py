@@ -5,16 +5,13 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import functools
-import importlib
-import importlib.util
 import os
-import sys
 from collections.abc import Callable, Collection
 from typing import Any
 
 import click
 
-from kopf import _engine, _logging, _peering, _running
+from kopf import _engine, _loading, _logging, _peering, _running
 from kopf._errors import LoginError, OperatorError
 from kopf._handlers import OperatorRegistry, set_default_registry
 from kopf._settings import OperatorSettings
@@ -65,21 +62,14 @@ def main(__controls: CLIControls) -> None:
 
 
 def preload(paths: Collection[str], modules: Collection[str]) -> None:
-    """Import the operator's files and modules, so that their decorators register the handlers.
-    A file's folder becomes importable, so that it can import its neighbours."""
-    for index, path in enumerate(paths):
+    """Import the operator's files and modules; a missing or unloadable file is a usage error."""
+    for path in paths:
         if not os.path.isfile(path):
             raise click.UsageError(f"The handlers' file {path!r} does not exist.")
-        sys.path.insert(0, os.path.abspath(os.path.dirname(path)))
-        name = f'__kopf_script_{index}__{path}'
-        spec = importlib.util.spec_from_file_location(name, path)
-        if spec is None or spec.loader is None:
-            raise click.UsageError(f"Failed loading {path}: no module or loader.")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    for name in modules:
-        importlib.import_module(name)
+    try:
+        _loading.preload(paths, modules)
+    except _loading.LoadingError as e:
+        raise click.UsageError(str(e)) from None
 
 
 @main.command()

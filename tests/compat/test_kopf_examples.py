@@ -11,11 +11,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-import os
 import re
-import subprocess
-import sys
-import tarfile
 import time
 from pathlib import Path
 
@@ -24,9 +20,6 @@ import pytest
 from conftest import kubectl
 from kopf._handlers import SmartOperatorRegistry
 from kopf.testing import KopfRunner
-
-KOPF_VERSION = "1.45.2"
-CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "kopf-rs" / f"kopf-{KOPF_VERSION}"
 
 
 @dataclasses.dataclass
@@ -84,25 +77,6 @@ EXAMPLES: dict[str, Expectations] = {
                    "startup_fn_simple": 1, "startup_fn_retried": 1, "cleanup_fn": 1},
     ),
 }
-
-
-@pytest.fixture(scope="session")
-def kopf_source() -> Path:
-    """Kopf's sdist, downloaded once into the cache and unpacked there."""
-    root = CACHE / f"kopf-{KOPF_VERSION}"
-    if not (root / "examples").is_dir():
-        CACHE.mkdir(parents=True, exist_ok=True)
-        subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--no-binary", ":all:",
-                        "--disable-pip-version-check", "-d", str(CACHE), f"kopf=={KOPF_VERSION}"], check=True)
-        with tarfile.open(CACHE / f"kopf-{KOPF_VERSION}.tar.gz") as archive:
-            archive.extractall(CACHE, filter="data")
-    return root
-
-
-@pytest.fixture(scope="session")
-def example_crd(cluster: dict[str, str], kopf_source: Path) -> None:
-    kubectl("apply", "-f", str(kopf_source / "examples" / "crd.yaml"))
-    kubectl("wait", "--for=condition=Established", "crd/kopfexamples.kopf.dev", "--timeout=30s")
 
 
 def wait_for(caplog: pytest.LogCaptureFixture, runner: KopfRunner, patterns: list[str], timeout: float = 20) -> bool:

@@ -1,0 +1,1 @@
+"""Kopf's ``kopf._cogs.configs``: the operator's settings."""

@@ -1,0 +1,1 @@
+"""Kopf's ``kopf._cogs.helpers``: loading the operator's files and modules."""

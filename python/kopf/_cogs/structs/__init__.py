@@ -1,0 +1,1 @@
+"""Kopf's ``kopf._cogs.structs``: bodies, patches, diffs, dicts, credentials."""

@@ -1,0 +1,5 @@
+"""Kopf's ``kopf._cogs.structs.patches``: the ``patch`` kwarg of handlers."""
+
+from kopf._structs import MetaPatch, Patch, PatchFn
+
+__all__ = ['MetaPatch', 'Patch', 'PatchFn']

@@ -1,0 +1,1 @@
+"""Kopf's ``kopf._core.actions``: logging and lifecycles."""

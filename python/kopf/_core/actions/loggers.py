@@ -1,0 +1,22 @@
+"""Kopf's ``kopf._core.actions.loggers``: the logging of operators and of objects."""
+
+from kopf._logging import (
+    DEFAULT_JSON_REFKEY,
+    LocalObjectLogger,
+    LogFormat,
+    ObjectFormatter,
+    ObjectJsonFormatter,
+    ObjectLogger,
+    ObjectPrefixingJsonFormatter,
+    ObjectPrefixingTextFormatter,
+    ObjectTextFormatter,
+    configure,
+    make_formatter,
+    objects_logger,
+)
+
+logger = objects_logger
+
+__all__ = ['DEFAULT_JSON_REFKEY', 'LocalObjectLogger', 'LogFormat', 'ObjectFormatter', 'ObjectJsonFormatter',
+           'ObjectLogger', 'ObjectPrefixingJsonFormatter', 'ObjectPrefixingTextFormatter',
+           'ObjectTextFormatter', 'configure', 'logger', 'make_formatter']

@@ -1,0 +1,1 @@
+"""Kopf's ``kopf._core.engines``: posting Kubernetes Events."""

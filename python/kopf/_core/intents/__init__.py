@@ -1,0 +1,1 @@
+"""Kopf's ``kopf._core.intents``: the registries of handlers."""

@@ -1,0 +1,1 @@
+"""Kopf's ``kopf._kits``: the toolkits for handlers (object hierarchies)."""
