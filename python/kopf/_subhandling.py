@@ -93,10 +93,6 @@ def current_call(what: str) -> Call:
     return call
 
 
-def declare(handler: ChangingHandler) -> None:
-    current_call("@kopf.subhandler").declared.append(handler)
-
-
 def sub_handler(fn: Callable[..., Any], *, parent: ChangingHandler, id: str | None, **options: Any) -> ChangingHandler:
     """A sub-handler of this parent: its id is prefixed with the parent's."""
     return ChangingHandler(

@@ -362,7 +362,7 @@ def subhandler(
                 raise TypeError("Filters old=/new= can only be used in update handlers.")
         _verify_values(field, value, old, new)
         _verify_filters(labels, annotations)
-        _subhandling.declare(_subhandling.sub_handler(
+        call.declared.append(_subhandling.sub_handler(
             fn, parent=parent, id=id, param=param, errors=errors, timeout=timeout, retries=retries,
             backoff=backoff, labels=labels, annotations=annotations, when=when,
             field=parse_field(field) or None, value=value, old=old, new=new,

@@ -36,26 +36,7 @@ impl Verdicts {
             .filter(|(_, m)| *m == Match::AskPython)
             .map(|(h, _)| *h)
             .collect();
-        if changing.is_empty() && spawning.is_empty() {
-            return Self::default();
-        }
-        // Callbacks get the whole cause (as in Kopf), not one reduced to the handler's field.
-        let calls = (changing.iter())
-            .map(|h| ctx.invocation(HandlerKind::Changing, h.index, None, body, change))
-            .chain(
-                (spawning.iter())
-                    .map(|h| ctx.invocation(HandlerKind::Spawning, h.index, None, body, None)),
-            )
-            .collect();
-        let mut verdicts = ctx.hooks.check_callbacks(calls).await.into_iter();
-        Self {
-            changing: (changing.iter())
-                .map(|h| (h.index, verdicts.next().unwrap_or(false)))
-                .collect(),
-            spawning: (spawning.iter())
-                .map(|h| (h.index, verdicts.next().unwrap_or(false)))
-                .collect(),
-        }
+        Self::trip(ctx, body, change, None, &changing, &spawning).await
     }
 
     /// Ask, at once, the callbacks of the sub-handlers of one scope that the cause's static
@@ -70,23 +51,38 @@ impl Verdicts {
         let undecided: Vec<&ChangingHandler> = (children.iter())
             .filter(|h| cause_match(h, body, change) == Match::AskPython)
             .collect();
-        if undecided.is_empty() {
+        Self::trip(ctx, body, Some(change), Some(scope), &undecided, &[]).await
+    }
+
+    /// One trip to Python for these handlers' callbacks (none if there are none).
+    async fn trip(
+        ctx: &ResourceContext,
+        body: &Arc<Value>,
+        change: Option<&Change>,
+        scope: Option<u64>,
+        changing: &[&ChangingHandler],
+        spawning: &[&SpawningHandler],
+    ) -> Self {
+        if changing.is_empty() && spawning.is_empty() {
             return Self::default();
         }
-        let calls = (undecided.iter())
-            .map(|h| {
-                let mut call =
-                    ctx.invocation(HandlerKind::Changing, h.index, None, body, Some(change));
-                call.scope = Some(scope);
-                call
-            })
-            .collect();
+        // Callbacks get the whole cause (as in Kopf), not one reduced to the handler's field.
+        let changing_calls = (changing.iter()).map(|h| {
+            let mut call = ctx.invocation(HandlerKind::Changing, h.index, None, body, change);
+            call.scope = scope;
+            call
+        });
+        let spawning_calls = (spawning.iter())
+            .map(|h| ctx.invocation(HandlerKind::Spawning, h.index, None, body, None));
+        let calls = changing_calls.chain(spawning_calls).collect();
         let mut verdicts = ctx.hooks.check_callbacks(calls).await.into_iter();
         Self {
-            changing: (undecided.iter())
+            changing: (changing.iter())
                 .map(|h| (h.index, verdicts.next().unwrap_or(false)))
                 .collect(),
-            spawning: HashMap::new(),
+            spawning: (spawning.iter())
+                .map(|h| (h.index, verdicts.next().unwrap_or(false)))
+                .collect(),
         }
     }
 

@@ -36,6 +36,21 @@ def kopf_keys(name: str, namespace: str) -> list[str]:
                   if key.startswith("kopf.zalando.org/") and not key.endswith("/last-handled-configuration"))
 
 
+PROCESSED = r"Creation is processed: 1 succeeded; 0 failed\."
+
+
+def handled(tmp_path: Path, namespace: str, source: str, obj: dict[str, Any], until: str = PROCESSED) -> str:
+    """An operator of this source runs until it has said `until`; what it said."""
+    script = write_script(tmp_path, source)
+    operator = OperatorProcess(["run", "-n", namespace, "--standalone", "--verbose", str(script)], cwd=tmp_path)
+    try:
+        apply(obj)
+        operator.wait_for(until)
+    finally:
+        assert operator.stop() == 0
+    return operator.output
+
+
 NESTED = """
 import kopf
 
@@ -97,14 +112,7 @@ def create_fn(**_):
 
 
 def test_a_failing_child_is_retried_alone(crd: None, namespace: str, tmp_path: Path) -> None:
-    script = write_script(tmp_path, RETRIED)
-    operator = OperatorProcess(["run", "-n", namespace, "--standalone", "--verbose", str(script)], cwd=tmp_path)
-    try:
-        apply(greeting("retried", namespace))
-        operator.wait_for(r"Creation is processed: 1 succeeded; 0 failed\.")
-    finally:
-        assert operator.stop() == 0
-    output = operator.output
+    output = handled(tmp_path, namespace, RETRIED, greeting("retried", namespace))
     children = re.findall(r"CHILD (\w+) retry=(\d)", output)
     assert [c for c in children if c[0] != "two"] == [("one", "0"), ("three", "0")], "the others run once"
     assert [c for c in children if c[0] == "two"] == [("two", "0"), ("two", "1"), ("two", "2")]
@@ -183,14 +191,7 @@ async def create_fn(spec, logger, **_):
 ])
 def test_lifecycles(crd: None, namespace: str, tmp_path: Path, lifecycle: str, parent_calls: int,
                     order: str | None) -> None:
-    script = write_script(tmp_path, LIFECYCLES)
-    operator = OperatorProcess(["run", "-n", namespace, "--standalone", "--verbose", str(script)], cwd=tmp_path)
-    try:
-        apply(greeting("cycled", namespace, lifecycle=lifecycle))
-        operator.wait_for(r"Creation is processed: 1 succeeded; 0 failed\.")
-    finally:
-        assert operator.stop() == 0
-    output = operator.output
+    output = handled(tmp_path, namespace, LIFECYCLES, greeting("cycled", namespace, lifecycle=lifecycle))
     children = "".join(re.findall(r"CHILD (\w)", output))
     assert sorted(children) == list("abcd"), "each child once"
     if order is not None:
@@ -220,14 +221,8 @@ def second(logger, **_):
 
 
 def test_the_operators_lifecycle(crd: None, namespace: str, tmp_path: Path) -> None:
-    script = write_script(tmp_path, OPERATOR_LIFECYCLE)
-    operator = OperatorProcess(["run", "-n", namespace, "--standalone", "--verbose", str(script)], cwd=tmp_path)
-    try:
-        apply(greeting("ordered", namespace))
-        operator.wait_for(r"Creation is processed: 2 succeeded; 0 failed\.")
-    finally:
-        assert operator.stop() == 0
-    output = operator.output
+    output = handled(tmp_path, namespace, OPERATOR_LIFECYCLE, greeting("ordered", namespace),
+                     until=r"Creation is processed: 2 succeeded; 0 failed\.")
     assert re.findall(r"RUN (\w+)", output) == ["second", "first"], "both in one cycle, backwards"
     assert "RUN second after [['first', 'second']]" in output
     assert "The default lifecycle is already set to <function asap" in output
@@ -271,14 +266,7 @@ async def by_fns(spec, logger, **_):
     ("handlers", ["gamma"]),
 ])
 def test_execute(crd: None, namespace: str, tmp_path: Path, how: str, ids: list[str]) -> None:
-    script = write_script(tmp_path, EXECUTING)
-    operator = OperatorProcess(["run", "-n", namespace, "--standalone", "--verbose", str(script)], cwd=tmp_path)
-    try:
-        apply(greeting("executed", namespace, how=how))
-        operator.wait_for(r"Creation is processed: 1 succeeded; 0 failed\.")
-    finally:
-        assert operator.stop() == 0
-    output = operator.output
+    output = handled(tmp_path, namespace, EXECUTING, greeting("executed", namespace, how=how))
     assert succeeded(output) == {**dict.fromkeys(ids, 1), "by_fns": 1}
     assert output.count("ALL DONE") == 1, "the code after kopf.execute() runs once, when all are done"
     assert "REFUSED Only one of the fns, handlers, registry can be passed. Got more." in output
@@ -306,14 +294,9 @@ def outside(logger, **_):
 
 
 def test_sub_handlers_outside_change_handlers_are_refused(crd: None, namespace: str, tmp_path: Path) -> None:
-    script = write_script(tmp_path, MISUSED)
-    operator = OperatorProcess(["run", "-n", namespace, "--standalone", "--verbose", str(script)], cwd=tmp_path)
-    try:
-        apply(greeting("misused", namespace))
-        operator.wait_for(r"EVENT REFUSED Sub-handlers are only supported for resource-changing handlers\.")
-    finally:
-        assert operator.stop() == 0
-    assert "OUTSIDE REFUSED @kopf.subhandler can only be used inside a handler, while it runs." in operator.output
+    output = handled(tmp_path, namespace, MISUSED, greeting("misused", namespace),
+                     until=r"EVENT REFUSED Sub-handlers are only supported for resource-changing handlers\.")
+    assert "OUTSIDE REFUSED @kopf.subhandler can only be used inside a handler, while it runs." in output
 
 
 HANDOVER = """
