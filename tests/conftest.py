@@ -76,6 +76,25 @@ def crd(cluster: dict[str, str]) -> None:
 
 
 @pytest.fixture(scope="session")
+def peering_crds(cluster: dict[str, str]) -> None:
+    kubectl("apply", "-f", str(EXAMPLES / "peering.yaml"))
+    for name in ("kopfpeerings.kopf.dev", "clusterkopfpeerings.kopf.dev"):
+        kubectl("wait", "--for=condition=Established", f"crd/{name}", "--timeout=30s")
+
+
+@pytest.fixture()
+def peering(peering_crds: None, crd: None, namespace: str) -> Iterator[str]:
+    """A `KopfPeering` named `test` in the test's namespace."""
+    apply({"apiVersion": "kopf.dev/v1", "kind": "KopfPeering", "metadata": {"name": "test", "namespace": namespace}})
+    yield "test"
+
+
+def kopf_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    kopf = Path(sys.executable).with_name("kopf")
+    return subprocess.run([str(kopf), *args], capture_output=True, text=True, check=False, timeout=60)
+
+
+@pytest.fixture(scope="session")
 def reference_kopf() -> Path:
     """The `kopf` command of PyPI's Kopf 1.45.2, in its own virtualenv (tests/reference-kopf)."""
     venv = os.environ.get("KOPF_REFERENCE_VENV")

@@ -5,14 +5,11 @@ operators peering with PyPI's Kopf 1.45.2 in the same object."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import EXAMPLES, apply, kubectl
+from conftest import apply, kopf_cli, kubectl
 from operators import OperatorProcess, eventually, get, write_script
 
 HANDLERS = """
@@ -30,20 +27,6 @@ async def watching(name, stopped, logger, **_):
 """
 
 
-@pytest.fixture(scope="session")
-def peering_crds(cluster: dict[str, str]) -> None:
-    kubectl("apply", "-f", str(EXAMPLES / "peering.yaml"))
-    for name in ("kopfpeerings.kopf.dev", "clusterkopfpeerings.kopf.dev"):
-        kubectl("wait", "--for=condition=Established", f"crd/{name}", "--timeout=30s")
-
-
-@pytest.fixture()
-def peering(peering_crds: None, crd: None, namespace: str) -> Iterator[str]:
-    """A `KopfPeering` named `test` in the test's namespace."""
-    apply({"apiVersion": "kopf.dev/v1", "kind": "KopfPeering", "metadata": {"name": "test", "namespace": namespace}})
-    yield "test"
-
-
 def greeting(name: str, namespace: str) -> dict[str, Any]:
     return {"apiVersion": "demo.kopf.dev/v1", "kind": "Greeting",
             "metadata": {"name": name, "namespace": namespace}, "spec": {}}
@@ -57,11 +40,6 @@ def ours(tmp_path: Path, namespace: str, *args: str, script: str = HANDLERS, nam
          env: dict[str, str] | None = None) -> OperatorProcess:
     path = write_script(tmp_path, script, name=name)
     return OperatorProcess(["run", "-n", namespace, "--verbose", *args, str(path)], cwd=tmp_path, env=env)
-
-
-def kopf_cli(*args: str) -> subprocess.CompletedProcess[str]:
-    kopf = Path(sys.executable).with_name("kopf")
-    return subprocess.run([str(kopf), *args], capture_output=True, text=True, check=False, timeout=60)
 
 
 def test_the_lower_priority_pauses_while_the_higher_one_lives(peering: str, namespace: str, tmp_path: Path) -> None:
