@@ -10,6 +10,7 @@
 //! - `settings`: the part of `kopf.OperatorSettings` the core acts on;
 //! - `client`: the API client, discovery, watch-streams, patching, Events;
 //! - `ha`: the pause, and Kopf's peering and Lease election that switch it;
+//! - `indices`: the in-memory indices (`@kopf.index`) and the gate of their readiness;
 //! - `engine`: per-object queues, causes and handlers, daemons and timers;
 //! - `probing`: the liveness endpoint;
 //! - `running`: the operator as a whole, from discovery to the dispatchers;
@@ -21,6 +22,7 @@
 pub mod client;
 pub mod engine;
 pub mod ha;
+pub mod indices;
 pub mod probing;
 pub mod running;
 pub mod settings;

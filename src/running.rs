@@ -7,16 +7,17 @@ use crate::client::discovery::{self, DiscoveryError};
 use crate::client::namespaces;
 use crate::client::posting::{K8sEvent, Poster};
 use crate::client::resources::{Resource, Selector};
-use crate::client::watching::{EventType, RawEvent, Watcher};
+use crate::client::watching::{EventType, RawEvent, Watched, Watcher};
 use crate::engine::context::ResourceContext;
 use crate::engine::daemons::Daemons;
-use crate::engine::handlers::{ChangingHandler, SpawningHandler, WatchingHandler};
+use crate::engine::handlers::{ChangingHandler, IndexingHandler, SpawningHandler, WatchingHandler};
 use crate::engine::hooks::{HandlerKind, Hooks};
 use crate::engine::lifecycles::Lifecycle;
 use crate::engine::queueing::Dispatcher;
 use crate::ha::leadership::Leadership;
 use crate::ha::pausing::Pause;
 use crate::ha::peering::{self, Peering, PeeringError, Target};
+use crate::indices::{Indices, InitialListing};
 use crate::settings::LeadershipProblem;
 use crate::settings::Settings;
 use crate::state::storages::{Storages, StoragesError};
@@ -38,6 +39,8 @@ pub struct OperatorSpec {
     pub watching: Vec<WatchingHandler>,
     #[serde(default)]
     pub spawning: Vec<SpawningHandler>,
+    #[serde(default)]
+    pub indexing: Vec<IndexingHandler>,
     /// Namespace patterns; empty means cluster-wide.
     #[serde(default)]
     pub namespaces: Vec<String>,
@@ -94,6 +97,7 @@ struct Planned {
     changing: Vec<ChangingHandler>,
     watching: Vec<WatchingHandler>,
     spawning: Vec<SpawningHandler>,
+    indexing: Vec<IndexingHandler>,
 }
 
 /// Which resources to serve, with the handlers of each; `warn` about the unresolved ones
@@ -113,7 +117,10 @@ async fn plan(
         .map(|(at, h)| (HandlerKind::Watching, &h.filters, h.index, at));
     let spawning = (spec.spawning.iter().enumerate())
         .map(|(at, h)| (HandlerKind::Spawning, &h.filters, h.index, at));
-    for (kind, filters, index, at) in changing.chain(watching).chain(spawning) {
+    let indexing = (spec.indexing.iter().enumerate())
+        .map(|(at, h)| (HandlerKind::Indexing, &h.filters, h.index, at));
+    let all = changing.chain(watching).chain(spawning).chain(indexing);
+    for (kind, filters, index, at) in all {
         let Some(selector) = &filters.selector else {
             continue; // not the operator's own handler (none comes without a selector)
         };
@@ -127,11 +134,13 @@ async fn plan(
                 changing: Vec::new(),
                 watching: Vec::new(),
                 spawning: Vec::new(),
+                indexing: Vec::new(),
             });
             match kind {
                 HandlerKind::Changing => plan.changing.push(spec.changing[at].clone()),
                 HandlerKind::Watching => plan.watching.push(spec.watching[at].clone()),
                 HandlerKind::Spawning => plan.spawning.push(spec.spawning[at].clone()),
+                HandlerKind::Indexing => plan.indexing.push(spec.indexing[at].clone()),
             }
         }
     }
@@ -179,12 +188,20 @@ fn extra_fields(plan: &Planned) -> Vec<FieldPath> {
     fields
 }
 
+/// What the embedding program (the Python side) gives the core and reads from it.
+pub struct Embedding {
+    /// Its handlers and callbacks.
+    pub hooks: Arc<dyn Hooks>,
+    /// The indices that its handlers read while the core fills them.
+    pub indices: Arc<Indices>,
+}
+
 /// Run until `stop` becomes true; `ready` is called once all watchers are started.
 pub async fn run(
     credentials: Arc<Credentials>,
     server: &str,
     spec: OperatorSpec,
-    hooks: Arc<dyn Hooks>,
+    Embedding { hooks, indices }: Embedding,
     mut stop: watch::Receiver<bool>,
     events: mpsc::UnboundedReceiver<K8sEvent>,
     ready: impl FnOnce(),
@@ -257,6 +274,7 @@ pub async fn run(
         settings: settings.clone(),
         hooks: hooks.clone(),
         storages,
+        indices,
         lifecycle: spec.lifecycle,
         limiter,
         patterns: spec.namespaces.clone(),
@@ -365,6 +383,7 @@ struct Serving {
     settings: Arc<Settings>,
     hooks: Arc<dyn Hooks>,
     storages: Storages,
+    indices: Arc<Indices>,
     lifecycle: Lifecycle,
     limiter: Option<Arc<Semaphore>>,
     patterns: Vec<String>,
@@ -414,6 +433,8 @@ impl Serving {
             changing: plan.changing,
             watching: plan.watching,
             spawning: plan.spawning,
+            indexing: plan.indexing,
+            indices: self.indices.clone(),
             progress: self.storages.progress.clone(),
             diffbase: self.storages.diffbase.clone(),
         });
@@ -427,8 +448,8 @@ impl Serving {
             resource.namespaced && !self.patterns.is_empty() && specific.is_none();
         let mut watchers = JoinSet::new();
         for namespace in targets {
-            let (tx, rx) = mpsc::channel::<RawEvent>(1024);
-            let (filtered_tx, filtered_rx) = mpsc::channel::<RawEvent>(1024);
+            let (tx, rx) = mpsc::channel::<Watched>(1024);
+            let (filtered_tx, filtered_rx) = mpsc::channel::<Watched>(1024);
             let watcher = Watcher {
                 credentials: self.credentials.clone(),
                 resource: resource.clone(),
@@ -440,22 +461,26 @@ impl Serving {
             tasks::spawn_in(&mut watchers, watcher.run(tx));
             tasks::spawn_in(
                 &mut watchers,
-                filter(rx, filtered_tx, move |event: &RawEvent| {
-                    !filter_namespaces
-                        || event
-                            .object
-                            .pointer("/metadata/namespace")
-                            .and_then(|ns| ns.as_str())
-                            .is_some_and(|ns| namespaces::matches_any(ns, &patterns))
+                filter(rx, filtered_tx, move |watched: &Watched| match watched {
+                    Watched::Synced => true,
+                    Watched::Event(event) => {
+                        !filter_namespaces
+                            || (event.object.pointer("/metadata/namespace"))
+                                .and_then(|ns| ns.as_str())
+                                .is_some_and(|ns| namespaces::matches_any(ns, &patterns))
+                    }
                 }),
             );
             let daemons = Arc::new(Daemons::new(ctx.clone(), self.pause.clone()));
             self.daemons.push(daemons.clone());
+            // Registered now, before any stream starts: handlers wait for this one too.
+            let listing = (!ctx.indexing.is_empty()).then(|| InitialListing::expect(&self.indices));
             let dispatcher = Dispatcher {
                 ctx: ctx.clone(),
                 limiter: self.limiter.clone(),
                 daemons,
                 pause: self.pause.clone(),
+                listing,
             };
             tasks::spawn_in(&mut self.dispatchers, dispatcher.run(filtered_rx));
         }
@@ -507,11 +532,7 @@ async fn discover(
     Ok(Vec::new()) // `1..` does not end
 }
 
-async fn filter(
-    mut rx: mpsc::Receiver<RawEvent>,
-    tx: mpsc::Sender<RawEvent>,
-    keep: impl Fn(&RawEvent) -> bool,
-) {
+async fn filter<T>(mut rx: mpsc::Receiver<T>, tx: mpsc::Sender<T>, keep: impl Fn(&T) -> bool) {
     while let Some(event) = rx.recv().await {
         if keep(&event) && tx.send(event).await.is_err() {
             return;

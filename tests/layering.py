@@ -26,6 +26,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("settings",),
     ("client",),
     ("ha",),
+    ("indices",),
     ("engine",),
     ("probing",),
     ("running",),

@@ -46,6 +46,7 @@ from kopf._hierarchies import (
     label,
     remove_owner_reference,
 )
+from kopf._indices import Index, Store
 from kopf._lifecycles import get_default_lifecycle, set_default_lifecycle
 from kopf._logging import LocalObjectLogger, LogFormat, ObjectLogger, configure
 from kopf._posting import event, exception, info, warn
@@ -86,7 +87,7 @@ from kopf._structs import (
     build_owner_reference,
 )
 from kopf._subhandling import execute
-from kopf.on import daemon, register, subhandler, timer
+from kopf.on import daemon, index, register, subhandler, timer
 
 _internals.install()
 
@@ -94,7 +95,7 @@ Logger = _stdlogging.Logger | _stdlogging.LoggerAdapter  # type: ignore[type-arg
 """The type of the ``logger`` kwarg of handlers."""
 
 __all__ = [
-    'on', 'lifecycles', 'subhandler', 'register', 'execute', 'daemon', 'timer',
+    'on', 'lifecycles', 'subhandler', 'register', 'execute', 'daemon', 'timer', 'index',
     'configure', 'LogFormat', 'get_default_lifecycle', 'set_default_lifecycle',
     'login_via_pykube', 'login_via_client', 'login_via_async_client',
     'login_with_kubeconfig', 'login_with_service_account',
@@ -114,7 +115,7 @@ __all__ = [
     'ProgressRecord', 'ProgressStorage', 'AnnotationsProgressStorage', 'StatusProgressStorage',
     'MultiProgressStorage', 'SmartProgressStorage',
     'RawEvent', 'RawBody', 'Status', 'Spec', 'Meta', 'Body', 'BodyEssence', 'Labels', 'Annotations',
-    'ObjectReference', 'OwnerReference', 'Memo', 'Patch', 'Diff', 'DiffItem', 'DiffOperation',
+    'ObjectReference', 'OwnerReference', 'Memo', 'Index', 'Store', 'Patch', 'Diff', 'DiffItem', 'DiffOperation',
     'Resource', 'Logger', 'Reason', 'ObjectLogger', 'LocalObjectLogger',
     'FieldPath', 'FieldSpec', 'HandlerId', 'PatchFn', 'RawEventType',
     'DaemonStopped', 'DaemonStoppingReason', 'SyncDaemonStopperChecker', 'AsyncDaemonStopperChecker',

@@ -7,6 +7,7 @@ import asyncio
 import datetime
 import logging
 import os
+from collections.abc import Mapping
 from typing import Any
 
 from kopf._credentials import SERVICE_ACCOUNT, ConnectionInfo
@@ -27,8 +28,9 @@ class ActivityError(Exception):
 
 
 async def run_activity(*, registry: OperatorRegistry, settings: OperatorSettings, activity: Activity,
-                       memo: Any) -> dict[str, Any]:
-    """Run all handlers of an activity until each succeeds or fails for good; their results by id."""
+                       memo: Any, indices: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Run all handlers of an activity until each succeeds or fails for good; their results by id.
+    The operator's ``indices`` are kwargs too, over any other (as in Kopf)."""
     handlers = [h for h in registry._activities if h.activity == activity]
     if activity == Activity.AUTHENTICATION and any(not h._fallback for h in handlers):
         handlers = [h for h in handlers if not h._fallback]  # the operator's own logins win
@@ -47,7 +49,7 @@ async def run_activity(*, registry: OperatorRegistry, settings: OperatorSettings
             kwargs = {'logger': handler_logger, 'memo': memo, 'settings': settings, 'activity': activity,
                       'param': handler.param, 'retry': retries[handler_id],
                       'started': datetime.datetime.now(datetime.UTC) - datetime.timedelta(seconds=runtime),
-                      'runtime': datetime.timedelta(seconds=runtime)}
+                      'runtime': datetime.timedelta(seconds=runtime), **(indices or {})}
             outcome = await execute_once(handler=handler, kwargs=kwargs, logger=adapter, retry=retries[handler_id],
                                          runtime=runtime, settings=settings)
             retries[handler_id] += 1
@@ -67,10 +69,12 @@ async def run_activity(*, registry: OperatorRegistry, settings: OperatorSettings
 
 
 async def authenticate(*, registry: OperatorRegistry, settings: OperatorSettings, memo: Any,
+                       indices: Mapping[str, Any] | None = None,
                        title: str = "Initial authentication") -> dict[str, Any]:
     """The connection to use: the login handlers' result of the highest priority, for the core."""
     activities_logger.info(f"{title} has been initiated.")
-    results = await run_activity(registry=registry, settings=settings, activity=Activity.AUTHENTICATION, memo=memo)
+    results = await run_activity(registry=registry, settings=settings, activity=Activity.AUTHENTICATION, memo=memo,
+                                 indices=indices)
     infos = [info for info in results.values() if isinstance(info, ConnectionInfo)]
     if infos:
         activities_logger.info(f"{title} has finished.")

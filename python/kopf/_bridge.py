@@ -14,16 +14,16 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
+from kopf import _indices, _subhandling
 from kopf import _lifecycles as lifecycles
-from kopf import _subhandling
 from kopf._activities import authenticate, run_activity
 from kopf._daemons import AsyncDaemonStopperChecker, DaemonStopper, SyncDaemonStopperChecker
 from kopf._errors import ErrorsMode
-from kopf._execution import execute_in_thread, execute_once, is_async_fn
+from kopf._execution import Outcome, execute_in_thread, execute_once, is_async_fn
 from kopf._handlers import Activity, ChangingHandler, DaemonHandler, OperatorRegistry, Reason, ResourceHandler
 from kopf._hierarchies import cause_body_var
 from kopf._lifecycles import LifeCycleFn
-from kopf._logging import LocalObjectLogger, ObjectLogger
+from kopf._logging import LocalObjectLogger, ObjectLogger, TerseObjectLogger
 from kopf._protocol import (
     DaemonCall,
     HandlerKind,
@@ -41,6 +41,9 @@ from kopf._structs import Body, Diff, Patch
 from kopf._subhandling import Declared
 
 engine_logger = logging.getLogger('kopf._core.engine')
+
+# Silent handlers log locally (no K8s Events); indexing ones, called often, even less.
+_LOGGERS: dict[HandlerKind, type[ObjectLogger]] = {'watching': LocalObjectLogger, 'indexing': TerseObjectLogger}
 _ABSENT_VALUE = object()
 
 
@@ -57,15 +60,18 @@ class Bridge:
 
     def __init__(self, *, registry: OperatorRegistry, settings: OperatorSettings, memo: Any,
                  ready: asyncio.Event, loop: asyncio.AbstractEventLoop,
-                 lifecycle: LifeCycleFn = lifecycles.asap) -> None:
+                 lifecycle: LifeCycleFn = lifecycles.asap, indices: Mapping[str, Any] | None = None) -> None:
         self.registry = registry
+        # The operator's indices by id: every handler gets them as kwargs, over any other kwarg.
+        self.indices = dict(indices or {})
         self.lifecycle = lifecycle  # the operator's: which change handlers of a cause run at once
         self.scopes: dict[int, Declared] = {}  # sub-handlers being executed, by their scope
         self.changing = list(registry._changing)
         self.watching = list(registry._watching)
         self.spawning = list(registry._spawning)
+        self.indexing = list(registry._indexing)
         self._by_kind: dict[HandlerKind, list[Any]] = {'changing': self.changing, 'watching': self.watching,
-                                               'spawning': self.spawning}
+                                                       'spawning': self.spawning, 'indexing': self.indexing}
         self.settings = settings
         self.memobase = memo
         self.memos: dict[str, Any] = {}
@@ -95,6 +101,7 @@ class Bridge:
             'watching': [{'index': i, 'id': h.id, **h.filters_for_engine()} for i, h in enumerate(self.watching)],
             'spawning': [{'index': i, 'id': h.id, **h.filters_for_engine(), **h.spawning_for_engine()}
                          for i, h in enumerate(self.spawning)],
+            'indexing': [{'index': i, 'id': h.id, **h.filters_for_engine()} for i, h in enumerate(self.indexing)],
         }
 
     # -- the core's calls: queued by the core, served on this loop ------------------------------
@@ -185,16 +192,20 @@ class Bridge:
 
     async def probe(self, _: None) -> dict[str, Any]:
         return await run_activity(registry=self.registry, settings=self.settings, activity=Activity.PROBE,
-                                  memo=self.memobase)
+                                  memo=self.memobase, indices=self.indices)
 
     async def relogin(self, _: None) -> str:
         """The server refused the credentials (401): run the login handlers again."""
         connection = await authenticate(registry=self.registry, settings=self.settings, memo=self.memobase,
-                                        title="Re-authentication")
+                                        indices=self.indices, title="Re-authentication")
         return json.dumps(connection)
 
     def forget(self, key: str) -> None:
         self.memos.pop(key, None)
+
+    def release(self, number: int) -> None:
+        """The core has dropped a value that referred to an object kept for it."""
+        _indices.release(number)
 
     def daemon_stopping(self, token: int, reason: int) -> None:
         self._stopper(token).set(reason)
@@ -249,7 +260,7 @@ class Bridge:
             _subhandling.current.reset(declaring)
             if stopper is not None:
                 stopper.task = None
-        return outcome.for_engine(self._own_patch(call, patch))
+        return self._answer(call, outcome, patch)
 
     def invoke_in_thread(self, call: Invocation) -> Invoked:
         """A synchronous handler, called on one of the core's threads (see ``threading``),
@@ -266,7 +277,7 @@ class Bridge:
             settings=self.settings, default_errors=self._default_errors(call),
             after=functools.partial(_subhandling.execute_declared_blocking, sub),
         )
-        return outcome.for_engine(self._own_patch(call, patch))
+        return self._answer(call, outcome, patch)
 
     async def plan(self, request: PlanRequest) -> list[int]:
         """A custom lifecycle's pick of the awakened handlers: their positions in the request."""
@@ -308,11 +319,13 @@ class Bridge:
             started = datetime.datetime.fromisoformat(call['started']) if call['started'] else None
             kwargs |= {'retry': call['retry'], 'started': started,
                        'runtime': datetime.timedelta(seconds=call['runtime'])}
+        if self.indices:
+            kwargs |= self.indices
         return kwargs, logger, patch
 
     @staticmethod
     def _default_errors(call: Invocation) -> ErrorsMode:
-        return ErrorsMode.IGNORED if call['kind'] == 'watching' else ErrorsMode.TEMPORARY
+        return ErrorsMode.IGNORED if call['kind'] in ('watching', 'indexing') else ErrorsMode.TEMPORARY
 
     def _handler(self, call: Invocation) -> ResourceHandler:
         scope = call.get('scope')
@@ -329,9 +342,15 @@ class Bridge:
                                  kwargs=kwargs, scopes=self.scopes)
 
     @staticmethod
-    def _own_patch(call: Invocation, patch: Patch) -> dict[str, Any]:
-        """A sub-handler's `patch` is its parent's: it goes with the parent's outcome."""
-        return {} if call.get('scope') is not None else dict(patch)
+    def _answer(call: Invocation, outcome: Outcome, patch: Patch) -> Invoked:
+        """The outcome for the core. A sub-handler's `patch` is its parent's: it goes with
+        the parent's outcome. An indexing function's result goes to the core as it is (the
+        core converts it, see ``src/binding/indices.rs``), and its `patch` nowhere (as in Kopf)."""
+        if call['kind'] == 'indexing':
+            invoked = outcome.for_engine()
+            invoked['indexed'] = invoked.pop('result', None)
+            return invoked
+        return outcome.for_engine({} if call.get('scope') is not None else dict(patch))
 
     def _stopper(self, token: int) -> DaemonStopper:
         # The core may raise a flag before the daemon's first call: whoever comes first creates it.
@@ -387,7 +406,8 @@ class Bridge:
         body = Body(raw)
         patch = Patch(body=body)
         watching = call['kind'] == 'watching'
-        logger = (LocalObjectLogger if watching else ObjectLogger)(body=raw, settings=self.settings)
+        logger_cls = _LOGGERS.get(call['kind'], ObjectLogger)
+        logger = logger_cls(body=raw, settings=self.settings)
         kwargs: dict[str, Any] = {
             'logger': logger,
             'memo': self._memo(body.meta.uid),
@@ -414,6 +434,8 @@ class Bridge:
         elif call['kind'] == 'changing' and call['reason'] is not None:
             kwargs |= {'reason': Reason(call['reason']), 'diff': Diff(call['diff'] or ()),
                        'old': call['old'], 'new': call['new']}
+        if self.indices:
+            kwargs |= self.indices
         return kwargs, logger, patch
 
     def _callbacks_match(self, handler: ResourceHandler, call: Invocation, kwargs: dict[str, Any]) -> bool:

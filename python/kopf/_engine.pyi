@@ -16,6 +16,19 @@ class Operator:
         """Queue a Kubernetes Event (JSON) for posting."""
     def stop(self) -> None:
         """Ask the running core to stop (thread-safe; idempotent)."""
+    def index(self, id: str) -> IndexView:
+        """The index of this id (``@kopf.index``), as it is whenever it is read."""
+
+@final
+class IndexView:
+    """One index of the core: its keys and values converted to Python on each read."""
+
+    def __len__(self) -> int: ...
+    def keys(self) -> list[Any]: ...
+    def contains(self, key: Any) -> bool: ...
+    def values(self, key: Any) -> list[Any] | None: ...
+    def items(self) -> list[tuple[Any, list[Any]]]: ...
+    def count(self, key: Any) -> int: ...
 
 @final
 class PendingArgument:

@@ -111,6 +111,12 @@ class WatchingHandler(ResourceHandler):
 
 
 @dataclasses.dataclass(frozen=True)
+class IndexingHandler(ResourceHandler):
+    def __str__(self) -> str:
+        return f"Indexer {self.id!r}"
+
+
+@dataclasses.dataclass(frozen=True)
 class SpawningHandler(ResourceHandler):
     requires_finalizer: bool | None
     initial_delay: float | Callable[..., float] | None
@@ -155,7 +161,8 @@ class TimerHandler(SpawningHandler):
 
 
 class OperatorRegistry:
-    """All handlers of an operator: activities, change handlers, event watchers, daemons & timers."""
+    """All handlers of an operator: activities, change handlers, event watchers, daemons & timers,
+    indexing functions."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -163,6 +170,7 @@ class OperatorRegistry:
         self._changing: list[ChangingHandler] = []
         self._watching: list[WatchingHandler] = []
         self._spawning: list[SpawningHandler] = []
+        self._indexing: list[IndexingHandler] = []
 
 
 class SmartOperatorRegistry(OperatorRegistry):

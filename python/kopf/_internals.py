@@ -23,7 +23,7 @@ ALTERNATIVES: dict[str, str] = {
     'kopf._core.intents.filters': 'kopf.PRESENT, kopf.ABSENT, kopf.not_(), kopf.all_(), kopf.any_(), kopf.none_()',
     'kopf._core.intents.stoppers': 'kopf.DaemonStopped, kopf.DaemonStoppingReason',
     'kopf._core.engines.peering': 'kopf run --peering/--standalone, and settings.peering',
-    'kopf._core.engines.indexing': 'kopf.index (not in this engine yet)',
+    'kopf._core.engines.indexing': 'kopf.index, kopf.Index, kopf.Store',
     'kopf._core.engines.admission': 'kopf.on.validate, kopf.on.mutate (not in this engine yet)',
     'kopf._kits.webhooks': 'kopf.WebhookServer and its kin (not in this engine yet)',
     'kopf._kits.runner': 'kopf.testing.KopfRunner',

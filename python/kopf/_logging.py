@@ -111,6 +111,14 @@ class LocalObjectLogger(ObjectLogger):
         super().log(*args, **kwargs)
 
 
+class TerseObjectLogger(LocalObjectLogger):
+    """A local object logger one level quieter below warnings (for ``@kopf.index``: called
+    for every event of many objects): infos only in the verbose mode, debugs never."""
+
+    def isEnabledFor(self, level: int) -> bool:
+        return super().isEnabledFor(level if level >= logging.WARNING else level - 10)
+
+
 class _KopfStreamHandler(logging.StreamHandler):  # type: ignore[type-arg]
     pass
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any, Literal, NotRequired, TypedDict
 
 # The kinds of resource handlers, as the core names them (its `HandlerKind`).
-HandlerKind = Literal['changing', 'watching', 'spawning']
+HandlerKind = Literal['changing', 'watching', 'spawning', 'indexing']
 
 # Which handler a call invokes: its kind and its position in the bridge's lists.
 Target = tuple[HandlerKind, int]
@@ -74,6 +74,7 @@ class Invoked(TypedDict, total=False):
     subrefs: list[str]
     patch: dict[str, Any] | None  # the handler's changes to the ``patch`` kwarg
     cancelled: bool  # a daemon stopped by force: no outcome
+    indexed: Any  # an indexing function's result, as it returned it (the core converts it)
 
 
 class ResourceSelection(TypedDict):

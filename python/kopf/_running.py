@@ -20,6 +20,7 @@ from kopf._activities import authenticate, run_activity
 from kopf._bridge import Bridge
 from kopf._errors import OperatorError
 from kopf._handlers import Activity, OperatorRegistry, get_default_registry
+from kopf._indices import Index
 from kopf._peering import detect_own_id
 from kopf._posting import engine_var, settings_var
 from kopf._settings import OperatorSettings
@@ -108,6 +109,20 @@ async def operator(
                       FutureWarning, stacklevel=2)
         clusterwide = True
 
+    # Kopf's internal state objects, for sharing it with an embedding program: this engine keeps
+    # that state in its core, so none can be given (rather than taken and silently not used).
+    unsupported = {
+        'indexers': (indexers, "the indices are read in handlers, as kwargs named by the @kopf.index ids"),
+        'memories': (memories, "the objects' memos are the `memo` kwarg of handlers"),
+        'insights': (insights, "the served resources and namespaces are not shared"),
+        'vault': (vault, "the credentials come from the @kopf.on.login handlers"),
+        '_command': (_command, "run the coroutine as a task beside the operator"),
+    }
+    for name, (value, instead) in unsupported.items():
+        if value is not None:
+            raise TypeError(f"{name}= is not supported by this engine (kopf-rs), which keeps the "
+                            f"operator's state in its core: {instead}.")
+
     registry = registry if registry is not None else get_default_registry()
     lifecycle = lifecycle if lifecycle is not None else lifecycles.get_default_lifecycle()
     settings = settings if settings is not None else OperatorSettings()
@@ -124,6 +139,8 @@ async def operator(
     memo = memo if memo is not None else Memo()
     loop = asyncio.get_running_loop()
     engine = _engine.Operator()
+    # Empty until the core fills them: even startup handlers get them (as in Kopf).
+    indices: dict[str, Index[Any, Any]] = {h.id: Index(engine.index(h.id)) for h in registry._indexing}
     engine_var.set(engine)
     settings_var.set(settings)
 
@@ -134,11 +151,12 @@ async def operator(
     engine_task: asyncio.Task[None] | None = None
     bridge: Bridge | None = None
     try:
-        await run_activity(registry=registry, settings=settings, activity=Activity.STARTUP, memo=memo)
-        connection = await authenticate(registry=registry, settings=settings, memo=memo)
+        await run_activity(registry=registry, settings=settings, activity=Activity.STARTUP, memo=memo,
+                           indices=indices)
+        connection = await authenticate(registry=registry, settings=settings, memo=memo, indices=indices)
         ready = asyncio.Event()
         bridge = Bridge(registry=registry, settings=settings, memo=memo, ready=ready, loop=loop,
-                        lifecycle=lifecycle)
+                        lifecycle=lifecycle, indices=indices)
         storages: list[Any] = []  # the custom ones, called as Python from the engine
         engine_settings = settings.for_engine(storages)
         engine_settings['peering']['identity'] = str(identity or detect_own_id(manual=False))
@@ -177,7 +195,8 @@ async def operator(
             task.cancel()
         _uninstall_signals(loop)
         try:
-            await run_activity(registry=registry, settings=settings, activity=Activity.CLEANUP, memo=memo)
+            await run_activity(registry=registry, settings=settings, activity=Activity.CLEANUP, memo=memo,
+                               indices=indices)
             # Kopf's last words, which tools (and Kopf's own tests) wait for.
             logger.debug("Root tasks are stopped: finishing normally; tasks left: set()")
             await _stop_hung_tasks(bridge.running_calls() if bridge is not None else set())

@@ -15,6 +15,7 @@ from kopf._handlers import (
     ActivityHandler,
     ChangingHandler,
     DaemonHandler,
+    IndexingHandler,
     MetaFilter,
     OperatorRegistry,
     Reason,
@@ -243,6 +244,41 @@ def event(
         real_registry._watching.append(WatchingHandler(
             fn=fn, id=generate_id(fn=fn, id=id, suffix='.'.join(real_field or [])), param=param,
             errors=None, timeout=None, retries=None, backoff=None,
+            selector=selector, labels=labels, annotations=annotations, when=when,
+            field=real_field, value=value,
+        ))
+        return fn
+    return decorator
+
+
+def index(
+        arg1: ResourceArg = None, arg2: str | Marker | None = None, arg3: str | Marker | None = None, /, *,
+        group: str | None = None, version: str | None = None, kind: str | None = None,
+        plural: str | None = None, singular: str | None = None, shortcut: str | None = None,
+        category: str | None = None, id: str | None = None, param: Any | None = None,
+        errors: ErrorsMode | None = None, timeout: float | None = None, retries: int | None = None,
+        backoff: float | None = None,
+        labels: MetaFilter | None = None, annotations: MetaFilter | None = None,
+        when: Callable[..., bool] | None = None, field: FieldSpec = None, value: Any | None = None,
+        registry: OperatorRegistry | None = None,
+) -> Callable[[FnT], FnT]:
+    """``@kopf.index()``: index the objects in memory, by what the function returns for each.
+
+    A dict's keys and values go into the index (anything else goes under the key ``None``;
+    ``None`` indexes nothing). Handlers get the index as a kwarg named by the id (the
+    function's name by default), a ``kopf.Index``; they start once the objects that exist
+    at the operator's start are indexed.
+    """
+    def decorator(fn: FnT) -> FnT:
+        _verify_values(field, value)
+        _verify_filters(labels, annotations)
+        real_registry = registry if registry is not None else get_default_registry()
+        real_field = parse_field(field) or None
+        selector = Selector(arg1, arg2, arg3, group=group, version=version, kind=kind, plural=plural,
+                            singular=singular, shortcut=shortcut, category=category)
+        real_registry._indexing.append(IndexingHandler(
+            fn=fn, id=generate_id(fn=fn, id=id), param=param,
+            errors=errors, timeout=timeout, retries=retries, backoff=backoff,
             selector=selector, labels=labels, annotations=annotations, when=when,
             field=real_field, value=value,
         ))

@@ -3,6 +3,7 @@
 //! handlers, which run on threads of the core's own. (Log lines: see `logs`.)
 
 use super::calls::{Calls, Closed, Target};
+use super::indices::Converter;
 use super::scopes::Scope;
 use super::storages::PyCustomStorages;
 use crate::client::connection::ConnectionInfo;
@@ -10,6 +11,7 @@ use crate::client::credentials::LoginError;
 use crate::client::watching::EventType;
 use crate::engine::handlers::Reason;
 use crate::engine::hooks::{HandlerKind, Hooks, Invocation, Invoked, PlanRequest};
+use crate::indices::Indices;
 use crate::state::diffs::Diff;
 use crate::state::progression::Outcome;
 use crate::state::storages::CustomStorages;
@@ -26,6 +28,8 @@ pub struct PyHooks {
     calls: Calls,
     storages: PyCustomStorages,
     threads: Option<Threads>,
+    /// Where indexing functions' results go (their strings interned there).
+    indices: Arc<Indices>,
 }
 
 /// Synchronous handlers run on the core's blocking threads, as many at once as the
@@ -53,6 +57,7 @@ impl Threads {
                     HandlerKind::Changing,
                     HandlerKind::Watching,
                     HandlerKind::Spawning,
+                    HandlerKind::Indexing,
                 ]
                 .into_iter()
                 .map(kind_name)
@@ -73,6 +78,7 @@ impl PyHooks {
         bridge: Py<PyAny>,
         calls: Calls,
         storages: PyCustomStorages,
+        indices: Arc<Indices>,
     ) -> PyResult<Self> {
         let threads = Threads::of(py, &bridge)?;
         Ok(Self {
@@ -80,6 +86,7 @@ impl PyHooks {
             calls,
             storages,
             threads,
+            indices,
         })
     }
 
@@ -151,6 +158,7 @@ fn kind_name(kind: HandlerKind) -> &'static str {
         HandlerKind::Changing => "changing",
         HandlerKind::Watching => "watching",
         HandlerKind::Spawning => "spawning",
+        HandlerKind::Indexing => "indexing",
     }
 }
 
@@ -214,8 +222,9 @@ fn invocation_dict<'py>(py: Python<'py>, call: &Invocation) -> PyResult<Bound<'p
     Ok(dict)
 }
 
-/// The bridge's answer: `{"final", "delay", "result", "exception", "subrefs", "patch"}`.
-fn parse_invoked(answer: &Bound<'_, PyAny>) -> PyResult<Invoked> {
+/// The bridge's answer: `{"final", "delay", "result", "exception", "subrefs", "patch"}`,
+/// and for an indexing function, `"indexed"` (its result as it returned it), converted here.
+fn parse_invoked(answer: &Bound<'_, PyAny>, indexing: Option<&Converter>) -> PyResult<Invoked> {
     let answer = answer.cast::<PyDict>()?;
     // Absent and `None` are the same: a cancelled call has only `final` and `cancelled`.
     let get = |key: &str| -> PyResult<Option<Bound<'_, PyAny>>> {
@@ -235,6 +244,10 @@ fn parse_invoked(answer: &Bound<'_, PyAny>) -> PyResult<Invoked> {
                 .map(|s| s.extract())
                 .transpose()?
                 .unwrap_or_default(),
+        },
+        indexed: match (indexing, get("indexed")?) {
+            (Some(converter), Some(result)) => converter.result(&result)?,
+            _ => None,
         },
         patch: json(get("patch")?)?,
         cancelled: get("cancelled")?.is_some_and(|c| c.is_truthy().unwrap_or(false)),
@@ -256,16 +269,18 @@ impl Hooks for PyHooks {
         // Sub-handlers are numbered in their scopes, not in the registry: never a target.
         let target = (invocation.scope.is_none())
             .then_some((kind_name(invocation.kind), invocation.handler));
+        let indexing = (invocation.kind == HandlerKind::Indexing)
+            .then(|| (self.indices.clone(), self.calls.clone()));
         if let (Some(threads), Some(target)) = (&self.threads, &target) {
             if threads.handlers.contains(target) {
-                return self.invoke_in_thread(invocation, threads.slots.clone());
+                return self.invoke_in_thread(invocation, threads.slots.clone(), indexing);
             }
         }
         self.call(
             "invoke",
             target,
             move |py| Ok(invocation_dict(py, &invocation)?.into_any()),
-            |_, answer| parse_invoked(&answer),
+            move |_, answer| parse_answer(&answer, indexing.as_ref()),
             bridge_failure,
         )
     }
@@ -364,9 +379,22 @@ fn bridge_failure(message: String) -> Invoked {
             exception: Some(message),
             ..Default::default()
         },
+        indexed: None,
         patch: None,
         cancelled: false,
     }
+}
+
+/// What an indexing function's result is converted with: the operator's indices (for
+/// their strings) and the calls (for releasing the opaque objects kept for it).
+type Indexing = (Arc<Indices>, Calls);
+
+fn parse_answer(answer: &Bound<'_, PyAny>, indexing: Option<&Indexing>) -> PyResult<Invoked> {
+    let converter = indexing.map(|(indices, calls)| Converter {
+        strings: &indices.strings,
+        calls: Some(calls),
+    });
+    parse_invoked(answer, converter.as_ref())
 }
 
 impl PyHooks {
@@ -376,6 +404,7 @@ impl PyHooks {
         &self,
         invocation: Invocation,
         slots: Arc<Semaphore>,
+        indexing: Option<Indexing>,
     ) -> BoxFuture<'static, Invoked> {
         let bridge = self.bridge.clone();
         Box::pin(async move {
@@ -386,7 +415,7 @@ impl PyHooks {
                 Python::attach(|py| {
                     let answer = invocation_dict(py, &invocation)
                         .and_then(|call| bridge.call_method1(py, "invoke_in_thread", (call,)))
-                        .and_then(|answer| parse_invoked(answer.bind(py)));
+                        .and_then(|answer| parse_answer(answer.bind(py), indexing.as_ref()));
                     answer.inspect_err(|error| error.print(py))
                 })
             })

@@ -5,6 +5,7 @@
 mod calls;
 mod commands;
 mod hooks;
+mod indices;
 mod logs;
 mod memory;
 mod operator;
@@ -21,6 +22,7 @@ fn _engine(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<operator::Operator>()?;
     m.add_class::<calls::CallQueue>()?;
     m.add_class::<scopes::Scope>()?;
+    m.add_class::<indices::IndexView>()?;
     m.add_function(wrap_pyfunction!(commands::touch_peering, m)?)?;
     Ok(())
 }

@@ -2,12 +2,14 @@
 
 use super::calls::Calls;
 use super::hooks::PyHooks;
+use super::indices::IndexView;
 use super::logs::PyLogs;
 use super::storages::PyCustomStorages;
 use crate::client::connection::{self, ConnectionInfo};
 use crate::client::credentials::{Credentials, Login};
 use crate::client::posting::K8sEvent;
-use crate::running::{self, OperatorSpec};
+use crate::indices::Indices;
+use crate::running::{self, Embedding, OperatorSpec};
 use crate::util::logging::Lines;
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
@@ -22,6 +24,7 @@ pub struct Operator {
     events: mpsc::UnboundedSender<K8sEvent>,
     /// Taken by `run()`: an operator runs once.
     pending: Mutex<Option<mpsc::UnboundedReceiver<K8sEvent>>>,
+    indices: Arc<Indices>,
 }
 
 #[pymethods]
@@ -33,6 +36,7 @@ impl Operator {
             stop: watch::channel(false).0,
             events,
             pending: Mutex::new(Some(pending)),
+            indices: Arc::default(),
         }
     }
 
@@ -57,7 +61,13 @@ impl Operator {
         let logs = tracing::Dispatch::new(Lines(PyLogs::new(py, &bridge, calls.clone())?));
         let ready_bridge = bridge.clone_ref(py);
         let storages = PyCustomStorages::new(py, storages)?;
-        let hooks = Arc::new(PyHooks::new(py, bridge, calls, storages)?);
+        let hooks = Arc::new(PyHooks::new(
+            py,
+            bridge,
+            calls,
+            storages,
+            self.indices.clone(),
+        )?);
         let stop = self.stop.subscribe();
         let events = self
             .pending
@@ -66,6 +76,7 @@ impl Operator {
             .take()
             .ok_or_else(|| PyRuntimeError::new_err("this operator has already run"))?;
         let networking = spec.settings.networking.clone();
+        let indices = self.indices.clone();
         pyo3_async_runtimes::tokio::future_into_py(
             py,
             async move {
@@ -86,8 +97,16 @@ impl Operator {
                     })
                 };
                 let trimming = super::memory::trim_periodically();
-                let result =
-                    running::run(credentials, &info.server, spec, hooks, stop, events, ready).await;
+                let result = running::run(
+                    credentials,
+                    &info.server,
+                    spec,
+                    Embedding { hooks, indices },
+                    stop,
+                    events,
+                    ready,
+                )
+                .await;
                 trimming.abort();
                 result.map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
                 Ok(())
@@ -104,6 +123,14 @@ impl Operator {
         // After the operator has stopped, there is nobody to post: drop silently, as Kopf does.
         let _ = self.events.send(event);
         Ok(())
+    }
+
+    /// The index of this id (`@kopf.index`), as it is whenever it is read.
+    fn index(&self, id: &str) -> IndexView {
+        IndexView {
+            index: self.indices.index(id),
+            indices: self.indices.clone(),
+        }
     }
 
     /// Ask the running core to stop (thread-safe; idempotent).

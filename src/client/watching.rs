@@ -26,13 +26,16 @@ pub enum EventType {
     Added,
     Modified,
     Deleted,
+    /// Made by the engine, not the server: the object was not listed again after a re-listing
+    /// (a 410 Gone, a pause), so it was deleted while nothing watched.
+    Vanished,
 }
 
 impl EventType {
     /// The server's name of the event, as Kopf passes it to handlers (`None` for listings).
     pub fn as_kopf(self) -> Option<&'static str> {
         match self {
-            EventType::Listed => None,
+            EventType::Listed | EventType::Vanished => None,
             EventType::Added => Some("ADDED"),
             EventType::Modified => Some("MODIFIED"),
             EventType::Deleted => Some("DELETED"),
@@ -45,6 +48,42 @@ impl EventType {
 pub struct RawEvent {
     pub event_type: EventType,
     pub object: Arc<Value>,
+}
+
+/// What a watcher feeds: its events, and (for those who care) when a listing is complete.
+#[derive(Debug, Clone)]
+pub enum Watched {
+    Event(RawEvent),
+    /// Every object that exists has been sent since the listing began (after the first
+    /// listing, and again after each re-listing: a 410 Gone, a pause).
+    Synced,
+}
+
+/// The items a watcher's receiver takes: plain events, or events and listings' ends.
+pub trait Feed: Send + 'static {
+    fn event(event: RawEvent) -> Self;
+    /// A listing's end, if this kind of receiver wants to know.
+    fn synced() -> Option<Self>
+    where
+        Self: Sized;
+}
+
+impl Feed for RawEvent {
+    fn event(event: RawEvent) -> Self {
+        event
+    }
+    fn synced() -> Option<Self> {
+        None
+    }
+}
+
+impl Feed for Watched {
+    fn event(event: RawEvent) -> Self {
+        Watched::Event(event)
+    }
+    fn synced() -> Option<Self> {
+        Some(Watched::Synced)
+    }
 }
 
 /// Why a watch loop restarts.
@@ -66,7 +105,7 @@ pub struct Watcher {
 
 impl Watcher {
     /// Stream events into `tx` until the receiver is gone.
-    pub async fn run(self, tx: mpsc::Sender<RawEvent>) {
+    pub async fn run<T: Feed>(self, tx: mpsc::Sender<T>) {
         let mut failures: u32 = 0;
         'relist: loop {
             self.wait_resumed().await;
@@ -77,6 +116,11 @@ impl Watcher {
             let mut version = match listed {
                 Ok(Some(version)) => {
                     failures = 0;
+                    if let Some(synced) = T::synced() {
+                        if tx.send(synced).await.is_err() {
+                            return;
+                        }
+                    }
                     version
                 }
                 Ok(None) => return, // the receiver is gone
@@ -179,7 +223,7 @@ impl Watcher {
     }
 
     /// List every object (paginated) and pass each on as a listing event.
-    async fn list(&self, tx: &mpsc::Sender<RawEvent>) -> Result<Option<String>, kube::Error> {
+    async fn list<T: Feed>(&self, tx: &mpsc::Sender<T>) -> Result<Option<String>, kube::Error> {
         let url = self.resource.url(self.namespace.as_deref(), None, None);
         let mut token: Option<String> = None;
         loop {
@@ -213,7 +257,7 @@ impl Watcher {
                     event_type: EventType::Listed,
                     object: Arc::new(item),
                 };
-                if tx.send(event).await.is_err() {
+                if tx.send(T::event(event)).await.is_err() {
                     return Ok(None);
                 }
             }
@@ -232,9 +276,9 @@ impl Watcher {
     }
 
     /// One watch request, until it ends, stalls, or the version expires.
-    async fn watch(
+    async fn watch<T: Feed>(
         &self,
-        tx: &mpsc::Sender<RawEvent>,
+        tx: &mpsc::Sender<T>,
         version: &mut String,
     ) -> Result<Option<Restart>, kube::Error> {
         let url = self.resource.url(self.namespace.as_deref(), None, None);
@@ -278,7 +322,7 @@ impl Watcher {
                 event_type,
                 object: Arc::new(object),
             };
-            if tx.send(event).await.is_err() {
+            if tx.send(T::event(event)).await.is_err() {
                 return Ok(None);
             }
         }

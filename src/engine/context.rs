@@ -4,16 +4,21 @@
 
 use crate::client::applying::Patcher;
 use crate::client::resources::Resource;
-use crate::engine::handlers::{ChangingHandler, Reason, SpawningHandler, WatchingHandler};
+use crate::engine::handlers::{
+    ChangingHandler, IndexingHandler, Reason, SpawningHandler, WatchingHandler,
+};
 use crate::engine::hooks::{HandlerKind, Hooks, Invocation};
 use crate::engine::lifecycles::Lifecycle;
+use crate::indices::Indices;
 use crate::settings::Settings;
 use crate::state::diffbase::DiffBaseStorage;
 use crate::state::diffs::{self, Diff};
 use crate::state::patches::Patch;
 use crate::state::progress::ProgressStorage;
+use crate::state::progression::HandlerState;
 use crate::util::dicts::{self, FieldPath};
 use serde_json::Value;
+use std::collections::HashMap;
 use std::sync::Arc;
 
 /// What the engine remembers about one object between its events.
@@ -25,6 +30,28 @@ pub struct Memory {
     pub fully_handled_once: bool,
     /// What could not be applied last time (a finalizer change in a conflict).
     pub remaining_patch: Option<Patch>,
+    /// The failures of its indexing functions.
+    pub indexing: IndexingMemory,
+}
+
+/// The failures of an object's indexing functions, by index id: retries and delays after
+/// temporary errors, or a permanent one. Successes are not remembered (as in Kopf).
+#[derive(Debug, Default)]
+pub struct IndexingMemory {
+    pub failures: HashMap<String, HandlerState>,
+}
+
+/// Objects are told apart by uid (a re-created object is a new one).
+pub fn object_key(body: &Value) -> String {
+    let text = |key: &str| {
+        dicts::meta(body, key)
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+    };
+    match text("uid") {
+        "" => format!("{}/{}", text("namespace"), text("name")),
+        uid => uid.to_owned(),
+    }
 }
 
 /// Everything shared by the objects of one resource.
@@ -35,6 +62,9 @@ pub struct ResourceContext {
     pub settings: Arc<Settings>,
     pub hooks: Arc<dyn Hooks>,
     pub changing: Vec<ChangingHandler>,
+    pub indexing: Vec<IndexingHandler>,
+    /// The operator's indices: filled by this resource's `indexing` handlers, if any.
+    pub indices: Arc<Indices>,
     /// Which of the change handlers of a cause run in one cycle.
     pub lifecycle: Lifecycle,
     pub watching: Vec<WatchingHandler>,

@@ -716,6 +716,7 @@ mod tests {
             changing: vec![],
             watching: vec![],
             spawning: vec![testing::handler(spec)],
+            ..Default::default()
         };
         let patcher = Arc::new(FakePatcher::default());
         let ctx = testing::context(handlers, Settings::default(), hooks.clone(), patcher);

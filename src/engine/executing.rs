@@ -254,6 +254,7 @@ mod tests {
             changing: vec![parent],
             watching: vec![],
             spawning: vec![],
+            ..Default::default()
         };
         let patcher = Arc::new(FakePatcher::default());
         let ctx = testing::context(handlers, Settings::default(), hooks.clone(), patcher);

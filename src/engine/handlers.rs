@@ -225,6 +225,40 @@ pub struct WatchingHandler {
     pub filters: ResourceFilters,
 }
 
+/// `@kopf.index` handlers: every state of the objects, into an in-memory index of this id.
+#[derive(Debug, Clone, Deserialize)]
+pub struct IndexingHandler {
+    pub index: usize,
+    pub id: String,
+    #[serde(flatten)]
+    pub filters: ResourceFilters,
+}
+
+/// Handlers called for an object's events or states as they are (no change to compare):
+/// their position in the registry and their filters.
+pub trait Filtered {
+    fn index(&self) -> usize;
+    fn filters(&self) -> &ResourceFilters;
+}
+
+impl Filtered for WatchingHandler {
+    fn index(&self) -> usize {
+        self.index
+    }
+    fn filters(&self) -> &ResourceFilters {
+        &self.filters
+    }
+}
+
+impl Filtered for IndexingHandler {
+    fn index(&self) -> usize {
+        self.index
+    }
+    fn filters(&self) -> &ResourceFilters {
+        &self.filters
+    }
+}
+
 /// `@kopf.daemon` and `@kopf.timer` handlers: spawned per object, scheduled by the core.
 #[derive(Debug, Clone, Deserialize)]
 pub struct SpawningHandler {

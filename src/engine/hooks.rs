@@ -6,6 +6,7 @@ use crate::client::resources::Resource;
 use crate::client::watching::EventType;
 use crate::engine::handlers::{ChangingHandler, Reason};
 use crate::engine::lifecycles::Lifecycle;
+use crate::indices::datum::Datum;
 use crate::state::diffs::Diff;
 use crate::state::patches::Patch;
 use crate::state::progression::{deliver_result, Outcome};
@@ -18,6 +19,8 @@ use std::sync::Arc;
 pub enum HandlerKind {
     Changing,
     Watching,
+    /// `@kopf.index` functions.
+    Indexing,
     /// Daemons and timers.
     Spawning,
 }
@@ -145,6 +148,9 @@ pub struct PlanRequest {
 #[derive(Debug, Clone, Default)]
 pub struct Invoked {
     pub outcome: Outcome,
+    /// An indexing function's result, as (key, value) pairs (a plain value under `None`);
+    /// none if it returned `None` (or failed).
+    pub indexed: Option<Vec<(Datum, Datum)>>,
     /// The handler's additions to the `patch` kwarg, as a merge-patch.
     pub patch: Option<Value>,
     /// The call was cancelled (a daemon stopped by force): there is no outcome.

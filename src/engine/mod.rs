@@ -1,4 +1,4 @@
-//! Layer 5, the engine: from a watch event to the handlers and back to the object.
+//! Layer 6, the engine: from a watch event to the handlers and back to the object.
 //! `queueing` routes each object's events to its worker; `processing` finds the cause
 //! and the handlers to call (`handlers` describes them and their filters); `hooks` is
 //! how the core calls Python; `daemons` runs daemons and timers per object; `context`
@@ -9,6 +9,7 @@ pub mod daemons;
 pub mod executing;
 pub mod handlers;
 pub mod hooks;
+pub mod indexing;
 pub mod lifecycles;
 pub mod processing;
 pub mod queueing;

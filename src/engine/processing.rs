@@ -7,6 +7,7 @@ use crate::engine::context::{Change, Cycle, Memory, ResourceContext};
 use crate::engine::daemons::{Daemons, ObjectDaemons};
 use crate::engine::executing::{self, SharedPatch};
 use crate::engine::handlers::{Match, Reason, SpawningHandler};
+use crate::engine::hooks::HandlerKind;
 use crate::engine::selecting::{self, Verdicts};
 use crate::object_log;
 use crate::state::diffs::{self, Diff};
@@ -342,7 +343,8 @@ pub async fn process_watching(ctx: &Arc<ResourceContext>, event: &RawEvent) -> P
     if ctx.watching.is_empty() {
         return patch;
     }
-    for (handler, call) in selecting::watching_handlers(ctx, event).await {
+    let watching = selecting::for_event(ctx, HandlerKind::Watching, &ctx.watching, event).await;
+    for (handler, call) in watching {
         // Errors are logged by the Python side and otherwise ignored: events are not retried.
         let invoked = ctx.hooks.invoke(call).await;
         invoked.apply_to(&handler.id, &mut patch);
@@ -419,6 +421,7 @@ mod tests {
             spawning: vec![testing::handler(
                 json!({"index": 0, "id": "timer_fn", "kind": "timer", "has_when": true}),
             )],
+            ..Default::default()
         };
         let patcher = Arc::new(FakePatcher::default());
         let ctx = testing::context(handlers, Settings::default(), hooks.clone(), patcher);

@@ -6,11 +6,12 @@
 //! the engine remembers of an object outlives them.
 
 use crate::client::applying;
-use crate::client::watching::{EventType, RawEvent};
-use crate::engine::context::{Memory, ResourceContext};
+use crate::client::watching::{EventType, RawEvent, Watched};
+use crate::engine::context::{object_key, Memory, ResourceContext};
 use crate::engine::daemons::{Daemons, ObjectDaemons};
-use crate::engine::processing;
+use crate::engine::{indexing, processing};
 use crate::ha::pausing::Pause;
+use crate::indices::InitialListing;
 use crate::object_log;
 use crate::state::patches::Patch;
 use crate::state::progression::format_time;
@@ -18,7 +19,7 @@ use crate::state::StorageError;
 use crate::util::logging::ObjectRef;
 use crate::util::tasks;
 use serde_json::Value;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::{mpsc, OwnedMutexGuard, Semaphore};
@@ -36,7 +37,13 @@ pub struct Dispatcher {
     pub daemons: Arc<Daemons>,
     /// While paused (peering, leader election), events are dropped: they are listed again.
     pub pause: Arc<Pause>,
+    /// For a resource with indices: its initial listing, which every handler waits for.
+    pub listing: Option<Arc<InitialListing>>,
 }
+
+/// An event in an object's queue, and whether it is one of the initial listing's (to count
+/// when it has been indexed).
+type Queued = (RawEvent, bool);
 
 /// Why a cycle could not be completed: it is retried after a throttling delay.
 #[derive(Debug, thiserror::Error)]
@@ -60,37 +67,66 @@ type Memories = Arc<Mutex<HashMap<String, Arc<tokio::sync::Mutex<Memory>>>>>;
 
 impl Dispatcher {
     /// Route the stream's events to the objects' workers until the stream ends.
-    pub async fn run(self, mut events: mpsc::Receiver<RawEvent>) {
+    pub async fn run(self, mut events: mpsc::Receiver<Watched>) {
         let this = Arc::new(self);
         let memories: Memories = Arc::default();
-        let mut queues: HashMap<String, mpsc::UnboundedSender<RawEvent>> = HashMap::new();
-        let mut workers = JoinSet::new();
-        while let Some(event) = events.recv().await {
-            let key = object_key(&event.object);
-            // A closed queue means its worker has exited (idle): start a new one.
-            let event = match queues.get(&key) {
-                Some(queue) => match queue.send(event) {
-                    Ok(()) => continue,
-                    Err(mpsc::error::SendError(event)) => event,
+        let mut queues: HashMap<String, mpsc::UnboundedSender<Queued>> = HashMap::new();
+        let mut workers: JoinSet<String> = JoinSet::new();
+        // The objects listed since the listing began: the others known are gone.
+        let mut listed: HashSet<String> = HashSet::new();
+        loop {
+            let watched = tokio::select! {
+                watched = events.recv() => match watched {
+                    Some(watched) => watched,
+                    None => break,
                 },
-                None => event,
+                // An idle worker has exited: its queue goes too (unless a successor has one).
+                Some(Ok(key)) = workers.join_next() => {
+                    if queues.get(&key).is_some_and(|queue| queue.is_closed()) {
+                        queues.remove(&key);
+                    }
+                    continue;
+                }
             };
-            let (tx, rx) = mpsc::unbounded_channel();
-            tx.send(event).expect("the receiver is right here");
-            queues.insert(key.clone(), tx);
-            let memory = memories
-                .lock()
-                .expect("not poisoned")
-                .entry(key.clone())
-                .or_default()
-                .clone();
-            let worker = Worker::start(this.clone(), key, rx, memory, memories.clone());
-            tasks::spawn_in(&mut workers, worker);
-            queues.retain(|_, q| !q.is_closed());
-            while workers.try_join_next().is_some() {}
+            let event = match watched {
+                Watched::Event(event) => event,
+                Watched::Synced => {
+                    let vanished: Vec<String> = (memories.lock().expect("not poisoned").keys())
+                        .filter(|key| !listed.contains(*key))
+                        .cloned()
+                        .collect();
+                    for key in vanished {
+                        // In order with its other events: through its own queue.
+                        let body = serde_json::json!({"metadata": {"uid": key}});
+                        let event = RawEvent {
+                            event_type: EventType::Vanished,
+                            object: Arc::new(body),
+                        };
+                        this.route(&mut queues, &mut workers, &memories, key, (event, false));
+                    }
+                    listed.clear();
+                    if let Some(listing) = &this.listing {
+                        listing.completed();
+                    }
+                    continue;
+                }
+            };
+            let key = object_key(&event.object);
+            let mut counted = false;
+            if event.event_type == EventType::Listed {
+                listed.insert(key.clone());
+                if let Some(listing) = this.listing.as_ref().filter(|l| l.is_listing()) {
+                    listing.listed();
+                    counted = true;
+                }
+            }
+            this.route(&mut queues, &mut workers, &memories, key, (event, counted));
         }
         // The stream has ended (the operator stops): stop the daemons, and meanwhile
         // let the workers finish their cycles.
+        if let Some(listing) = &this.listing {
+            listing.abandon();
+        }
         drop(queues);
         let exit_timeout = Duration::from_secs_f64(this.ctx.settings.queueing.exit_timeout);
         let finishing = async {
@@ -104,6 +140,35 @@ impl Dispatcher {
             }
         };
         tokio::join!(this.daemons.stop_all(), finishing);
+    }
+
+    /// Into the object's queue; a closed one (its worker idled out) or none: a new worker.
+    fn route(
+        self: &Arc<Self>,
+        queues: &mut HashMap<String, mpsc::UnboundedSender<Queued>>,
+        workers: &mut JoinSet<String>,
+        memories: &Memories,
+        key: String,
+        item: Queued,
+    ) {
+        let event = match queues.get(&key) {
+            Some(queue) => match queue.send(item) {
+                Ok(()) => return,
+                Err(mpsc::error::SendError(item)) => item,
+            },
+            None => item,
+        };
+        let (tx, rx) = mpsc::unbounded_channel();
+        tx.send(event).expect("the receiver is right here");
+        queues.insert(key.clone(), tx);
+        let memory = memories
+            .lock()
+            .expect("not poisoned")
+            .entry(key.clone())
+            .or_default()
+            .clone();
+        let worker = Worker::start(self.clone(), key, rx, memory, memories.clone());
+        tasks::spawn_in(workers, worker);
     }
 }
 
@@ -125,7 +190,7 @@ enum Flow {
 struct Worker {
     dispatcher: Arc<Dispatcher>,
     key: String,
-    rx: mpsc::UnboundedReceiver<RawEvent>,
+    rx: mpsc::UnboundedReceiver<Queued>,
     memory: OwnedMutexGuard<Memory>,
     memories: Memories,
     /// The latest state, while it is to be processed (now, or again after a delay).
@@ -143,10 +208,10 @@ impl Worker {
     async fn start(
         dispatcher: Arc<Dispatcher>,
         key: String,
-        rx: mpsc::UnboundedReceiver<RawEvent>,
+        rx: mpsc::UnboundedReceiver<Queued>,
         memory: Arc<tokio::sync::Mutex<Memory>>,
         memories: Memories,
-    ) {
+    ) -> String {
         // Held for the worker's whole life: a successor for the same object (started when
         // this one is closing) waits here, so the object's events never overtake each other.
         let memory = memory.lock_owned().await;
@@ -163,17 +228,19 @@ impl Worker {
             error_delays: error_delays.into_iter(),
             retry_now: false,
         };
-        worker.run().await;
+        worker.run().await
     }
 
     fn ctx(&self) -> &ResourceContext {
         &self.dispatcher.ctx
     }
 
-    async fn run(mut self) {
+    /// Until the queue is closed and drained, or the object is gone; the object's key.
+    async fn run(mut self) -> String {
         while let Some(batch) = self.next_batch().await {
             if !self.dispatcher.pause.is_active() {
                 self.latest = None; // dropped: everything is listed again on resuming
+                self.indexed(&batch);
                 continue;
             }
             self.absorb(batch).await;
@@ -184,12 +251,13 @@ impl Worker {
                 break;
             }
         }
+        self.key
     }
 
     /// Wait for news — idly, until our own change is due, or not at all after a throttled
     /// error — and take all the events queued by then. `None`: the queue is closed and
     /// drained, the worker exits.
-    async fn next_batch(&mut self) -> Option<Vec<RawEvent>> {
+    async fn next_batch(&mut self) -> Option<Vec<Queued>> {
         loop {
             let wait = if std::mem::take(&mut self.retry_now) {
                 Duration::ZERO
@@ -208,7 +276,7 @@ impl Worker {
                 }
                 Err(_) => None, // due: proceed with what is known
             };
-            let mut batch: Vec<RawEvent> = first.into_iter().collect();
+            let mut batch: Vec<Queued> = first.into_iter().collect();
             while let Ok(event) = self.rx.try_recv() {
                 batch.push(event);
             }
@@ -216,19 +284,36 @@ impl Worker {
         }
     }
 
-    /// Every event goes to the `on.event` handlers (their patches are applied with the next
-    /// cycle's); the last one is the object's latest state; our own change is recognised.
-    async fn absorb(&mut self, mut batch: Vec<RawEvent>) {
+    /// The object's latest state goes to the indices first; then, once every index is
+    /// complete, every event goes to the `on.event` handlers (their patches are applied with
+    /// the next cycle's); our own change is recognised; the last state is the latest.
+    async fn absorb(&mut self, batch: Vec<Queued>) {
+        if let Some((event, _)) = batch.last() {
+            let dispatcher = self.dispatcher.clone();
+            indexing::index(&dispatcher.ctx, &mut self.memory.indexing, event).await;
+        }
+        self.indexed(&batch);
+        self.ctx().indices.readiness.wait().await;
+        let mut batch: Vec<RawEvent> = batch.into_iter().map(|(event, _)| event).collect();
         for event in &batch {
             let own = (self.own_change.as_ref())
                 .is_some_and(|own| version_of(&event.object).as_deref() == Some(&own.version));
-            if own || event.event_type == EventType::Deleted {
+            if own || matches!(event.event_type, EventType::Deleted | EventType::Vanished) {
                 self.own_change = None;
             }
-            self.watch(event).await;
+            if event.event_type != EventType::Vanished {
+                self.watch(event).await;
+            }
         }
         if let Some(event) = batch.pop() {
             self.latest = Some(event);
+        }
+    }
+
+    /// The initial listing's events of this batch are done with.
+    fn indexed(&self, batch: &[Queued]) {
+        if let Some(listing) = &self.dispatcher.listing {
+            listing.indexed(batch.iter().filter(|(_, counted)| *counted).count());
         }
     }
 
@@ -253,6 +338,11 @@ impl Worker {
     async fn cycle(&mut self, event: RawEvent) -> Flow {
         let dispatcher = self.dispatcher.clone();
         let ctx = &dispatcher.ctx;
+        if event.event_type == EventType::Vanished {
+            // Deleted while nothing watched: nothing to call, only to forget.
+            self.forget();
+            return Flow::Exit;
+        }
         let deleted = event.event_type == EventType::Deleted;
         let _permit = match &dispatcher.limiter {
             Some(limiter) => Some(limiter.clone().acquire_owned().await.expect("never closed")),
@@ -433,33 +523,19 @@ impl Worker {
             () = exited => return Slept::DaemonExited,
         };
         match received {
-            Ok(Some(event)) => {
+            Ok(Some(queued)) => {
                 let left = capped - started.elapsed().as_secs_f64();
                 object_log!(
                     Level::DEBUG,
                     object,
                     "Sleeping was interrupted by new changes, {left} seconds left."
                 );
-                self.watch(&event).await;
-                self.latest = Some(event);
+                self.absorb(vec![queued]).await;
                 Slept::Interrupted
             }
             Ok(None) => Slept::Interrupted,
             Err(_) => Slept::Fully,
         }
-    }
-}
-
-/// Objects are told apart by uid (a re-created object is a new one).
-fn object_key(body: &Value) -> String {
-    let text = |key: &str| {
-        crate::util::dicts::meta(body, key)
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-    };
-    match text("uid") {
-        "" => format!("{}/{}", text("namespace"), text("name")),
-        uid => uid.to_owned(),
     }
 }
 
@@ -474,7 +550,9 @@ mod tests {
     use super::*;
     use crate::engine::hooks::HandlerKind;
     use crate::engine::testing::{self, event, object, Daemon, FakeHooks, FakePatcher, Handlers};
+    use crate::indices::datum::Datum;
     use crate::settings::Settings;
+    use crate::state::progression::Outcome;
     use crate::util::logging::Capture;
     use serde_json::json;
     use tokio::task::JoinHandle;
@@ -484,35 +562,46 @@ mod tests {
         hooks: Arc<FakeHooks>,
         patcher: Arc<FakePatcher>,
         capture: Capture,
-        events: mpsc::Sender<RawEvent>,
+        events: mpsc::Sender<Watched>,
         dispatcher: JoinHandle<()>,
+        ctx: Arc<ResourceContext>,
     }
 
-    /// A dispatcher with a create handler (0) and an event handler (0).
-    fn start(pause: Arc<Pause>) -> Setup {
-        let hooks = FakeHooks::new(Daemon::Returning);
-        let patcher = Arc::new(FakePatcher::default());
-        let handlers = Handlers {
+    /// A create handler (0) and an event handler (0).
+    fn handlers() -> Handlers {
+        Handlers {
             changing: vec![testing::handler(
                 json!({"index": 0, "id": "create_fn", "reason": "create"}),
             )],
             watching: vec![testing::handler(json!({"index": 0, "id": "event_fn"}))],
-            spawning: vec![],
-        };
+            ..Default::default()
+        }
+    }
+
+    fn start(pause: Arc<Pause>) -> Setup {
+        start_with(handlers(), pause)
+    }
+
+    /// A dispatcher of these handlers (with indices, its listing is waited for).
+    fn start_with(handlers: Handlers, pause: Arc<Pause>) -> Setup {
+        let hooks = FakeHooks::new(Daemon::Returning);
+        let patcher = Arc::new(FakePatcher::default());
         let ctx = testing::context(
             handlers,
             Settings::default(),
             hooks.clone(),
             patcher.clone(),
         );
+        let listing = (!ctx.indexing.is_empty()).then(|| InitialListing::expect(&ctx.indices));
         let dispatcher = Dispatcher {
             daemons: Arc::new(Daemons::new(ctx.clone(), pause.clone())),
-            ctx,
+            ctx: ctx.clone(),
             limiter: None,
             pause,
+            listing,
         };
         let capture = Capture::default();
-        let (events, rx) = mpsc::channel(100);
+        let (events, rx) = mpsc::channel::<Watched>(100);
         let dispatcher = tasks::spawn(dispatcher.run(rx).with_subscriber(capture.subscriber()));
         Setup {
             hooks,
@@ -520,12 +609,14 @@ mod tests {
             capture,
             events,
             dispatcher,
+            ctx,
         }
     }
 
     impl Setup {
         async fn send(&self, event_type: EventType, body: Value) {
-            self.events.send(event(event_type, body)).await.unwrap();
+            let watched = Watched::Event(event(event_type, body));
+            self.events.send(watched).await.unwrap();
         }
 
         /// Let the clock run (paused in the tests: it jumps when all tasks wait).
@@ -693,6 +784,139 @@ mod tests {
         assert_eq!(events("a"), ["1", "100", "5"]);
         assert_eq!(events("b"), ["1", "101", "200"]);
         assert_eq!(setup.hooks.calls_of(HandlerKind::Changing), ["1", "1"]);
+        setup.stop().await;
+    }
+
+    fn labelled(name: &str, version: &str, app: &str) -> Value {
+        let mut body = object(name, version, spec(1));
+        body["metadata"]["labels"] = json!({"app": app});
+        body
+    }
+
+    /// The index `by_app` as `app: [names]` (the fake indexes an object's name by its app).
+    fn by_app(setup: &Setup) -> Vec<(String, Vec<String>)> {
+        let index = setup.ctx.indices.index("by_app");
+        let index = index.read().unwrap();
+        let text = |d: &Datum| match d {
+            Datum::Str(s) => s.to_string(),
+            other => format!("{other:?}"),
+        };
+        (index.keys())
+            .map(|k| {
+                (
+                    text(k),
+                    index.store(k).unwrap().values().map(text).collect(),
+                )
+            })
+            .collect()
+    }
+
+    fn indexed() -> Handlers {
+        Handlers {
+            indexing: vec![testing::handler(json!({"index": 0, "id": "by_app"}))],
+            ..handlers()
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn objects_enter_change_and_leave_the_index() {
+        let setup = start_with(indexed(), Pause::new(0));
+        setup.send(EventType::Listed, labelled("a", "1", "x")).await;
+        setup.send(EventType::Listed, labelled("b", "1", "x")).await;
+        setup.send(EventType::Listed, labelled("c", "1", "y")).await;
+        setup.events.send(Watched::Synced).await.unwrap();
+        setup.pass(0.1).await;
+        let names = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            by_app(&setup),
+            [
+                ("x".into(), names(&["a", "b"])),
+                ("y".into(), names(&["c"]))
+            ]
+        );
+        setup
+            .send(EventType::Modified, labelled("b", "2", "z"))
+            .await;
+        setup
+            .send(EventType::Deleted, labelled("a", "3", "x"))
+            .await;
+        setup.pass(0.1).await;
+        assert_eq!(
+            by_app(&setup),
+            [("y".into(), names(&["c"])), ("z".into(), names(&["b"]))]
+        );
+        setup.stop().await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn handlers_wait_until_the_initial_listing_is_indexed() {
+        let setup = start_with(indexed(), Pause::new(0));
+        setup.send(EventType::Listed, labelled("a", "1", "x")).await;
+        setup.pass(1.0).await;
+        assert_eq!(by_app(&setup).len(), 1, "indexed at once");
+        assert!(
+            setup.hooks.calls_of(HandlerKind::Watching).is_empty(),
+            "but no handler yet"
+        );
+        assert!(setup.hooks.calls_of(HandlerKind::Changing).is_empty());
+        setup.send(EventType::Listed, labelled("b", "1", "y")).await;
+        setup.events.send(Watched::Synced).await.unwrap();
+        setup.pass(0.1).await;
+        assert_eq!(setup.hooks.calls_of(HandlerKind::Watching), ["1", "1"]);
+        assert_eq!(setup.hooks.calls_of(HandlerKind::Changing), ["1", "1"]);
+        setup.stop().await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_relisting_lets_the_vanished_objects_go() {
+        let setup = start_with(indexed(), Pause::new(0));
+        setup.send(EventType::Listed, labelled("a", "1", "x")).await;
+        setup.send(EventType::Listed, labelled("b", "1", "y")).await;
+        setup.events.send(Watched::Synced).await.unwrap();
+        setup.pass(0.1).await;
+        // A re-listing (after a pause, or a 410 Gone): b was deleted meanwhile.
+        setup.send(EventType::Listed, labelled("a", "1", "x")).await;
+        setup.events.send(Watched::Synced).await.unwrap();
+        setup.pass(0.1).await;
+        assert_eq!(by_app(&setup), [("x".to_owned(), vec!["a".to_owned()])]);
+        assert_eq!(*setup.hooks.forgotten.lock().unwrap(), ["uid-b"]);
+        let events = setup.hooks.calls_for(HandlerKind::Watching, Some("b"));
+        assert_eq!(events, ["1"], "no event handler for the vanishing");
+        setup.stop().await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_failing_index_function_keeps_the_object_out_for_its_delay() {
+        let setup = start_with(indexed(), Pause::new(0));
+        setup.send(EventType::Listed, labelled("a", "1", "x")).await;
+        setup.events.send(Watched::Synced).await.unwrap();
+        setup.pass(0.1).await;
+        assert_eq!(by_app(&setup).len(), 1);
+        setup.hooks.answer(Outcome {
+            final_: false,
+            delay: Some(0.3),
+            exception: Some("not now".into()),
+            ..Default::default()
+        });
+        setup
+            .send(EventType::Modified, labelled("a", "2", "x"))
+            .await;
+        setup.pass(0.1).await;
+        assert!(by_app(&setup).is_empty(), "out while it fails temporarily");
+        setup
+            .send(EventType::Modified, labelled("a", "3", "x"))
+            .await;
+        setup.pass(0.1).await;
+        assert!(by_app(&setup).is_empty(), "and until its delay has passed");
+        let indexings = setup.hooks.calls_of(HandlerKind::Indexing);
+        assert_eq!(indexings, ["1", "2"], "not called while kept out");
+        // The handlers' delays are on the wall clock (as they are stored): let it pass.
+        std::thread::sleep(Duration::from_millis(400));
+        setup
+            .send(EventType::Modified, labelled("a", "4", "x"))
+            .await;
+        setup.pass(0.1).await;
+        assert_eq!(by_app(&setup).len(), 1, "back after the delay");
         setup.stop().await;
     }
 }

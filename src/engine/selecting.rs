@@ -5,7 +5,7 @@
 
 use crate::client::watching::RawEvent;
 use crate::engine::context::{Change, ResourceContext};
-use crate::engine::handlers::{ChangingHandler, Match, SpawningHandler, WatchingHandler};
+use crate::engine::handlers::{ChangingHandler, Filtered, Match, SpawningHandler};
 use crate::engine::hooks::{HandlerKind, Invocation};
 use serde_json::Value;
 use std::collections::{HashMap, HashSet};
@@ -208,19 +208,22 @@ pub fn matching_spawning<'h>(
         .collect()
 }
 
-/// The `on.event` handlers of one event, each with its call; the undecided ones' callbacks
-/// in one trip.
-pub async fn watching_handlers<'h>(
-    ctx: &'h ResourceContext,
+/// The handlers of these (`on.event` or indexing ones) that match an event, each with its
+/// call; the undecided ones' callbacks in one trip.
+pub async fn for_event<'h, H: Filtered>(
+    ctx: &ResourceContext,
+    kind: HandlerKind,
+    handlers: &'h [H],
     event: &RawEvent,
-) -> Vec<(&'h WatchingHandler, Invocation)> {
+) -> Vec<(&'h H, Invocation)> {
     let body = &event.object;
-    let candidates: Vec<(&WatchingHandler, Invocation, Match)> = (ctx.watching.iter())
-        .map(|h| (h, h.filters.prematch(body, None)))
+    let candidates: Vec<(&H, Invocation, Match)> = (handlers.iter())
+        .map(|h| (h, h.filters().prematch(body, None)))
         .filter(|(_, m)| *m != Match::No)
         .map(|(h, m)| {
-            let mut call = ctx.invocation(HandlerKind::Watching, h.index, None, body, None);
-            call.event_type = Some(event.event_type);
+            let mut call = ctx.invocation(kind, h.index(), None, body, None);
+            // Only `on.event` handlers see the event itself (`type`, `event`).
+            call.event_type = (kind == HandlerKind::Watching).then_some(event.event_type);
             (h, call, m)
         })
         .collect();

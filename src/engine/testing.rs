@@ -5,9 +5,10 @@ use crate::client::applying::{Applied, Patcher};
 use crate::client::resources::Resource;
 use crate::client::watching::{EventType, RawEvent};
 use crate::engine::context::ResourceContext;
-use crate::engine::handlers::{ChangingHandler, SpawningHandler, WatchingHandler};
+use crate::engine::handlers::{ChangingHandler, IndexingHandler, SpawningHandler, WatchingHandler};
 use crate::engine::hooks::{HandlerKind, Hooks, Invocation, Invoked, PlanRequest};
 use crate::engine::lifecycles::Lifecycle;
+use crate::indices::datum::Datum;
 use crate::settings::Settings;
 use crate::state::patches::Patch;
 use crate::state::progression::Outcome;
@@ -66,6 +67,16 @@ pub struct FakeHooks {
     daemon: Daemon,
     signals: watch::Sender<Signals>,
     pub forgotten: Mutex<Vec<String>>,
+    /// What indexing functions return for a body (by default: its name under its label `app`).
+    pub indexer: Mutex<Indexer>,
+}
+
+pub type Indexer = fn(&Value) -> Option<Vec<(Datum, Datum)>>;
+
+fn by_app(body: &Value) -> Option<Vec<(Datum, Datum)>> {
+    let app = body["metadata"]["labels"]["app"].as_str()?;
+    let name = body["metadata"]["name"].as_str()?;
+    Some(vec![(Datum::Str(app.into()), Datum::Str(name.into()))])
 }
 
 impl FakeHooks {
@@ -78,6 +89,7 @@ impl FakeHooks {
             daemon,
             signals: watch::channel(Signals::default()).0,
             forgotten: Mutex::default(),
+            indexer: Mutex::new(by_app),
         })
     }
 
@@ -144,6 +156,17 @@ impl Hooks for FakeHooks {
             final_: true,
             ..Default::default()
         });
+        if invocation.kind == HandlerKind::Indexing {
+            let failed = outcome.exception.is_some();
+            let indexed = (!failed).then(|| (self.indexer.lock().unwrap())(&invocation.body));
+            return Box::pin(async move {
+                Invoked {
+                    outcome,
+                    indexed: indexed.flatten(),
+                    ..Default::default()
+                }
+            });
+        }
         let declared = (invocation.children.as_ref())
             .and_then(|scope| self.children.lock().unwrap().get(scope.parent()).cloned());
         if let (Some(scope), Some(declared)) = (invocation.children.clone(), declared) {
@@ -196,8 +219,8 @@ impl Hooks for FakeHooks {
             };
             Invoked {
                 outcome,
-                patch: None,
                 cancelled,
+                ..Default::default()
             }
         })
     }
@@ -326,10 +349,12 @@ pub fn handler<T: serde::de::DeserializeOwned>(spec: Value) -> T {
     serde_json::from_value(spec).expect("a valid handler description")
 }
 
+#[derive(Default)]
 pub struct Handlers {
     pub changing: Vec<ChangingHandler>,
     pub watching: Vec<WatchingHandler>,
     pub spawning: Vec<SpawningHandler>,
+    pub indexing: Vec<IndexingHandler>,
 }
 
 pub fn context(
@@ -345,6 +370,8 @@ pub fn context(
         settings: Arc::new(settings),
         hooks,
         changing: handlers.changing,
+        indexing: handlers.indexing,
+        indices: Default::default(),
         lifecycle: Default::default(),
         watching: handlers.watching,
         spawning: handlers.spawning,

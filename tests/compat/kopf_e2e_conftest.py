@@ -20,7 +20,6 @@ assert hasattr(kopf, "_engine"), "this is not the engine under test"
 
 # Examples of features this engine does not have yet: expected to fail, strictly.
 MISSING = {
-    "16-indexing": "indices (kopf.index)",
     "17-admission": "admission webhooks (kopf.on.validate/mutate)",
 }
 

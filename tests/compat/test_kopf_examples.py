@@ -34,7 +34,15 @@ class Expectations:
     tracebacks: bool = False
     logged: list[str] = dataclasses.field(default_factory=list)  # lines the example must log
     missing: str | None = None  # a feature our engine does not have yet (the example is expected to fail)
+    objects: str | None = None  # other objects that exist while it runs (a YAML manifest)
 
+
+EXAMPLE_POD = """
+apiVersion: v1
+kind: Pod
+metadata: {name: kopf-example-pod, namespace: default, labels: {app: kopf-example-indexed}}
+spec: {containers: [{name: main, image: busybox}]}
+"""
 
 EXAMPLES: dict[str, Expectations] = {
     "01-minimal": Expectations(),
@@ -69,7 +77,13 @@ EXAMPLES: dict[str, Expectations] = {
         creation=["Ping from a sync timer"], deletion=[],
         logged=["Ping from a sync timer: field='value'", "Timer 'every_few_seconds_sync' succeeded."],
     ),
-    "16-indexing": Expectations(missing="indices (kopf.index)"),
+    "16-indexing": Expectations(
+        # Its timer prints an index (to stdout) once the pod, existing before the start, is in it.
+        objects=EXAMPLE_POD, creation=["Timer 'intervalled' succeeded."], deletion=[],
+        logged=["[default/kopf-example-pod] Indexer 'is_running' succeeded.",
+                "[default/kopf-example-pod] Indexer 'by_label' succeeded.",
+                "{('app', 'kopf-example-indexed'): ['kopf-example-pod']}"],
+    ),
     "17-admission": Expectations(missing="admission webhooks (kopf.on.validate/mutate, kopf.WebhookServer)"),
     "99-all-at-once": Expectations(
         tracebacks=True, creation=["Creation is processed:"],
@@ -111,6 +125,9 @@ def test_kopf_example(name: str, kopf_source: Path, example_crd: None, caplog: p
     settings.execution.default_backoff = 1  # the examples' retries should not take minutes
     settings.watching.server_timeout = 10
     kubectl("delete", "-f", str(obj), "--ignore-not-found", "--timeout=30s")
+    if expected.objects:
+        kubectl("apply", "-f", "-", input=expected.objects)
+        request.addfinalizer(lambda: kubectl("delete", "-f", "-", "--ignore-not-found", input=expected.objects))
     registry = SmartOperatorRegistry()  # each example registers into its own, as in a separate process
     with KopfRunner(["run", "--all-namespaces", "--standalone", "--verbose", str(example)],
                     timeout=60, settings=settings, registry=registry) as runner:
@@ -134,7 +151,7 @@ def test_kopf_example(name: str, kopf_source: Path, example_crd: None, caplog: p
         assert "Traceback (most recent call last):" not in output
 
     # Only the handlers' own result lines: debug dumps of bodies quote the stored messages too.
-    succeeded = collections.Counter(re.findall(r"(?:Handler|Activity) '([^']+)' succeeded\.$", output, re.M))
+    succeeded = collections.Counter(re.findall(r"(?:Handler|Activity|Indexer) '([^']+)' succeeded\.$", output, re.M))
     if expected.successes is None:
         assert set(succeeded.values()) <= {1}, succeeded
     else:

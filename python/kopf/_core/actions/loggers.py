@@ -10,6 +10,7 @@ from kopf._logging import (
     ObjectPrefixingJsonFormatter,
     ObjectPrefixingTextFormatter,
     ObjectTextFormatter,
+    TerseObjectLogger,
     configure,
     make_formatter,
     objects_logger,
@@ -19,4 +20,4 @@ logger = objects_logger
 
 __all__ = ['DEFAULT_JSON_REFKEY', 'LocalObjectLogger', 'LogFormat', 'ObjectFormatter', 'ObjectJsonFormatter',
            'ObjectLogger', 'ObjectPrefixingJsonFormatter', 'ObjectPrefixingTextFormatter',
-           'ObjectTextFormatter', 'configure', 'logger', 'make_formatter']
+           'ObjectTextFormatter', 'TerseObjectLogger', 'configure', 'logger', 'make_formatter']
