@@ -18,6 +18,7 @@ import json
 import os
 import platform
 import signal
+import socket
 import ssl
 import statistics
 import subprocess
@@ -393,13 +394,72 @@ def indexing(run: Run) -> dict[str, Any]:
             "exit_code": code}
 
 
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def admission(run: Run) -> dict[str, Any]:
+    """N AdmissionReviews sent one after another over one kept-alive HTTPS connection (half
+    of them to the validating handler, half to the mutating one, as the managed webhooks'
+    paths address them; every tenth one rejected): the latency of each, and the CPU."""
+    with tempfile.TemporaryDirectory() as tmp, Objects(0) as objs:
+        workdir = Path(tmp)
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+                        "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1",
+                        "-keyout", str(workdir / "key.pem"), "-out", str(workdir / "cert.pem")],
+                       check=True, capture_output=True)
+        port = free_port()
+        operator = Operator(run.kopf, WORKLOADS / "admission.py", objs.namespace, workdir, {"BENCH_PORT": str(port)})
+        context = ssl.create_default_context(cafile=str(workdir / "cert.pem"))
+        def connect() -> http.client.HTTPSConnection:
+            return http.client.HTTPSConnection("127.0.0.1", port, context=context, timeout=30)
+        def ready() -> bool:
+            try:
+                connection = connect()
+                connection.request("POST", "/check", body=b"{}")
+                connection.getresponse().read()
+                return True
+            except OSError:
+                return False
+        operator.wait_for(ready, timeout=60, what="the webhook server to listen")
+        time.sleep(run.warmup)
+        connection = connect()
+        latencies = []
+        cpu_start, started = cpu_seconds(operator.process.pid), time.monotonic()
+        for i in range(run.objects):
+            body = {"apiVersion": "demo.kopf.dev/v1", "kind": "Greeting",
+                    "metadata": {"name": f"g-{i}", "namespace": objs.namespace, "uid": str(uuid.uuid4())},
+                    "spec": {"mood": "grumpy" if i % 10 == 0 else "happy"}}
+            review = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+                "uid": str(uuid.uuid4()), "operation": "UPDATE", "userInfo": {"username": "bench"},
+                "resource": {"group": "demo.kopf.dev", "version": "v1", "resource": "greetings"},
+                "object": body, "oldObject": body}}
+            path = "/check" if i % 2 == 0 else "/stamp"
+            sent = time.monotonic()
+            connection.request("POST", path, body=json.dumps(review).encode(),
+                               headers={"Content-Type": "application/json"})
+            response = connection.getresponse()
+            answer = json.loads(response.read())
+            latencies.append((time.monotonic() - sent) * 1000)
+            if response.status != 200 or answer["response"]["uid"] != review["request"]["uid"]:
+                raise RuntimeError(f"a bad answer ({response.status}): {answer}")
+        elapsed, cpu = time.monotonic() - started, cpu_seconds(operator.process.pid) - cpu_start
+        connection.close()
+        rss = peak_rss_mib(operator.process.pid)
+        code, _ = operator.terminate()
+    return {"latency_p50_ms": percentile(latencies, 0.5), "latency_p99_ms": percentile(latencies, 0.99),
+            "cpu_seconds": cpu, "wall_seconds": elapsed, "peak_rss_mib": rss, "exit_code": code}
+
+
 SCENARIOS: dict[str, Callable[[Run], dict[str, Any]]] = {
     "lifecycles": lifecycles, "idle": idle, "timers": timers, "storm": storm, "daemons": daemons,
-    "indexing": indexing,
+    "indexing": indexing, "admission": admission,
 }
 # The issue's plan: each workload with its sizes (objects); `--quick` divides them for a smoke run.
 SIZES = {"lifecycles": [200, 1000], "idle": [1000, 10_000], "timers": [1000], "storm": [100],
-         "daemons": [1000], "indexing": [10_000]}
+         "daemons": [1000], "indexing": [10_000], "admission": [2000]}
 
 
 def summarize(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -435,7 +495,7 @@ def table(rows: list[dict[str, Any]]) -> str:
 # The figures the chart and the README show, and the goals for their ratios (ours/Kopf).
 GOALS = {"cpu_seconds": 1 / 5, "idle_cpu_seconds": 1 / 5, "peak_rss_mib": 1 / 3, "rss_mib": 1 / 3,
          "indexed_rss_mib": 1 / 3, "indexing_cpu_seconds": 1 / 5, "wall_seconds": 1 / 2}
-SHOWN = [*GOALS, "lateness_p99_ms", "requests_patch"]
+SHOWN = [*GOALS, "lateness_p99_ms", "requests_patch", "latency_p50_ms", "latency_p99_ms"]
 
 
 def goal_of(row: dict[str, Any]) -> float | None:
@@ -510,7 +570,7 @@ def main() -> None:
     parser.add_argument("--ours", required=True, help="our engine's `kopf` executable")
     parser.add_argument("--kopf", required=True, help="Kopf 1.45.2's `kopf` executable")
     parser.add_argument("--workloads", default="lifecycles,idle,timers,storm",
-                        help="comma-separated: lifecycles, idle, timers, storm, daemons, indexing")
+                        help="comma-separated: lifecycles, idle, timers, storm, daemons, indexing, admission")
     parser.add_argument("--duration", type=float, default=60.0, help="the measured window, seconds")
     parser.add_argument("--warmup", type=float, default=10.0, help="seconds before the window starts")
     parser.add_argument("--rounds", type=int, default=2)

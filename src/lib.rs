@@ -28,6 +28,7 @@ pub mod running;
 pub mod settings;
 pub mod state;
 pub mod util;
+pub mod webhooks;
 
 #[cfg(feature = "python")]
 mod binding;

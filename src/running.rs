@@ -10,7 +10,9 @@ use crate::client::resources::{Resource, Selector};
 use crate::client::watching::{EventType, RawEvent, Watched, Watcher};
 use crate::engine::context::ResourceContext;
 use crate::engine::daemons::Daemons;
-use crate::engine::handlers::{ChangingHandler, IndexingHandler, SpawningHandler, WatchingHandler};
+use crate::engine::handlers::{
+    ChangingHandler, IndexingHandler, SpawningHandler, WatchingHandler, WebhookHandler,
+};
 use crate::engine::hooks::{HandlerKind, Hooks};
 use crate::engine::lifecycles::Lifecycle;
 use crate::engine::queueing::Dispatcher;
@@ -25,6 +27,8 @@ use crate::util::dicts::FieldPath;
 use crate::util::errors;
 use crate::util::logging::ENGINE;
 use crate::util::tasks;
+use crate::webhooks::admitting::{Admission, Served};
+use crate::webhooks::managing;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -41,6 +45,11 @@ pub struct OperatorSpec {
     pub spawning: Vec<SpawningHandler>,
     #[serde(default)]
     pub indexing: Vec<IndexingHandler>,
+    #[serde(default)]
+    pub webhooks: Vec<WebhookHandler>,
+    /// `settings.admission.managed`: the webhook configurations to keep, by this name.
+    #[serde(default)]
+    pub admission_managed: Option<String>,
     /// Namespace patterns; empty means cluster-wide.
     #[serde(default)]
     pub namespaces: Vec<String>,
@@ -89,6 +98,35 @@ async fn select<'r>(
         .zip(verdicts)
         .filter_map(|(resource, wanted)| wanted.then_some(resource))
         .collect()
+}
+
+/// The resources that the admission handlers select, each with its handlers' positions.
+async fn webhook_resources(
+    spec: &OperatorSpec,
+    resources: &[Resource],
+    hooks: &dyn Hooks,
+) -> Served {
+    let mut served: BTreeMap<String, (Arc<Resource>, Vec<usize>)> = BTreeMap::new();
+    for (at, handler) in spec.webhooks.iter().enumerate() {
+        let Some(selector) = &handler.filters.selector else {
+            continue;
+        };
+        for resource in select(
+            selector,
+            HandlerKind::Admission,
+            handler.index,
+            resources,
+            hooks,
+        )
+        .await
+        {
+            let entry = served
+                .entry(resource.name())
+                .or_insert_with(|| (Arc::new(resource.clone()), Vec::new()));
+            entry.1.push(at);
+        }
+    }
+    served.into_values().collect()
 }
 
 /// A resource to serve, with its handlers.
@@ -141,6 +179,7 @@ async fn plan(
                 HandlerKind::Watching => plan.watching.push(spec.watching[at].clone()),
                 HandlerKind::Spawning => plan.spawning.push(spec.spawning[at].clone()),
                 HandlerKind::Indexing => plan.indexing.push(spec.indexing[at].clone()),
+                HandlerKind::Admission => {} // served by the webhooks, not watched
             }
         }
     }
@@ -194,6 +233,8 @@ pub struct Embedding {
     pub hooks: Arc<dyn Hooks>,
     /// The indices that its handlers read while the core fills them.
     pub indices: Arc<Indices>,
+    /// Its admission handlers (if any), which the webhook server calls.
+    pub admission: Option<Arc<Admission>>,
 }
 
 /// Run until `stop` becomes true; `ready` is called once all watchers are started.
@@ -201,7 +242,11 @@ pub async fn run(
     credentials: Arc<Credentials>,
     server: &str,
     spec: OperatorSpec,
-    Embedding { hooks, indices }: Embedding,
+    Embedding {
+        hooks,
+        indices,
+        admission,
+    }: Embedding,
     mut stop: watch::Receiver<bool>,
     events: mpsc::UnboundedReceiver<K8sEvent>,
     ready: impl FnOnce(),
@@ -285,6 +330,19 @@ pub async fn run(
         dispatchers: JoinSet::new(),
     };
     serving.update(plan(&spec, &resources, hooks.as_ref(), true).await);
+    let mut managing = None;
+    if let Some(admission) = &admission {
+        admission.serve(webhook_resources(&spec, &resources, hooks.as_ref()).await);
+        if let Some(name) = &spec.admission_managed {
+            let task = managing::manage(
+                credentials.clone(),
+                admission.clone(),
+                name.clone(),
+                stop.clone(),
+            );
+            managing = Some(tasks::spawn(task));
+        }
+    }
 
     // New CRDs (or removed ones) change what can be served: rescan on their events.
     let (crd_tx, mut crd_rx) = mpsc::channel::<RawEvent>(64);
@@ -325,7 +383,12 @@ pub async fn run(
                     crd_versions.is_news(&event);
                 }
                 match credentials.call(|client| async move { discovery::scan(&client).await }).await {
-                    Ok(resources) => serving.update(plan(&spec, &resources, hooks.as_ref(), false).await),
+                    Ok(resources) => {
+                        serving.update(plan(&spec, &resources, hooks.as_ref(), false).await);
+                        if let Some(admission) = &admission {
+                            admission.serve(webhook_resources(&spec, &resources, hooks.as_ref()).await);
+                        }
+                    }
                     Err(error) => tracing::warn!(target: ENGINE, "Re-scanning the API failed: {}", errors::chain(&error)),
                 }
             }
@@ -333,6 +396,10 @@ pub async fn run(
     }
     if let Some(crd_watcher) = crd_watcher {
         crd_watcher.abort();
+    }
+    // The managed webhook configurations are cleaned up on the stop signal: let that finish.
+    if let Some(managing) = managing {
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(10), managing).await;
     }
     // Stopping the watchers ends the streams; the dispatchers then let their workers
     // finish the current cycles (within the exit timeout) and exit by themselves.

@@ -28,6 +28,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("ha",),
     ("indices",),
     ("engine",),
+    ("webhooks",),
     ("probing",),
     ("running",),
     ("binding",),

@@ -87,6 +87,23 @@ from kopf._structs import (
     build_owner_reference,
 )
 from kopf._subhandling import execute
+from kopf._webhooks import (
+    Headers,
+    Operation,
+    SSLPeer,
+    UserInfo,
+    WebhookAutoServer,
+    WebhookAutoTunnel,
+    WebhookClientConfig,
+    WebhookClientConfigService,
+    WebhookDockerDesktopServer,
+    WebhookFn,
+    WebhookK3dServer,
+    WebhookMinikubeServer,
+    WebhookNgrokTunnel,
+    WebhookServer,
+    WebhookServerProtocol,
+)
 from kopf.on import daemon, index, register, subhandler, timer
 
 _internals.install()
@@ -119,4 +136,7 @@ __all__ = [
     'Resource', 'Logger', 'Reason', 'ObjectLogger', 'LocalObjectLogger',
     'FieldPath', 'FieldSpec', 'HandlerId', 'PatchFn', 'RawEventType',
     'DaemonStopped', 'DaemonStoppingReason', 'SyncDaemonStopperChecker', 'AsyncDaemonStopperChecker',
+    'WebhookClientConfigService', 'WebhookClientConfig', 'Operation', 'UserInfo', 'Headers', 'SSLPeer',
+    'WebhookFn', 'WebhookServerProtocol', 'WebhookServer', 'WebhookK3dServer', 'WebhookMinikubeServer',
+    'WebhookDockerDesktopServer', 'WebhookNgrokTunnel', 'WebhookAutoServer', 'WebhookAutoTunnel',
 ]

@@ -18,7 +18,7 @@ from kopf import _indices, _subhandling
 from kopf import _lifecycles as lifecycles
 from kopf._activities import authenticate, run_activity
 from kopf._daemons import AsyncDaemonStopperChecker, DaemonStopper, SyncDaemonStopperChecker
-from kopf._errors import ErrorsMode
+from kopf._errors import AdmissionError, ErrorsMode, PermanentError, TemporaryError
 from kopf._execution import Outcome, execute_in_thread, execute_once, is_async_fn
 from kopf._handlers import Activity, ChangingHandler, DaemonHandler, OperatorRegistry, Reason, ResourceHandler
 from kopf._hierarchies import cause_body_var
@@ -43,7 +43,8 @@ from kopf._subhandling import Declared
 engine_logger = logging.getLogger('kopf._core.engine')
 
 # Silent handlers log locally (no K8s Events); indexing ones, called often, even less.
-_LOGGERS: dict[HandlerKind, type[ObjectLogger]] = {'watching': LocalObjectLogger, 'indexing': TerseObjectLogger}
+_LOGGERS: dict[HandlerKind, type[ObjectLogger]] = {'watching': LocalObjectLogger, 'indexing': TerseObjectLogger,
+                                                   'admission': LocalObjectLogger}
 _ABSENT_VALUE = object()
 
 
@@ -70,8 +71,10 @@ class Bridge:
         self.watching = list(registry._watching)
         self.spawning = list(registry._spawning)
         self.indexing = list(registry._indexing)
+        self.webhooks = list(registry._webhooks)
         self._by_kind: dict[HandlerKind, list[Any]] = {'changing': self.changing, 'watching': self.watching,
-                                                       'spawning': self.spawning, 'indexing': self.indexing}
+                                                       'spawning': self.spawning, 'indexing': self.indexing,
+                                                       'admission': self.webhooks}
         self.settings = settings
         self.memobase = memo
         self.memos: dict[str, Any] = {}
@@ -102,6 +105,7 @@ class Bridge:
             'spawning': [{'index': i, 'id': h.id, **h.filters_for_engine(), **h.spawning_for_engine()}
                          for i, h in enumerate(self.spawning)],
             'indexing': [{'index': i, 'id': h.id, **h.filters_for_engine()} for i, h in enumerate(self.indexing)],
+            'webhooks': [{'index': i, **h.webhook_for_engine()} for i, h in enumerate(self.webhooks)],
         }
 
     # -- the core's calls: queued by the core, served on this loop ------------------------------
@@ -260,7 +264,7 @@ class Bridge:
             _subhandling.current.reset(declaring)
             if stopper is not None:
                 stopper.task = None
-        return self._answer(call, outcome, patch)
+        return self._answer(call, outcome, patch, kwargs)
 
     def invoke_in_thread(self, call: Invocation) -> Invoked:
         """A synchronous handler, called on one of the core's threads (see ``threading``),
@@ -277,7 +281,7 @@ class Bridge:
             settings=self.settings, default_errors=self._default_errors(call),
             after=functools.partial(_subhandling.execute_declared_blocking, sub),
         )
-        return self._answer(call, outcome, patch)
+        return self._answer(call, outcome, patch, kwargs)
 
     async def plan(self, request: PlanRequest) -> list[int]:
         """A custom lifecycle's pick of the awakened handlers: their positions in the request."""
@@ -317,6 +321,8 @@ class Bridge:
         cause_body_var.set(kwargs['body'])  # for kopf.adopt() & co without an explicit owner
         if call['kind'] != 'watching':
             started = datetime.datetime.fromisoformat(call['started']) if call['started'] else None
+            if started is None and call['kind'] == 'admission':  # its first and only attempt is now
+                started = datetime.datetime.now(datetime.UTC)
             kwargs |= {'retry': call['retry'], 'started': started,
                        'runtime': datetime.timedelta(seconds=call['runtime'])}
         if self.indices:
@@ -325,6 +331,8 @@ class Bridge:
 
     @staticmethod
     def _default_errors(call: Invocation) -> ErrorsMode:
+        if call['kind'] == 'admission':
+            return ErrorsMode.PERMANENT  # a review is answered at once: no retries
         return ErrorsMode.IGNORED if call['kind'] in ('watching', 'indexing') else ErrorsMode.TEMPORARY
 
     def _handler(self, call: Invocation) -> ResourceHandler:
@@ -342,15 +350,20 @@ class Bridge:
                                  kwargs=kwargs, scopes=self.scopes)
 
     @staticmethod
-    def _answer(call: Invocation, outcome: Outcome, patch: Patch) -> Invoked:
+    def _answer(call: Invocation, outcome: Outcome, patch: Patch, kwargs: Mapping[str, Any] | None = None) -> Invoked:
         """The outcome for the core. A sub-handler's `patch` is its parent's: it goes with
         the parent's outcome. An indexing function's result goes to the core as it is (the
-        core converts it, see ``src/binding/indices.rs``), and its `patch` nowhere (as in Kopf)."""
+        core converts it, see ``src/binding/indices.rs``), and its `patch` nowhere (as in Kopf).
+        An admission handler's warnings and error go to the review's response."""
         if call['kind'] == 'indexing':
             invoked = outcome.for_engine()
             invoked['indexed'] = invoked.pop('result', None)
             return invoked
-        return outcome.for_engine({} if call.get('scope') is not None else dict(patch))
+        invoked = outcome.for_engine({} if call.get('scope') is not None else dict(patch))
+        if call['kind'] == 'admission':
+            invoked['warnings'] = [str(w) for w in (kwargs or {}).get('warnings', [])]
+            invoked['rejection'] = _rejection(outcome.exception)
+        return invoked
 
     def _stopper(self, token: int) -> DaemonStopper:
         # The core may raise a flag before the daemon's first call: whoever comes first creates it.
@@ -431,6 +444,16 @@ class Bridge:
                 stopper.set(daemon['reason'])
             checker = AsyncDaemonStopperChecker if is_async_fn(handler.fn) else SyncDaemonStopperChecker
             kwargs |= {'stopped': checker(stopper)}
+        elif call['kind'] == 'admission':
+            admission = call['admission']
+            if admission['operation'] == 'CREATE':  # a new object has no memo of its own yet
+                kwargs['memo'] = copy.copy(self.memobase)
+            kwargs |= {'dryrun': admission['dryrun'], 'headers': admission['headers'],
+                       'sslpeer': _sslpeer(admission['sslpeer']), 'userinfo': admission['userinfo'],
+                       'warnings': [], 'operation': admission['operation'],
+                       'subresource': admission['subresource'], 'diff': Diff(call['diff'] or ()),
+                       'old': Body(call['old']) if call['old'] is not None else None,
+                       'new': Body(call['new']) if call['new'] is not None else None}
         elif call['kind'] == 'changing' and call['reason'] is not None:
             kwargs |= {'reason': Reason(call['reason']), 'diff': Diff(call['diff'] or ()),
                        'old': call['old'], 'new': call['new']}
@@ -464,3 +487,24 @@ class Bridge:
         if handler.when is not None and not handler.when(**kwargs):
             return False
         return True
+
+
+def _rejection(error: BaseException | None) -> tuple[str, str, int | None] | None:
+    """An admission handler's error as the review's response tells it (Kopf's ranking)."""
+    if error is None:
+        return None
+    text = str(error) or repr(error)
+    if isinstance(error, AdmissionError):
+        return 'admission', text, error.code
+    if isinstance(error, PermanentError):
+        return 'permanent', text, None
+    if isinstance(error, TemporaryError):
+        return 'temporary', text, None
+    return 'other', text, None
+
+
+def _sslpeer(peer: Mapping[str, Any]) -> dict[str, Any]:
+    """The client's certificate as Python's ``getpeercert()`` gives it: tuples, not lists."""
+    def tuples(value: Any) -> Any:
+        return tuple(tuples(v) for v in value) if isinstance(value, list) else value
+    return {key: tuples(value) for key, value in peer.items()}

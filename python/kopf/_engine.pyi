@@ -18,6 +18,21 @@ class Operator:
         """Ask the running core to stop (thread-safe; idempotent)."""
     def index(self, id: str) -> IndexView:
         """The index of this id (``@kopf.index``), as it is whenever it is read."""
+    def serve_webhooks(self, options: str) -> Awaitable[WebhookServing]:
+        """Start the core's webhook server (options as JSON) once the API is discovered."""
+    def review(self, request: bytes, webhook: str | None, headers: list[tuple[str, str]],
+               sslpeer: str, reason: str | None) -> Awaitable[tuple[int, str]]:
+        """Review an AdmissionReview: (200, the response's JSON) or (an HTTP status, why)."""
+    def webhooks_configured(self, client_config: str) -> None:
+        """Where the apiserver reaches the webhooks now (JSON), for managed configurations."""
+
+@final
+class WebhookServing:
+    """A running webhook server of the core."""
+
+    port: int
+    cert_pem: bytes | None
+    def stop(self) -> None: ...
 
 @final
 class IndexView:
@@ -61,3 +76,6 @@ class Scope:
 
 def touch_peering(connection: str, request: str) -> Awaitable[str]:
     """Write (or with lifetime 0, remove) our record in the peering objects: JSON ``[[where, found], ...]``."""
+
+def describe_certificate(pem: bytes) -> str:
+    """A certificate (PEM) as ``ssl.SSLSocket.getpeercert()`` describes it, as JSON."""

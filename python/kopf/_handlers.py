@@ -116,6 +116,37 @@ class IndexingHandler(ResourceHandler):
         return f"Indexer {self.id!r}"
 
 
+class WebhookType(enum.StrEnum):
+    VALIDATING = 'validating'
+    MUTATING = 'mutating'
+
+    def __str__(self) -> str:
+        return str(self.value)
+
+
+@dataclasses.dataclass(frozen=True)
+class WebhookHandler(ResourceHandler):
+    reason: WebhookType
+    operations: Collection[str] | None
+    subresource: str | None
+    persistent: bool | None
+    side_effects: bool | None
+    ignore_failures: bool | None
+
+    def __str__(self) -> str:
+        return f"Webhook {self.id!r}"
+
+    def webhook_for_engine(self) -> dict[str, Any]:
+        """The handler as the core serves it and writes it into managed configurations."""
+        return {
+            'id': self.id, 'reason': self.reason.value,
+            'operations': list(self.operations) if self.operations is not None else None,
+            'subresource': self.subresource, 'persistent': self.persistent,
+            'side_effects': self.side_effects, 'ignore_failures': self.ignore_failures,
+            **self.filters_for_engine(),
+        }
+
+
 @dataclasses.dataclass(frozen=True)
 class SpawningHandler(ResourceHandler):
     requires_finalizer: bool | None
@@ -171,6 +202,7 @@ class OperatorRegistry:
         self._watching: list[WatchingHandler] = []
         self._spawning: list[SpawningHandler] = []
         self._indexing: list[IndexingHandler] = []
+        self._webhooks: list[WebhookHandler] = []
 
 
 class SmartOperatorRegistry(OperatorRegistry):

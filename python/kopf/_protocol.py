@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any, Literal, NotRequired, TypedDict
 
 # The kinds of resource handlers, as the core names them (its `HandlerKind`).
-HandlerKind = Literal['changing', 'watching', 'spawning', 'indexing']
+HandlerKind = Literal['changing', 'watching', 'spawning', 'indexing', 'admission']
 
 # Which handler a call invokes: its kind and its position in the bridge's lists.
 Target = tuple[HandlerKind, int]
@@ -45,6 +45,17 @@ class DaemonCall(TypedDict):
     fresh: bool  # the body differs from the previous call's (else ``body`` is None)
 
 
+class AdmissionCall(TypedDict):
+    """What an admission handler's call carries: the request's details."""
+    webhook: str | None  # the handler addressed by the request's path; None: all
+    operation: str | None  # CREATE, UPDATE, DELETE, CONNECT
+    subresource: str | None
+    dryrun: bool
+    userinfo: dict[str, Any]
+    headers: dict[str, str]
+    sslpeer: dict[str, Any]  # the client's verified certificate, as ``getpeercert()`` has it
+
+
 class Invocation(TypedDict):
     """A handler call (``Bridge.invoke()``), or a question to its filters' callbacks."""
     kind: HandlerKind
@@ -62,6 +73,7 @@ class Invocation(TypedDict):
     scope: int | None  # a sub-handler's call: the scope (of its parent's call) it is declared in
     children: Any  # a change handler's call: the `kopf._engine.Scope` of its own sub-handlers
     daemon: NotRequired[DaemonCall]
+    admission: NotRequired[AdmissionCall]
 
 
 class Invoked(TypedDict, total=False):
@@ -75,6 +87,8 @@ class Invoked(TypedDict, total=False):
     patch: dict[str, Any] | None  # the handler's changes to the ``patch`` kwarg
     cancelled: bool  # a daemon stopped by force: no outcome
     indexed: Any  # an indexing function's result, as it returned it (the core converts it)
+    warnings: list[str]  # an admission handler's additions to the ``warnings`` kwarg
+    rejection: tuple[str, str, int | None] | None  # an admission handler's error: kind, text, code
 
 
 class ResourceSelection(TypedDict):

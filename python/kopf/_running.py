@@ -14,7 +14,7 @@ import warnings
 from collections.abc import Collection, Coroutine
 from typing import Any
 
-from kopf import _engine
+from kopf import _engine, _webhooks
 from kopf import _lifecycles as lifecycles
 from kopf._activities import authenticate, run_activity
 from kopf._bridge import Bridge
@@ -149,6 +149,7 @@ async def operator(
     watchers = [asyncio.create_task(_wait_flag(stop_flag), name='stop-flag')] if stop_flag is not None else []
 
     engine_task: asyncio.Task[None] | None = None
+    admission_task: asyncio.Task[None] | None = None
     bridge: Bridge | None = None
     try:
         await run_activity(registry=registry, settings=settings, activity=Activity.STARTUP, memo=memo,
@@ -163,16 +164,30 @@ async def operator(
         engine_settings['leadership']['lease_namespace'] = _lease_namespace(settings, namespaces)
         spec = {**bridge.spec(), 'namespaces': list(namespaces), 'settings': engine_settings,
                 'lifecycle': lifecycles.engine_name(lifecycle),
-                'liveness_endpoint': liveness_endpoint}
+                'liveness_endpoint': liveness_endpoint,
+                'admission_managed': settings.admission.managed if registry._webhooks else None}
+        _webhooks.check_configured(settings.admission.server, registry._webhooks)
+        _webhooks.connection_var.set(connection)
         running = engine.run(json.dumps(spec), json.dumps(connection), bridge, storages)
         engine_task = asyncio.create_task(_as_coroutine(running))
         ready_task = asyncio.create_task(ready.wait())
         waiting: set[asyncio.Future[Any]] = {stop, engine_task, ready_task, *watchers}
+        if registry._webhooks:
+            admission_task = asyncio.create_task(_webhooks.serve(settings.admission.server, engine),
+                                                 name='admission webhook server')
+            waiting.add(admission_task)
         while True:
             done, _ = await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
             if ready_task in done:
                 waiting.discard(ready_task)
                 _raise_flag(ready_flag)
+            if admission_task is not None and admission_task in done:
+                try:
+                    admission_task.result()
+                except Exception as e:
+                    logger.error(f"The admission webhook server has failed: {e!r}")
+                    raise
+                waiting.discard(admission_task)  # the server has ended by itself: nothing to serve
             if engine_task in done:
                 try:
                     engine_task.result()
@@ -186,6 +201,9 @@ async def operator(
                 logger.info("Stop-flag is raised. Operator is stopping.")
                 break
     finally:
+        if admission_task is not None and not admission_task.done():
+            admission_task.cancel()  # stops listening; the core cleans up the managed webhooks
+            await asyncio.wait({admission_task})
         engine.stop()
         if engine_task is not None and not engine_task.done():
             await asyncio.wait({engine_task}, timeout=settings.process.ultimate_exiting_timeout)

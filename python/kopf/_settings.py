@@ -171,6 +171,16 @@ class PersistenceSettings:
 
 
 @dataclasses.dataclass
+class AdmissionSettings:
+    server: Any = None
+    """How admission requests reach the operator: ``kopf.WebhookServer`` or its kin, or a
+    custom server (a callable that takes the ``webhookfn`` and yields client configs)."""
+    managed: str | None = None
+    """The name of the ``Validating/MutatingWebhookConfiguration`` that the operator
+    creates and keeps up to date; none: they are managed by other means."""
+
+
+@dataclasses.dataclass
 class OperatorSettings:
     """All settings of an operator; adjust them in ``@kopf.on.startup`` handlers."""
 
@@ -185,6 +195,7 @@ class OperatorSettings:
     networking: NetworkingSettings = dataclasses.field(default_factory=NetworkingSettings)
     persistence: PersistenceSettings = dataclasses.field(default_factory=PersistenceSettings)
     leadership: LeadershipSettings = dataclasses.field(default_factory=LeadershipSettings)
+    admission: AdmissionSettings = dataclasses.field(default_factory=AdmissionSettings)
 
     def for_engine(self, customs: list[Any] | None = None) -> dict[str, Any]:
         """The part of the settings that the core acts on.

@@ -5,7 +5,8 @@ Each returns the function unchanged, so handlers stay plain functions to test.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import warnings
+from collections.abc import Callable, Collection
 from typing import Any, TypeVar
 
 from kopf import _subhandling
@@ -22,6 +23,8 @@ from kopf._handlers import (
     SpawningHandler,
     TimerHandler,
     WatchingHandler,
+    WebhookHandler,
+    WebhookType,
     generate_id,
     get_default_registry,
     parse_field,
@@ -284,6 +287,89 @@ def index(
         ))
         return fn
     return decorator
+
+
+def _verify_operations(operation: str | None, operations: Collection[str] | None) -> Collection[str] | None:
+    if operation is not None:
+        warnings.warn("operation= is deprecated, use operations={...}.", DeprecationWarning, stacklevel=3)
+        operations = frozenset(operations or ()) | {operation}
+    if operations is not None and not operations:
+        raise ValueError(f"Operations should be either None or non-empty. Got empty {operations}.")
+    return operations
+
+
+def _webhook(reason: WebhookType, selector: Selector, *, id: str | None, param: Any,
+             operation: str | None, operations: Collection[str] | None, subresource: str | None,
+             persistent: bool | None, side_effects: bool | None, ignore_failures: bool | None,
+             labels: MetaFilter | None, annotations: MetaFilter | None, when: Callable[..., bool] | None,
+             field: FieldSpec, value: Any, registry: OperatorRegistry | None) -> Callable[[FnT], FnT]:
+    def decorator(fn: FnT) -> FnT:
+        real_operations = _verify_operations(operation, operations)
+        _verify_values(field, value)
+        _verify_filters(labels, annotations)
+        real_registry = registry if registry is not None else get_default_registry()
+        real_field = parse_field(field) or None
+        real_registry._webhooks.append(WebhookHandler(
+            fn=fn, id=generate_id(fn=fn, id=id, suffix='.'.join(real_field or [])), param=param,
+            errors=None, timeout=None, retries=None, backoff=None,
+            selector=selector, labels=labels, annotations=annotations, when=when,
+            field=real_field, value=value, reason=reason, operations=real_operations,
+            subresource=subresource, persistent=persistent, side_effects=side_effects,
+            ignore_failures=ignore_failures,
+        ))
+        return fn
+    return decorator
+
+
+def validate(
+        arg1: ResourceArg = None, arg2: str | Marker | None = None, arg3: str | Marker | None = None, /, *,
+        group: str | None = None, version: str | None = None, kind: str | None = None,
+        plural: str | None = None, singular: str | None = None, shortcut: str | None = None,
+        category: str | None = None, id: str | None = None, param: Any | None = None,
+        operation: str | None = None, operations: Collection[str] | None = None,
+        subresource: str | None = None, persistent: bool | None = None,
+        side_effects: bool | None = None, ignore_failures: bool | None = None,
+        labels: MetaFilter | None = None, annotations: MetaFilter | None = None,
+        when: Callable[..., bool] | None = None, field: FieldSpec = None, value: Any | None = None,
+        registry: OperatorRegistry | None = None,
+) -> Callable[[FnT], FnT]:
+    """``@kopf.on.validate()``: a validating admission webhook's handler.
+
+    It is called for each admission request of the resource (served by
+    ``settings.admission.server``); raising ``kopf.AdmissionError`` (or any error)
+    rejects the request with its message; ``warnings`` are shown to the client.
+    """
+    selector = Selector(arg1, arg2, arg3, group=group, version=version, kind=kind, plural=plural,
+                        singular=singular, shortcut=shortcut, category=category)
+    return _webhook(WebhookType.VALIDATING, selector, id=id, param=param, operation=operation,
+                    operations=operations, subresource=subresource, persistent=persistent,
+                    side_effects=side_effects, ignore_failures=ignore_failures, labels=labels,
+                    annotations=annotations, when=when, field=field, value=value, registry=registry)
+
+
+def mutate(
+        arg1: ResourceArg = None, arg2: str | Marker | None = None, arg3: str | Marker | None = None, /, *,
+        group: str | None = None, version: str | None = None, kind: str | None = None,
+        plural: str | None = None, singular: str | None = None, shortcut: str | None = None,
+        category: str | None = None, id: str | None = None, param: Any | None = None,
+        operation: str | None = None, operations: Collection[str] | None = None,
+        subresource: str | None = None, persistent: bool | None = None,
+        side_effects: bool | None = None, ignore_failures: bool | None = None,
+        labels: MetaFilter | None = None, annotations: MetaFilter | None = None,
+        when: Callable[..., bool] | None = None, field: FieldSpec = None, value: Any | None = None,
+        registry: OperatorRegistry | None = None,
+) -> Callable[[FnT], FnT]:
+    """``@kopf.on.mutate()``: a mutating admission webhook's handler.
+
+    Its changes to the ``patch`` kwarg go back to the apiserver as a JSON-patch of the
+    object under admission; errors reject the request as in validating handlers.
+    """
+    selector = Selector(arg1, arg2, arg3, group=group, version=version, kind=kind, plural=plural,
+                        singular=singular, shortcut=shortcut, category=category)
+    return _webhook(WebhookType.MUTATING, selector, id=id, param=param, operation=operation,
+                    operations=operations, subresource=subresource, persistent=persistent,
+                    side_effects=side_effects, ignore_failures=ignore_failures, labels=labels,
+                    annotations=annotations, when=when, field=field, value=value, registry=registry)
 
 
 def _spawning(selector: Selector, *, id: str | None, field: FieldSpec, value: Any,

@@ -10,7 +10,7 @@ use crate::client::connection::ConnectionInfo;
 use crate::client::credentials::LoginError;
 use crate::client::watching::EventType;
 use crate::engine::handlers::Reason;
-use crate::engine::hooks::{HandlerKind, Hooks, Invocation, Invoked, PlanRequest};
+use crate::engine::hooks::{HandlerKind, Hooks, Invocation, Invoked, PlanRequest, Rejection};
 use crate::indices::Indices;
 use crate::state::diffs::Diff;
 use crate::state::progression::Outcome;
@@ -58,6 +58,7 @@ impl Threads {
                     HandlerKind::Watching,
                     HandlerKind::Spawning,
                     HandlerKind::Indexing,
+                    HandlerKind::Admission,
                 ]
                 .into_iter()
                 .map(kind_name)
@@ -159,6 +160,7 @@ fn kind_name(kind: HandlerKind) -> &'static str {
         HandlerKind::Watching => "watching",
         HandlerKind::Spawning => "spawning",
         HandlerKind::Indexing => "indexing",
+        HandlerKind::Admission => "admission",
     }
 }
 
@@ -219,6 +221,21 @@ fn invocation_dict<'py>(py: Python<'py>, call: &Invocation) -> PyResult<Bound<'p
         stopper.set_item("fresh", daemon.fresh)?;
         dict.set_item("daemon", stopper)?;
     }
+    if let Some(admission) = &call.admission {
+        let request = PyDict::new(py);
+        request.set_item("webhook", &admission.webhook)?;
+        request.set_item("operation", &admission.operation)?;
+        request.set_item("subresource", &admission.subresource)?;
+        request.set_item("dryrun", admission.dryrun)?;
+        request.set_item("userinfo", to_py(py, &admission.userinfo)?)?;
+        let headers = PyDict::new(py);
+        for (name, value) in &admission.headers {
+            headers.set_item(name, value)?;
+        }
+        request.set_item("headers", headers)?;
+        request.set_item("sslpeer", to_py(py, &admission.sslpeer)?)?;
+        dict.set_item("admission", request)?;
+    }
     Ok(dict)
 }
 
@@ -251,6 +268,22 @@ fn parse_invoked(answer: &Bound<'_, PyAny>, indexing: Option<&Converter>) -> PyR
         },
         patch: json(get("patch")?)?,
         cancelled: get("cancelled")?.is_some_and(|c| c.is_truthy().unwrap_or(false)),
+        warnings: get("warnings")?
+            .map(|w| w.extract())
+            .transpose()?
+            .unwrap_or_default(),
+        rejection: get("rejection")?.map(|r| rejection(&r)).transpose()?,
+    })
+}
+
+/// An admission handler's error as the bridge describes it: `(kind, message, code)`.
+fn rejection(answer: &Bound<'_, PyAny>) -> PyResult<Rejection> {
+    let (kind, message, code): (String, String, Option<i64>) = answer.extract()?;
+    Ok(match kind.as_str() {
+        "admission" => Rejection::Admission { message, code },
+        "permanent" => Rejection::Permanent(message),
+        "temporary" => Rejection::Temporary(message),
+        _ => Rejection::Other(message),
     })
 }
 
@@ -376,12 +409,12 @@ fn bridge_failure(message: String) -> Invoked {
         outcome: Outcome {
             final_: false,
             delay: Some(60.0),
-            exception: Some(message),
+            exception: Some(message.clone()),
             ..Default::default()
         },
-        indexed: None,
-        patch: None,
-        cancelled: false,
+        // An admission review must not pass because the bridge failed.
+        rejection: Some(Rejection::Other(message)),
+        ..Default::default()
     }
 }
 

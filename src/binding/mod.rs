@@ -11,6 +11,7 @@ mod memory;
 mod operator;
 mod scopes;
 mod storages;
+mod webhooks;
 
 use pyo3::prelude::*;
 
@@ -23,6 +24,8 @@ fn _engine(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<calls::CallQueue>()?;
     m.add_class::<scopes::Scope>()?;
     m.add_class::<indices::IndexView>()?;
+    m.add_class::<webhooks::WebhookServing>()?;
     m.add_function(wrap_pyfunction!(commands::touch_peering, m)?)?;
+    m.add_function(wrap_pyfunction!(webhooks::describe_certificate, m)?)?;
     Ok(())
 }

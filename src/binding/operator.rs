@@ -5,12 +5,16 @@ use super::hooks::PyHooks;
 use super::indices::IndexView;
 use super::logs::PyLogs;
 use super::storages::PyCustomStorages;
+use super::webhooks;
 use crate::client::connection::{self, ConnectionInfo};
 use crate::client::credentials::{Credentials, Login};
 use crate::client::posting::K8sEvent;
+use crate::engine::handlers::WebhookType;
 use crate::indices::Indices;
 use crate::running::{self, Embedding, OperatorSpec};
 use crate::util::logging::Lines;
+use crate::webhooks::admitting::Admission;
+use crate::webhooks::serving::AdmissionRequest;
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use std::sync::Arc;
@@ -25,6 +29,7 @@ pub struct Operator {
     /// Taken by `run()`: an operator runs once.
     pending: Mutex<Option<mpsc::UnboundedReceiver<K8sEvent>>>,
     indices: Arc<Indices>,
+    admission: webhooks::Slot,
 }
 
 #[pymethods]
@@ -37,6 +42,7 @@ impl Operator {
             events,
             pending: Mutex::new(Some(pending)),
             indices: Arc::default(),
+            admission: Arc::default(),
         }
     }
 
@@ -77,6 +83,11 @@ impl Operator {
             .ok_or_else(|| PyRuntimeError::new_err("this operator has already run"))?;
         let networking = spec.settings.networking.clone();
         let indices = self.indices.clone();
+        let admission = (!spec.webhooks.is_empty()).then(|| {
+            let handlers = spec.webhooks.clone();
+            Arc::new(Admission::new(hooks.clone(), handlers))
+        });
+        *self.admission.lock().expect("not poisoned") = admission.clone();
         pyo3_async_runtimes::tokio::future_into_py(
             py,
             async move {
@@ -101,7 +112,11 @@ impl Operator {
                     credentials,
                     &info.server,
                     spec,
-                    Embedding { hooks, indices },
+                    Embedding {
+                        hooks,
+                        indices,
+                        admission,
+                    },
                     stop,
                     events,
                     ready,
@@ -131,6 +146,60 @@ impl Operator {
             index: self.indices.index(id),
             indices: self.indices.clone(),
         }
+    }
+
+    /// Start the core's webhook server (`options`: JSON, see `webhooks::Options`) once the
+    /// API is discovered; an awaitable of a `WebhookServing`.
+    fn serve_webhooks<'py>(&self, py: Python<'py>, options: &str) -> PyResult<Bound<'py, PyAny>> {
+        let options: webhooks::Options = serde_json::from_str(options)
+            .map_err(|e| PyValueError::new_err(format!("invalid webhook server options: {e}")))?;
+        let admission = webhooks::admission(&self.admission)?;
+        pyo3_async_runtimes::tokio::future_into_py(py, webhooks::start(admission, options))
+    }
+
+    /// Review an AdmissionReview (JSON) that a custom webhook server received: an awaitable
+    /// of `(200, the response as JSON)` or `(an HTTP status, why)`.
+    fn review<'py>(
+        &self,
+        py: Python<'py>,
+        request: Vec<u8>,
+        webhook: Option<String>,
+        headers: Vec<(String, String)>,
+        sslpeer: &str,
+        reason: Option<String>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let reason = match reason.as_deref() {
+            None => None,
+            Some("validating") => Some(WebhookType::Validating),
+            Some("mutating") => Some(WebhookType::Mutating),
+            Some(other) => {
+                return Err(PyValueError::new_err(format!(
+                    "unknown webhook reason: {other:?}"
+                )))
+            }
+        };
+        let sslpeer = serde_json::from_str(sslpeer)
+            .map_err(|e| PyValueError::new_err(format!("invalid sslpeer: {e}")))?;
+        let admission = webhooks::admission(&self.admission)?;
+        let request = AdmissionRequest {
+            body: request.into(),
+            webhook,
+            headers,
+            sslpeer,
+            reason,
+        };
+        pyo3_async_runtimes::tokio::future_into_py(py, async move {
+            Ok(webhooks::review(admission, request).await)
+        })
+    }
+
+    /// Where the apiserver reaches the webhooks now (a client config, JSON), as the webhook
+    /// server yields it: the managed configurations follow.
+    fn webhooks_configured(&self, client_config: &str) -> PyResult<()> {
+        let config = serde_json::from_str(client_config)
+            .map_err(|e| PyValueError::new_err(format!("invalid client config: {e}")))?;
+        webhooks::admission(&self.admission)?.configure(config);
+        Ok(())
     }
 
     /// Ask the running core to stop (thread-safe; idempotent).

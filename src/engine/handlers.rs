@@ -234,6 +234,81 @@ pub struct IndexingHandler {
     pub filters: ResourceFilters,
 }
 
+/// Which kind of admission webhook a handler serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum WebhookType {
+    Validating,
+    Mutating,
+}
+
+impl WebhookType {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WebhookType::Validating => "validating",
+            WebhookType::Mutating => "mutating",
+        }
+    }
+}
+
+/// `@kopf.on.validate` and `@kopf.on.mutate` handlers: called for admission reviews.
+#[derive(Debug, Clone, Deserialize)]
+pub struct WebhookHandler {
+    pub index: usize,
+    pub id: String,
+    pub reason: WebhookType,
+    /// `None`: all operations.
+    #[serde(default)]
+    pub operations: Option<Vec<String>>,
+    /// `None`: the resource itself; `"*"`: it and all its subresources.
+    #[serde(default)]
+    pub subresource: Option<String>,
+    #[serde(default)]
+    pub persistent: Option<bool>,
+    #[serde(default)]
+    pub side_effects: Option<bool>,
+    #[serde(default)]
+    pub ignore_failures: Option<bool>,
+    #[serde(flatten)]
+    pub filters: ResourceFilters,
+}
+
+impl WebhookHandler {
+    /// Whether a review (of this webhook's kind and id, if the request says) is this
+    /// handler's, before its filters: Kopf leaves mutations out of deletions unless a
+    /// handler is for deletions only, and does not look at `operations` (the webhook
+    /// configuration does).
+    pub fn serves(
+        &self,
+        reason: Option<WebhookType>,
+        webhook: Option<&str>,
+        operation: Option<&str>,
+        subresource: Option<&str>,
+    ) -> bool {
+        let reason_ok = reason.is_none_or(|r| r == self.reason);
+        let webhook_ok = webhook.is_none_or(|id| id == self.id);
+        let for_deletion_only = self
+            .operations
+            .as_ref()
+            .is_some_and(|ops| !ops.is_empty() && ops.iter().all(|op| op == "DELETE"));
+        let deletion_ok = self.reason != WebhookType::Mutating
+            || operation != Some("DELETE")
+            || for_deletion_only;
+        let subresource_ok =
+            self.subresource.as_deref() == Some("*") || self.subresource.as_deref() == subresource;
+        reason_ok && webhook_ok && deletion_ok && subresource_ok
+    }
+}
+
+impl Filtered for WebhookHandler {
+    fn index(&self) -> usize {
+        self.index
+    }
+    fn filters(&self) -> &ResourceFilters {
+        &self.filters
+    }
+}
+
 /// Handlers called for an object's events or states as they are (no change to compare):
 /// their position in the registry and their filters.
 pub trait Filtered {

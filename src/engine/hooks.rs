@@ -23,6 +23,8 @@ pub enum HandlerKind {
     Indexing,
     /// Daemons and timers.
     Spawning,
+    /// `@kopf.on.validate` and `@kopf.on.mutate` handlers.
+    Admission,
 }
 
 /// What a daemon's or timer's call carries besides the usual: its stopper.
@@ -36,6 +38,30 @@ pub struct DaemonCall {
     pub reason: u32,
     /// The body differs from the one this daemon's previous call had (else it is not sent).
     pub fresh: bool,
+}
+
+/// What an admission handler's call carries besides the object: the request's details.
+#[derive(Debug, Clone, Default)]
+pub struct AdmissionCall {
+    /// The handler addressed by the request's path (none: all of them).
+    pub webhook: Option<String>,
+    pub operation: Option<String>,
+    pub subresource: Option<String>,
+    pub dryrun: bool,
+    pub userinfo: Value,
+    pub headers: Vec<(String, String)>,
+    /// The client's verified certificate, as Python's `getpeercert()` describes it.
+    pub sslpeer: Value,
+}
+
+/// Why an admission handler rejected a request: `kopf.AdmissionError` (with its code),
+/// Kopf's permanent or temporary errors, or any other exception; with the error's text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Rejection {
+    Admission { message: String, code: Option<i64> },
+    Permanent(String),
+    Temporary(String),
+    Other(String),
 }
 
 /// Everything a handler call needs that the core knows.
@@ -63,6 +89,8 @@ pub struct Invocation {
     pub runtime: f64,
     /// For daemons and timers.
     pub daemon: Option<DaemonCall>,
+    /// For admission handlers.
+    pub admission: Option<Arc<AdmissionCall>>,
 }
 
 impl Invocation {
@@ -89,6 +117,7 @@ impl Invocation {
             started: None,
             runtime: 0.0,
             daemon: None,
+            admission: None,
         }
     }
 }
@@ -155,6 +184,10 @@ pub struct Invoked {
     pub patch: Option<Value>,
     /// The call was cancelled (a daemon stopped by force): there is no outcome.
     pub cancelled: bool,
+    /// An admission handler's additions to the `warnings` kwarg.
+    pub warnings: Vec<String>,
+    /// An admission handler's error, as the response tells it.
+    pub rejection: Option<Rejection>,
 }
 
 impl Invoked {

@@ -69,7 +69,11 @@ pub struct FakeHooks {
     pub forgotten: Mutex<Vec<String>>,
     /// What indexing functions return for a body (by default: its name under its label `app`).
     pub indexer: Mutex<Indexer>,
+    /// What admission handlers answer (by default: they succeed and change nothing).
+    pub admitter: Mutex<Admitter>,
 }
+
+pub type Admitter = fn(&Invocation) -> Invoked;
 
 pub type Indexer = fn(&Value) -> Option<Vec<(Datum, Datum)>>;
 
@@ -90,6 +94,7 @@ impl FakeHooks {
             signals: watch::channel(Signals::default()).0,
             forgotten: Mutex::default(),
             indexer: Mutex::new(by_app),
+            admitter: Mutex::new(|_| Invoked::default()),
         })
     }
 
@@ -156,6 +161,10 @@ impl Hooks for FakeHooks {
             final_: true,
             ..Default::default()
         });
+        if invocation.kind == HandlerKind::Admission {
+            let invoked = (self.admitter.lock().unwrap())(&invocation);
+            return Box::pin(async move { invoked });
+        }
         if invocation.kind == HandlerKind::Indexing {
             let failed = outcome.exception.is_some();
             let indexed = (!failed).then(|| (self.indexer.lock().unwrap())(&invocation.body));

@@ -21,9 +21,10 @@ pub const ENGINE: &str = "kopf._core.engine";
 pub const PEERING: &str = "kopf._core.engines.peering";
 pub const LEADERSHIP: &str = "kopf._core.engines.leadership";
 pub const WATCHING: &str = "kopf._cogs.clients.watching";
+pub const ADMISSION: &str = "kopf._core.engines.admission";
 
 /// Every logger the core writes to.
-pub const LOGGERS: &[&str] = &[OBJECTS, ENGINE, PEERING, LEADERSHIP, WATCHING];
+pub const LOGGERS: &[&str] = &[OBJECTS, ENGINE, PEERING, LEADERSHIP, WATCHING, ADMISSION];
 
 /// Which object a log line or an event is about.
 #[derive(Debug, Clone, Default, PartialEq)]

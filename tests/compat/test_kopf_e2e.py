@@ -37,6 +37,5 @@ def test_kopfs_own_e2e_test_of_its_examples(kopf_source: Path, example_crd: None
     print("\nKopf's e2e test on our engine (seconds): "
           + ", ".join(f"{name} {kind} {time:.1f}" for name, (kind, time) in sorted(outcomes.items())))
     assert result.returncode == 0, result.stdout[-5000:] + result.stderr[-2000:]
-    assert {name: kind for name, (kind, _) in outcomes.items() if kind != "passed"} == {
-        "17-admission": "skipped"}  # xfailed: reported as skipped
+    assert {name: kind for name, (kind, _) in outcomes.items() if kind != "passed"} == {}
     assert len(outcomes) == 14

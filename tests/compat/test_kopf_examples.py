@@ -35,6 +35,7 @@ class Expectations:
     logged: list[str] = dataclasses.field(default_factory=list)  # lines the example must log
     missing: str | None = None  # a feature our engine does not have yet (the example is expected to fail)
     objects: str | None = None  # other objects that exist while it runs (a YAML manifest)
+    webhooks: str | None = None  # the webhook configurations it manages (removed after it)
 
 
 EXAMPLE_POD = """
@@ -84,7 +85,17 @@ EXAMPLES: dict[str, Expectations] = {
                 "[default/kopf-example-pod] Indexer 'by_label' succeeded.",
                 "{('app', 'kopf-example-indexed'): ['kopf-example-pod']}"],
     ),
-    "17-admission": Expectations(missing="admission webhooks (kopf.on.validate/mutate, kopf.WebhookServer)"),
+    "17-admission": Expectations(
+        # Its webhooks are called by the apiserver for the object (managed configurations).
+        creation=["Webhook 'validate_subresources' succeeded."], deletion=[], successes={},
+        logged=["Reconfiguring the validating webhook auto.kopf.dev.",
+                "Reconfiguring the mutating webhook auto.kopf.dev.",
+                "[default/kopf-example-1] Webhook 'mutate1' succeeded.",
+                "[default/kopf-example-1] Webhook 'validate1' succeeded.",
+                "[default/kopf-example-1] Webhook 'authhook' succeeded.",
+                "Cleaning up the admission webhook auto.kopf.dev."],
+        webhooks="auto.kopf.dev",
+    ),
     "99-all-at-once": Expectations(
         tracebacks=True, creation=["Creation is processed:"],
         successes={"create_1": 1, "create_2": 1, "create_pod": 1, "delete": 1,
@@ -128,6 +139,10 @@ def test_kopf_example(name: str, kopf_source: Path, example_crd: None, caplog: p
     if expected.objects:
         kubectl("apply", "-f", "-", input=expected.objects)
         request.addfinalizer(lambda: kubectl("delete", "-f", "-", "--ignore-not-found", input=expected.objects))
+    if expected.webhooks:  # left behind, they would refuse other tests' objects
+        request.addfinalizer(lambda: kubectl(
+            "delete", "validatingwebhookconfigurations,mutatingwebhookconfigurations",
+            expected.webhooks, "--ignore-not-found"))
     registry = SmartOperatorRegistry()  # each example registers into its own, as in a separate process
     with KopfRunner(["run", "--all-namespaces", "--standalone", "--verbose", str(example)],
                     timeout=60, settings=settings, registry=registry) as runner:

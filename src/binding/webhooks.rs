@@ -1,0 +1,160 @@
+//! The admission webhooks as Python drives them (`kopf.WebhookServer` and custom servers):
+//! start the core's server, review a request that a custom server received, tell the core
+//! where the apiserver reaches the webhooks. Reviews run in the core, handlers in Python.
+
+use crate::webhooks::admitting::Admission;
+use crate::webhooks::certificates;
+use crate::webhooks::reviews::ReviewError;
+use crate::webhooks::serving::{self, AdmissionRequest, Reviewer, Server, ServerSpec};
+use crate::webhooks::tls::{self, ClientVerification, VerifyMode};
+use pyo3::exceptions::{PyRuntimeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::PyBytes;
+use serde::Deserialize;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+/// The operator's admission, once its core runs.
+pub type Slot = Arc<Mutex<Option<Arc<Admission>>>>;
+
+pub fn admission(slot: &Slot) -> PyResult<Arc<Admission>> {
+    slot.lock().expect("not poisoned").clone().ok_or_else(|| {
+        PyRuntimeError::new_err("the operator has no admission handlers, or is not running")
+    })
+}
+
+/// `kopf.WebhookServer`'s options as the Python side passes them (files already resolved).
+#[derive(Debug, Deserialize)]
+pub struct Options {
+    addr: Option<String>,
+    port: Option<u16>,
+    #[serde(default)]
+    path: String,
+    #[serde(default)]
+    insecure: bool,
+    certfile: Option<PathBuf>,
+    pkeyfile: Option<PathBuf>,
+    password: Option<String>,
+    /// For a generated certificate: its host names and addresses.
+    #[serde(default)]
+    hostnames: Vec<String>,
+    /// `none`, `optional`, `required`; absent: as the CAs imply.
+    verify_mode: Option<String>,
+    /// The CAs of client certificates (PEM texts).
+    #[serde(default)]
+    verify_cas: Vec<String>,
+}
+
+/// A running webhook server of the core: where it listens, and the certificate it shows.
+#[pyclass(module = "kopf._engine")]
+pub struct WebhookServing {
+    server: Mutex<Option<Server>>,
+    #[pyo3(get)]
+    port: u16,
+    /// The certificate's PEM (generated or given); none for plain HTTP.
+    cert_pem: Option<Vec<u8>>,
+}
+
+#[pymethods]
+impl WebhookServing {
+    #[getter]
+    fn cert_pem<'py>(&self, py: Python<'py>) -> Option<Bound<'py, PyBytes>> {
+        self.cert_pem.as_ref().map(|pem| PyBytes::new(py, pem))
+    }
+
+    /// Stop listening (idempotent).
+    fn stop(&self) {
+        if let Some(server) = self.server.lock().expect("not poisoned").take() {
+            server.stop();
+        }
+    }
+}
+
+/// Start serving these options; the API is discovered first (else requests find nothing).
+pub async fn start(admission: Arc<Admission>, options: Options) -> PyResult<WebhookServing> {
+    admission.discovered().await;
+    let (tls, cert_pem) = if options.insecure {
+        (None, None)
+    } else {
+        let identity = match (&options.certfile, &options.pkeyfile) {
+            (Some(cert), Some(key)) => {
+                certificates::from_files(cert, key, options.password.as_deref())
+            }
+            _ => certificates::self_signed(&options.hostnames),
+        }
+        .map_err(|e| PyValueError::new_err(e.to_string()))?;
+        let cert_pem = identity.cert_pem.clone();
+        let mode = match options.verify_mode.as_deref() {
+            None => None,
+            Some("none") => Some(VerifyMode::None),
+            Some("optional") => Some(VerifyMode::Optional),
+            Some("required") => Some(VerifyMode::Required),
+            Some(other) => {
+                return Err(PyValueError::new_err(format!(
+                    "unknown verify_mode: {other:?}"
+                )))
+            }
+        };
+        let clients = ClientVerification {
+            mode,
+            cas: options
+                .verify_cas
+                .into_iter()
+                .map(String::into_bytes)
+                .collect(),
+        };
+        let config = tls::server_config(identity, &clients)
+            .map_err(|e| PyValueError::new_err(format!("The webhook server's TLS: {e}")))?;
+        (Some(config), Some(cert_pem))
+    };
+    let path = options.path.trim_end_matches('/').to_owned();
+    let port = options.port.unwrap_or(0);
+    let reviewer: Arc<dyn Reviewer> = admission;
+    // No address: every interface, IPv6 and IPv4 alike where the system has IPv6.
+    let addresses = match options.addr {
+        Some(addr) => vec![addr],
+        None => vec!["::".to_owned(), "0.0.0.0".to_owned()],
+    };
+    let mut failure = None;
+    for addr in addresses {
+        let spec = ServerSpec {
+            addr: addr.clone(),
+            port,
+            path: path.clone(),
+            tls: tls.clone(),
+            timeout: serving::REVIEW_TIMEOUT,
+        };
+        match serving::start(spec, reviewer.clone()).await {
+            Ok(server) => {
+                return Ok(WebhookServing {
+                    port: server.local.port(),
+                    server: Mutex::new(Some(server)),
+                    cert_pem,
+                })
+            }
+            Err(error) => failure = Some(format!("cannot listen on {addr}:{port}: {error}")),
+        }
+    }
+    Err(PyRuntimeError::new_err(failure.unwrap_or_default()))
+}
+
+/// A certificate (PEM) as Python's `getpeercert()` describes it, as JSON (`{}` if unreadable).
+#[pyfunction]
+pub fn describe_certificate(pem: &[u8]) -> String {
+    use rustls::pki_types::pem::PemObject;
+    let cert = rustls::pki_types::CertificateDer::from_pem_slice(pem).ok();
+    tls::describe_peer(cert.as_ref()).to_string()
+}
+
+/// A review that a custom server received: `(200, response)` or `(HTTP status, message)`.
+pub async fn review(admission: Arc<Admission>, request: AdmissionRequest) -> (u16, String) {
+    admission.discovered().await;
+    match admission.review(request).await {
+        Ok(response) => (200, response.to_string()),
+        Err(error @ ReviewError::BadRequest(_))
+        | Err(error @ ReviewError::UnknownResource(_))
+        | Err(error @ ReviewError::AmbiguousResource(_)) => {
+            (error.http_status(), error.to_string())
+        }
+    }
+}
