@@ -8,6 +8,7 @@ import logging as _stdlogging
 from kopf import _internals, on
 from kopf import _lifecycles as lifecycles
 from kopf._credentials import (
+    AiohttpSession,
     ConnectionInfo,
     login_via_async_client,
     login_via_client,
@@ -87,6 +88,7 @@ from kopf._structs import (
     build_owner_reference,
 )
 from kopf._subhandling import execute
+from kopf._versions import __version__ as __version__
 from kopf._webhooks import (
     Headers,
     Operation,
@@ -118,7 +120,7 @@ __all__ = [
     'login_with_kubeconfig', 'login_with_service_account',
     'LoginError', 'ConnectionInfo',
     'event', 'info', 'warn', 'exception',
-    'operator', 'run', 'spawn_tasks', 'run_tasks',
+    'operator', 'run', 'spawn_tasks', 'run_tasks', 'AiohttpSession',
     'adopt', 'label', 'harmonize_naming', 'adjust_namespace',
     'append_owner_reference', 'remove_owner_reference',
     'build_object_reference', 'build_owner_reference',

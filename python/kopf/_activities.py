@@ -10,7 +10,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from kopf._credentials import SERVICE_ACCOUNT, ConnectionInfo
+from kopf._credentials import SERVICE_ACCOUNT, AiohttpSession, ConnectionInfo
 from kopf._errors import LoginError
 from kopf._execution import execute_once
 from kopf._handlers import Activity, OperatorRegistry
@@ -75,6 +75,14 @@ async def authenticate(*, registry: OperatorRegistry, settings: OperatorSettings
     activities_logger.info(f"{title} has been initiated.")
     results = await run_activity(registry=registry, settings=settings, activity=Activity.AUTHENTICATION, memo=memo,
                                  indices=indices)
+    sessions = {id: info for id, info in results.items() if isinstance(info, AiohttpSession)}
+    for session in sessions.values():  # returned to be owned by the operator: close it
+        if session.aiohttp_session is not None:
+            await session.aiohttp_session.close()
+    if sessions:
+        raise LoginError(f"The login handler(s) {', '.join(map(repr, sessions))} returned a kopf.AiohttpSession: "
+                         "this engine (kopf-rs) calls the API with its core's own HTTP client, not aiohttp. "
+                         "Return a kopf.ConnectionInfo instead (certificates, token, proxy_url, trust_env).")
     infos = [info for info in results.values() if isinstance(info, ConnectionInfo)]
     if infos:
         activities_logger.info(f"{title} has finished.")

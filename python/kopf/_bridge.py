@@ -319,12 +319,13 @@ class Bridge:
         kwargs, logger, patch = self._kwargs(call, handler)
         kwargs |= {'param': handler.param}
         cause_body_var.set(kwargs['body'])  # for kopf.adopt() & co without an explicit owner
-        if call['kind'] != 'watching':
-            started = datetime.datetime.fromisoformat(call['started']) if call['started'] else None
-            if started is None and call['kind'] == 'admission':  # its first and only attempt is now
-                started = datetime.datetime.now(datetime.UTC)
-            kwargs |= {'retry': call['retry'], 'started': started,
-                       'runtime': datetime.timedelta(seconds=call['runtime'])}
+        started = datetime.datetime.fromisoformat(call['started']) if call['started'] else None
+        if started is None and call['kind'] in ('watching', 'admission'):
+            # No progress is kept for them: each call is the first and only attempt, from now
+            # (naive UTC, as Kopf keeps the times of attempts).
+            started = datetime.datetime.now(datetime.UTC).replace(tzinfo=None)
+        kwargs |= {'retry': call['retry'], 'started': started,
+                   'runtime': datetime.timedelta(seconds=call['runtime'])}
         if self.indices:
             kwargs |= self.indices
         return kwargs, logger, patch

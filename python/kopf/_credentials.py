@@ -73,6 +73,18 @@ class ConnectionInfo:
         }
 
 
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class AiohttpSession:
+    """Kopf's custom ``aiohttp`` session from a login handler. This engine's core has its own
+    HTTP client, so it cannot use one: returning it fails the login with what to do instead."""
+
+    server: str
+    priority: int = 0
+    default_namespace: str | None = None
+    expiration: datetime.datetime | None = None
+    aiohttp_session: Any = None
+
+
 def login_via_pykube(*, logger: Any, settings: Any, **_: Any) -> ConnectionInfo | None:
     """Credentials as pykube-ng finds them: in-cluster, else the kubeconfig."""
     try:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import dataclasses
 import enum
 import re
-from collections.abc import Callable, Collection
+import urllib.parse
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from kopf._protocol import ResourceInfo
@@ -26,49 +27,72 @@ EVERYTHING = Marker.EVERYTHING
 _GROUP_VERSION = re.compile(r'^[^.]*\.v\d+(?:(?:alpha|beta)\d+)?(?:\..*)?$')
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, eq=False, repr=False)
 class Resource:
-    """A specific resource kind, as found by the API discovery."""
+    """A specific resource kind, as found by the API discovery. Two are the same resource
+    if their group, version and plural are (the other names only help to select it)."""
 
     group: str
     version: str
     plural: str
     kind: str | None = None
     singular: str | None = None
-    shortcuts: Collection[str] = ()
-    categories: Collection[str] = ()
-    subresources: Collection[str] = ()
+    shortcuts: frozenset[str] = frozenset()
+    categories: frozenset[str] = frozenset()
+    subresources: frozenset[str] = frozenset()
     namespaced: bool | None = None
     preferred: bool = True
-    verbs: Collection[str] = ()
+    verbs: frozenset[str] = frozenset()
+
+    def __hash__(self) -> int:
+        return hash((self.group, self.version, self.plural))
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Resource):
+            return NotImplemented
+        return (self.group, self.version, self.plural) == (other.group, other.version, other.plural)
 
     def __repr__(self) -> str:
-        return f'{self.plural}.{self.version}.{self.group}'.rstrip('.')
+        main, *subs = self.plural.split('/')
+        text = f'{main}.{self.version}.{self.group}'.strip('.')
+        return text + (f'/{"/".join(subs)}' if subs else '')
+
+    def __iter__(self) -> Iterator[str]:
+        """The group, version and plural: ``@kopf.on.event(*resource)``."""
+        return iter((self.group, self.version, self.plural))
 
     @property
     def api_version(self) -> str:
         return f'{self.group}/{self.version}' if self.group else self.version
 
     def get_url(self, *, server: str | None = None, namespace: str | None = None,
-                name: str | None = None, subresource: str | None = None) -> str:
-        """The URL path of the collection or of one object (as the API serves them)."""
-        url = f'/apis/{self.group}/{self.version}' if self.group else f'/api/{self.version}'
-        if self.namespaced and namespace is not None:
-            url += f'/namespaces/{namespace}'
-        url += f'/{self.plural}'
-        if name is not None:
-            url += f'/{name}'
-            if subresource is not None:
-                url += f'/{subresource}'
-        return (server or '').rstrip('/') + url
+                name: str | None = None, subresource: str | None = None,
+                params: dict[str, str] | None = None) -> str:
+        """The URL of the collection (cluster-wide without a namespace), of one object, or of
+        its subresource; with ``params`` as the query; with the ``server`` if given."""
+        if subresource is not None and name is None:
+            raise ValueError("Subresources can be used only with specific resources by their name.")
+        if not self.namespaced and namespace is not None:
+            raise ValueError("Specific namespaces are not supported for cluster-scoped resources.")
+        if self.namespaced and namespace is None and name is not None:
+            raise ValueError("Specific namespaces are required for specific namespaced resources.")
+        core = self.group == '' and self.version == 'v1'
+        scoped = self.namespaced and namespace is not None
+        parts = ['/api' if core else '/apis', self.group, self.version,
+                 'namespaces' if scoped else None, namespace if scoped else None,
+                 self.plural, name, subresource]
+        url = '/'.join(part for part in parts if part)
+        if params:
+            url += '?' + urllib.parse.urlencode(params, encoding='utf-8')
+        return url if server is None else server.rstrip('/') + '/' + url.lstrip('/')
 
     @classmethod
     def from_engine(cls, data: ResourceInfo) -> Resource:
         return cls(
             group=data['group'], version=data['version'], plural=data['plural'], kind=data['kind'],
-            singular=data['singular'], shortcuts=tuple(data['shortcuts']),
-            categories=tuple(data['categories']), subresources=tuple(data['subresources']),
-            namespaced=data['namespaced'], preferred=data['preferred'], verbs=tuple(data['verbs']),
+            singular=data['singular'], shortcuts=frozenset(data['shortcuts']),
+            categories=frozenset(data['categories']), subresources=frozenset(data['subresources']),
+            namespaced=data['namespaced'], preferred=data['preferred'], verbs=frozenset(data['verbs']),
         )
 
 

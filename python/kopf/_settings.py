@@ -5,6 +5,7 @@ from __future__ import annotations
 import concurrent.futures
 import dataclasses
 import logging
+import warnings
 import weakref
 from collections.abc import Iterable
 from typing import Any
@@ -97,6 +98,20 @@ class QueueingSettings:
     """How long the workers may finish their cycles when the operator exits."""
     error_delays: Iterable[float] = (1, 1, 2, 3, 5, 8, 13, 21, 34, 55, 89, 144, 233, 377, 610)
     """Delays after unexpected errors of processing (not of handlers)."""
+    _batch_window: float = 0.1  # Kopf's deprecated field: kept for the scripts that set it
+
+    @property
+    def batch_window(self) -> float:
+        """Deprecated in Kopf, and without effect there as here (events are not batched by time)."""
+        warnings.warn("Time-based event batching was removed. Please stop configuring it.",
+                      DeprecationWarning, stacklevel=2)
+        return self._batch_window
+
+    @batch_window.setter
+    def batch_window(self, value: float) -> None:
+        warnings.warn("Time-based event batching was removed. Please stop configuring it.",
+                      DeprecationWarning, stacklevel=2)
+        self._batch_window = value
 
 
 @dataclasses.dataclass

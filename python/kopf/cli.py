@@ -15,6 +15,7 @@ from kopf import _engine, _loading, _logging, _peering, _running
 from kopf._errors import LoginError, OperatorError
 from kopf._handlers import OperatorRegistry, set_default_registry
 from kopf._settings import OperatorSettings
+from kopf._versions import __version__
 
 
 @dataclasses.dataclass()
@@ -55,7 +56,8 @@ def _version() -> str:
 
 
 @click.group(name='kopf', context_settings=dict(auto_envvar_prefix='KOPF'))
-@click.version_option(version=_version(), prog_name='kopf')
+@click.version_option(version=_version(), prog_name='kopf',
+                      message=f'%(prog)s, version %(version)s (kopf-rs; compatible with Kopf {__version__})')
 @click.make_pass_decorator(CLIControls, ensure=True)
 def main(__controls: CLIControls) -> None:
     pass

@@ -224,6 +224,10 @@ def test_event_handlers_and_kubernetes_events(crd: None, namespace: str, tmp_pat
         def watch(type, name, logger, **_):
             logger.info(f"event {type} {name}")
 
+        @kopf.on.event('greetings')
+        def attempt(name, retry, started, runtime, logger, **_):  # as Kopf passes them
+            logger.info(f"attempt {name}: {retry} {started.tzinfo} {runtime.total_seconds() < 5}")
+
         @kopf.on.create('greetings')
         def notify(body, **_):
             kopf.info(body, reason='Greeted', message='A greeting was made.')
@@ -237,6 +241,7 @@ def test_event_handlers_and_kubernetes_events(crd: None, namespace: str, tmp_pat
         operator.wait_for(r"event None g-before")
         kubectl("create", "-f", "-", input=greeting("g-after", namespace))
         operator.wait_for(r"event ADDED g-after")
+        operator.wait_for(r"attempt g-after: 0 None True")
         operator.wait_for(r"event MODIFIED g-after")
         kubectl("delete", "greeting", "g-after", "-n", namespace, "--timeout=30s")
         operator.wait_for(r"event DELETED g-after")
