@@ -194,6 +194,13 @@ class Operator:
                 raise RuntimeError(f"{what} did not happen in {timeout}s: see {self.log}")
             time.sleep(0.2)
 
+    def cpu_over_window(self, run: Run) -> float:
+        """The CPU seconds over `run.duration`, after `run.warmup` for things to settle."""
+        time.sleep(run.warmup)
+        cpu_start = cpu_seconds(self.process.pid)
+        time.sleep(run.duration)
+        return cpu_seconds(self.process.pid) - cpu_start
+
     def terminate(self, timeout: float = 120) -> tuple[int, float]:
         """SIGTERM; the exit code and how long the exit took."""
         started = time.monotonic()
@@ -328,10 +335,7 @@ def idle(run: Run) -> dict[str, Any]:
         operator.wait_for(lambda: operator.count("bench event") >= run.objects, timeout=1800,
                           what=f"{run.objects} objects listed")
         listed = time.monotonic() - operator.started
-        time.sleep(run.warmup)
-        cpu_start = cpu_seconds(operator.process.pid)
-        time.sleep(run.duration)
-        cpu = cpu_seconds(operator.process.pid) - cpu_start
+        cpu = operator.cpu_over_window(run)
         rss, peak = current_rss_mib(operator.process.pid), peak_rss_mib(operator.process.pid)
         code, _ = operator.terminate()
     return {"listed_seconds": listed, "idle_cpu_seconds": cpu, "rss_mib": rss, "peak_rss_mib": peak,
@@ -382,10 +386,7 @@ def indexing(run: Run) -> dict[str, Any]:
         operator.wait_for(lambda: operator.count("bench indexed all") >= 1, timeout=1800,
                           what=f"{run.objects} pods indexed")
         indexed, cpu_indexing = time.monotonic() - started, cpu_seconds(operator.process.pid) - cpu_start
-        time.sleep(run.warmup)
-        cpu_start = cpu_seconds(operator.process.pid)
-        time.sleep(run.duration)
-        cpu = cpu_seconds(operator.process.pid) - cpu_start
+        cpu = operator.cpu_over_window(run)
         rss, peak = current_rss_mib(operator.process.pid), peak_rss_mib(operator.process.pid)
         code, _ = operator.terminate()
         api().request("DELETE", PODS.format(namespace=objs.namespace))  # at once, not by the namespace's end

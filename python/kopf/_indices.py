@@ -10,23 +10,13 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Collection, ItemsView, Iterator, Mapping, ValuesView
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, TypeVar
 
 from kopf import _structs
+from kopf._engine import IndexView  # one index of the core, read as it is now
 
 _K = TypeVar('_K')
 _V = TypeVar('_V')
-
-
-class IndexView(Protocol):
-    """``kopf._engine.IndexView``: one index of the core, read as it is now."""
-
-    def __len__(self) -> int: ...
-    def keys(self) -> list[Any]: ...
-    def contains(self, key: Any) -> bool: ...
-    def values(self, key: Any) -> list[Any] | None: ...
-    def items(self) -> list[tuple[Any, list[Any]]]: ...
-    def count(self, key: Any) -> int: ...
 
 
 class Store(Collection[_V], Generic[_V]):

@@ -4,7 +4,6 @@
 
 use crate::webhooks::admitting::Admission;
 use crate::webhooks::certificates;
-use crate::webhooks::reviews::ReviewError;
 use crate::webhooks::serving::{self, AdmissionRequest, Reviewer, Server, ServerSpec};
 use crate::webhooks::tls::{self, ClientVerification, VerifyMode};
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
@@ -151,10 +150,6 @@ pub async fn review(admission: Arc<Admission>, request: AdmissionRequest) -> (u1
     admission.discovered().await;
     match admission.review(request).await {
         Ok(response) => (200, response.to_string()),
-        Err(error @ ReviewError::BadRequest(_))
-        | Err(error @ ReviewError::UnknownResource(_))
-        | Err(error @ ReviewError::AmbiguousResource(_)) => {
-            (error.http_status(), error.to_string())
-        }
+        Err(error) => (error.http_status(), error.to_string()),
     }
 }

@@ -5,6 +5,7 @@
 use crate::client::resources::Resource;
 use crate::engine::handlers::{ValueFilter, WebhookHandler};
 use crate::util::encoding::to_python_repr;
+use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
 use serde_json::{json, Map, Value};
 
 /// One webhook per handler: its rules (a rule per resource it serves), its filters on labels
@@ -124,47 +125,17 @@ pub fn with_handler_id(client_config: &Value, id: &str) -> Value {
     config
 }
 
-/// Percent-encoding as Python's `urllib.parse.quote` does by default (`/` kept).
+/// What Python's `urllib.parse.quote` leaves as it is by default: letters, digits, `_.-~/`.
+const UNQUOTED: &AsciiSet = &NON_ALPHANUMERIC
+    .remove(b'_')
+    .remove(b'.')
+    .remove(b'-')
+    .remove(b'~')
+    .remove(b'/');
+
+/// Percent-encoding as Python's `urllib.parse.quote` does by default.
 fn quote(text: &str) -> String {
-    let mut quoted = String::with_capacity(text.len());
-    for byte in text.bytes() {
-        if byte.is_ascii_alphanumeric() || b"_.-~/".contains(&byte) {
-            quoted.push(byte as char);
-        } else {
-            quoted.push_str(&format!("%{byte:02X}"));
-        }
-    }
-    quoted
-}
-
-/// The handler id from a request's path below the server's root path (`None`: all handlers).
-pub fn handler_id_from_path(path: &str, root: &str) -> Option<String> {
-    let rest = path.strip_prefix(root.trim_end_matches('/'))?;
-    let rest = rest.strip_prefix('/')?;
-    let id = unquote(rest);
-    (!id.is_empty()).then_some(id)
-}
-
-fn unquote(text: &str) -> String {
-    let bytes = text.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let hex = bytes
-            .get(i + 1..i + 3)
-            .and_then(|h| std::str::from_utf8(h).ok());
-        match (bytes[i], hex.and_then(|h| u8::from_str_radix(h, 16).ok())) {
-            (b'%', Some(byte)) => {
-                out.push(byte);
-                i += 3;
-            }
-            (byte, _) => {
-                out.push(byte);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
+    utf8_percent_encode(text, UNQUOTED).to_string()
 }
 
 /// The configuration object to create when it is absent (its webhooks are patched in).
@@ -256,12 +227,6 @@ mod tests {
     fn names_and_paths_survive_unusual_ids() {
         assert_eq!(webhook_name("a b:ü", "x"), "a20b3aü.x");
         assert_eq!(quote("a b/ü"), "a%20b/%C3%BC");
-        assert_eq!(
-            handler_id_from_path("/root/a%20b/%C3%BC", "/root/"),
-            Some("a b/ü".into())
-        );
-        assert_eq!(handler_id_from_path("/", ""), None);
-        assert_eq!(handler_id_from_path("/other/x", "/root"), None);
     }
 
     #[test]

@@ -14,6 +14,8 @@ use std::sync::Arc;
 use tokio::sync::watch;
 
 const GROUP_URL: &str = "/apis/admissionregistration.k8s.io/v1";
+/// How Kopf names the group's version in its messages.
+const GROUP_NAME: &str = "v1.admissionregistration.k8s.io";
 
 /// One managed configuration: its kind and which handlers go into it.
 struct Managed {
@@ -113,7 +115,7 @@ async fn create(credentials: &Credentials, managed: &Managed, name: &str) -> Res
         Ok(_) => Ok(()),
         Err(kube::Error::Api(status)) if status.code == 409 => Ok(()), // exists already
         Err(kube::Error::Api(status)) if status.code == 403 => Err(format!(
-            "Not enough RBAC permissions to create a {}.{GROUP_URL_NAME}: {}",
+            "Not enough RBAC permissions to create a {}.{GROUP_NAME}: {}",
             managed.plural, status.message
         )),
         Err(error) => Err(format!(
@@ -123,8 +125,6 @@ async fn create(credentials: &Credentials, managed: &Managed, name: &str) -> Res
         )),
     }
 }
-
-const GROUP_URL_NAME: &str = "v1.admissionregistration.k8s.io";
 
 async fn patch(credentials: &Credentials, managed: &Managed, name: &str, webhooks: Vec<Value>) {
     let url = format!("{GROUP_URL}/{}/{name}", managed.plural);

@@ -12,6 +12,7 @@ use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::{Bytes, Incoming};
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
+use percent_encoding::percent_decode_str;
 use serde_json::Value;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -218,8 +219,10 @@ fn webhook_of(path: &str, root: &str) -> Option<Option<String>> {
     if rest.is_empty() || rest == "/" {
         return Some(None);
     }
-    rest.strip_prefix('/')?;
-    Some(super::configs::handler_id_from_path(path, root))
+    let id = rest.strip_prefix('/')?;
+    Some(Some(
+        percent_decode_str(id).decode_utf8_lossy().into_owned(),
+    ))
 }
 
 /// Headers as a client wrote them (`User-Agent`), not as HTTP/1 normalises them.
@@ -260,6 +263,10 @@ mod tests {
         assert_eq!(webhook_of("/", ""), Some(None));
         assert_eq!(webhook_of("/other/x", "/hooks"), None);
         assert_eq!(webhook_of("/hooksx", "/hooks"), None);
+        assert_eq!(
+            webhook_of("/root/a%20b/%C3%BC", "/root/"),
+            Some(Some("a b/ü".into()))
+        );
     }
 
     #[test]
