@@ -165,14 +165,16 @@ async def operator(
         spec = {**bridge.spec(), 'namespaces': list(namespaces), 'settings': engine_settings,
                 'lifecycle': lifecycles.engine_name(lifecycle),
                 'liveness_endpoint': liveness_endpoint,
-                'admission_managed': settings.admission.managed if registry._webhooks else None}
+                'admission_managed': settings.admission.managed}
         _webhooks.check_configured(settings.admission.server, registry._webhooks)
         _webhooks.connection_var.set(connection)
         running = engine.run(json.dumps(spec), json.dumps(connection), bridge, storages)
         engine_task = asyncio.create_task(_as_coroutine(running))
         ready_task = asyncio.create_task(ready.wait())
         waiting: set[asyncio.Future[Any]] = {stop, engine_task, ready_task, *watchers}
-        if registry._webhooks:
+        # As Kopf: a configured server runs (and its managed configurations are kept) even
+        # with no admission handlers yet.
+        if registry._webhooks or settings.admission.server is not None:
             admission_task = asyncio.create_task(_webhooks.serve(settings.admission.server, engine),
                                                  name='admission webhook server')
             waiting.add(admission_task)

@@ -83,10 +83,11 @@ impl Operator {
             .ok_or_else(|| PyRuntimeError::new_err("this operator has already run"))?;
         let networking = spec.settings.networking.clone();
         let indices = self.indices.clone();
-        let admission = (!spec.webhooks.is_empty()).then(|| {
-            let handlers = spec.webhooks.clone();
-            Arc::new(Admission::new(hooks.clone(), handlers))
-        });
+        // Always: a configured webhook server runs even with no admission handlers (as Kopf).
+        let admission = Some(Arc::new(Admission::new(
+            hooks.clone(),
+            spec.webhooks.clone(),
+        )));
         *self.admission.lock().expect("not poisoned") = admission.clone();
         pyo3_async_runtimes::tokio::future_into_py(
             py,

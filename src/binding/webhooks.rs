@@ -18,7 +18,7 @@ pub type Slot = Arc<Mutex<Option<Arc<Admission>>>>;
 
 pub fn admission(slot: &Slot) -> PyResult<Arc<Admission>> {
     slot.lock().expect("not poisoned").clone().ok_or_else(|| {
-        PyRuntimeError::new_err("the operator has no admission handlers, or is not running")
+        PyRuntimeError::new_err("the operator is not running: its webhooks cannot be served")
     })
 }
 

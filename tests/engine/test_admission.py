@@ -309,3 +309,19 @@ def test_a_custom_server_calls_the_webhookfn(crd: None, namespace: str, tmp_path
     assert answer == {"allowed": False, "uid": "u-3", "warnings": ["yes peer"],
                       "status": {"code": 418, "message": "No grumpy greetings, please."}}
     assert "custom error: UnknownResourceError: The specified resource has no handlers" in output
+
+
+def test_a_configured_server_runs_without_admission_handlers(crd: None, namespace: str, managed: str,
+                                                             tmp_path: Path) -> None:
+    source = HANDLERS.split("@kopf.on.validate(")[0] + """
+@kopf.on.event('greetings')
+def watch(**_):
+    pass
+"""
+    process = operator(tmp_path, namespace, managed, source=source)  # as Kopf: served and managed
+    try:
+        for kind in ("validatingwebhookconfiguration", "mutatingwebhookconfiguration"):
+            assert kubectl_json("get", kind, managed, "-o", "json").get("webhooks", []) == []
+        assert (tmp_path / "ca.pem").exists()
+    finally:
+        assert process.stop() == 0
