@@ -24,6 +24,7 @@ from kopf._handlers import Activity, ChangingHandler, DaemonHandler, OperatorReg
 from kopf._hierarchies import cause_body_var
 from kopf._lifecycles import LifeCycleFn
 from kopf._logging import LocalObjectLogger, ObjectLogger, TerseObjectLogger
+from kopf._memos import ObjectMemos
 from kopf._protocol import (
     DaemonCall,
     HandlerKind,
@@ -77,7 +78,7 @@ class Bridge:
                                                        'admission': self.webhooks}
         self.settings = settings
         self.memobase = memo
-        self.memos: dict[str, Any] = {}
+        self.memos = ObjectMemos(memo)
         self.stoppers: dict[int, DaemonStopper] = {}  # by the core's daemon tokens
         self.live_bodies: dict[str, dict[str, Any]] = {}  # what daemons & timers see, by object
         self.live_users: dict[str, int] = {}  # how many daemons & timers use each live body
@@ -205,7 +206,7 @@ class Bridge:
         return json.dumps(connection)
 
     def forget(self, key: str) -> None:
-        self.memos.pop(key, None)
+        self.memos.forget(key)
 
     def release(self, number: int) -> None:
         """The core has dropped a value that referred to an object kept for it."""
@@ -389,13 +390,6 @@ class Bridge:
             live.update(raw)
         return live
 
-    def _memo(self, uid: str | None) -> Any:
-        key = uid or ''
-        memo = self.memos.get(key)
-        if memo is None:  # handlers of one object may start in two threads at once: one memo wins
-            memo = self.memos.setdefault(key, copy.copy(self.memobase))
-        return memo
-
     def _raw_body(self, call: Invocation) -> dict[str, Any]:
         """The call's body: as sent, or the live one of daemons and timers (sent only when
         it has changed since their previous call; all other calls carry it)."""
@@ -424,7 +418,7 @@ class Bridge:
         logger = logger_cls(body=raw, settings=self.settings)
         kwargs: dict[str, Any] = {
             'logger': logger,
-            'memo': self._memo(body.meta.uid),
+            'memo': self.memos.of(body.meta.uid or ''),
             'resource': Resource.from_engine(call['resource']),
             'patch': patch,
             'body': body,

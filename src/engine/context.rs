@@ -34,6 +34,53 @@ pub struct Memory {
     pub indexing: IndexingMemory,
 }
 
+impl Memory {
+    /// What is kept while no worker has the object: nothing allocated for most objects
+    /// (only the two flags), the rest only when there is something in it.
+    pub fn rest(self) -> Resting {
+        if self.remaining_patch.is_none() && self.indexing.failures.is_empty() {
+            Resting::Flags {
+                noticed_by_listing: self.noticed_by_listing,
+                fully_handled_once: self.fully_handled_once,
+            }
+        } else {
+            Resting::Full(Box::new(self))
+        }
+    }
+}
+
+/// An object's memory while no worker has it (see `Memory::rest`).
+#[derive(Debug)]
+pub enum Resting {
+    Flags {
+        noticed_by_listing: bool,
+        fully_handled_once: bool,
+    },
+    Full(Box<Memory>),
+}
+
+impl Default for Resting {
+    fn default() -> Self {
+        Memory::default().rest()
+    }
+}
+
+impl Resting {
+    pub fn wake(self) -> Memory {
+        match self {
+            Resting::Flags {
+                noticed_by_listing,
+                fully_handled_once,
+            } => Memory {
+                noticed_by_listing,
+                fully_handled_once,
+                ..Memory::default()
+            },
+            Resting::Full(memory) => *memory,
+        }
+    }
+}
+
 /// The failures of an object's indexing functions, by index id: retries and delays after
 /// temporary errors, or a permanent one. Successes are not remembered (as in Kopf).
 #[derive(Debug, Default)]

@@ -7,7 +7,7 @@
 
 use crate::client::applying;
 use crate::client::watching::{EventType, RawEvent, Watched};
-use crate::engine::context::{object_key, Memory, ResourceContext};
+use crate::engine::context::{object_key, Memory, ResourceContext, Resting};
 use crate::engine::daemons::{Daemons, ObjectDaemons};
 use crate::engine::{indexing, processing};
 use crate::ha::pausing::Pause;
@@ -16,13 +16,14 @@ use crate::object_log;
 use crate::state::patches::Patch;
 use crate::state::progression::format_time;
 use crate::state::StorageError;
+use crate::util::identity::ObjectId;
 use crate::util::logging::ObjectRef;
 use crate::util::tasks;
 use serde_json::Value;
 use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::{mpsc, OwnedMutexGuard, Semaphore};
+use tokio::sync::{mpsc, Semaphore};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 use tracing::Level;
@@ -63,27 +64,38 @@ enum Slept {
     DaemonExited,
 }
 
-type Memories = Arc<Mutex<HashMap<String, Arc<tokio::sync::Mutex<Memory>>>>>;
+/// A worker's end: its object's key, and the object's memory unless the object is gone.
+type Finished = (String, Option<Memory>);
+
+/// Where the dispatcher sends each object's events.
+#[derive(Default)]
+struct Routes {
+    /// The queue of each object that has a worker (or one about to start).
+    queues: HashMap<String, mpsc::UnboundedSender<Queued>>,
+    /// The queues of workers to start once their object's previous worker, still finishing
+    /// what it took before idling out, has ended: so that events never overtake each other.
+    successors: HashMap<String, mpsc::UnboundedReceiver<Queued>>,
+    /// The objects known and at rest (no worker): what is remembered of them, compactly.
+    resting: HashMap<ObjectId, Resting>,
+    workers: JoinSet<Finished>,
+}
 
 impl Dispatcher {
     /// Route the stream's events to the objects' workers until the stream ends.
     pub async fn run(self, mut events: mpsc::Receiver<Watched>) {
         let this = Arc::new(self);
-        let memories: Memories = Arc::default();
-        let mut queues: HashMap<String, mpsc::UnboundedSender<Queued>> = HashMap::new();
-        let mut workers: JoinSet<String> = JoinSet::new();
+        let mut routes = Routes::default();
         // The objects listed since the listing began: the others known are gone.
-        let mut listed: HashSet<String> = HashSet::new();
+        let mut listed: HashSet<ObjectId> = HashSet::new();
         loop {
             let watched = tokio::select! {
                 watched = events.recv() => match watched {
                     Some(watched) => watched,
                     None => break,
                 },
-                // An idle worker has exited: its queue goes too (unless a successor has one).
-                Some(Ok(key)) = workers.join_next() => {
-                    if queues.get(&key).is_some_and(|queue| queue.is_closed()) {
-                        queues.remove(&key);
+                Some(finished) = routes.workers.join_next() => {
+                    if let Ok((key, memory)) = finished {
+                        this.finished(&mut routes, key, memory);
                     }
                     continue;
                 }
@@ -91,10 +103,13 @@ impl Dispatcher {
             let event = match watched {
                 Watched::Event(event) => event,
                 Watched::Synced => {
-                    let vanished: Vec<String> = (memories.lock().expect("not poisoned").keys())
-                        .filter(|key| !listed.contains(*key))
-                        .cloned()
-                        .collect();
+                    let resting = (routes.resting.keys())
+                        .filter(|id| !listed.contains(*id))
+                        .map(ObjectId::to_string);
+                    let busy = (routes.queues.keys())
+                        .filter(|key| !listed.contains(&ObjectId::new(key)))
+                        .cloned();
+                    let vanished: Vec<String> = resting.chain(busy).collect();
                     for key in vanished {
                         // In order with its other events: through its own queue.
                         let body = serde_json::json!({"metadata": {"uid": key}});
@@ -102,9 +117,9 @@ impl Dispatcher {
                             event_type: EventType::Vanished,
                             object: Arc::new(body),
                         };
-                        this.route(&mut queues, &mut workers, &memories, key, (event, false));
+                        this.route(&mut routes, key, (event, false));
                     }
-                    listed.clear();
+                    listed = HashSet::new(); // not kept at the listing's size meanwhile
                     if let Some(listing) = &this.listing {
                         listing.completed();
                     }
@@ -114,20 +129,26 @@ impl Dispatcher {
             let key = object_key(&event.object);
             let mut counted = false;
             if event.event_type == EventType::Listed {
-                listed.insert(key.clone());
+                listed.insert(ObjectId::new(&key));
                 if let Some(listing) = this.listing.as_ref().filter(|l| l.is_listing()) {
                     listing.listed();
                     counted = true;
                 }
             }
-            this.route(&mut queues, &mut workers, &memories, key, (event, counted));
+            this.route(&mut routes, key, (event, counted));
         }
         // The stream has ended (the operator stops): stop the daemons, and meanwhile
         // let the workers finish their cycles.
         if let Some(listing) = &this.listing {
             listing.abandon();
         }
-        drop(queues);
+        let Routes {
+            queues,
+            successors,
+            mut workers,
+            ..
+        } = routes;
+        drop((queues, successors)); // closed: the workers finish what they have and exit
         let exit_timeout = Duration::from_secs_f64(this.ctx.settings.queueing.exit_timeout);
         let finishing = async {
             if tokio::time::timeout(exit_timeout, async {
@@ -143,15 +164,8 @@ impl Dispatcher {
     }
 
     /// Into the object's queue; a closed one (its worker idled out) or none: a new worker.
-    fn route(
-        self: &Arc<Self>,
-        queues: &mut HashMap<String, mpsc::UnboundedSender<Queued>>,
-        workers: &mut JoinSet<String>,
-        memories: &Memories,
-        key: String,
-        item: Queued,
-    ) {
-        let event = match queues.get(&key) {
+    fn route(self: &Arc<Self>, routes: &mut Routes, key: String, item: Queued) {
+        let item = match routes.queues.get(&key) {
             Some(queue) => match queue.send(item) {
                 Ok(()) => return,
                 Err(mpsc::error::SendError(item)) => item,
@@ -159,16 +173,39 @@ impl Dispatcher {
             None => item,
         };
         let (tx, rx) = mpsc::unbounded_channel();
-        tx.send(event).expect("the receiver is right here");
-        queues.insert(key.clone(), tx);
-        let memory = memories
-            .lock()
-            .expect("not poisoned")
-            .entry(key.clone())
-            .or_default()
-            .clone();
-        let worker = Worker::start(self.clone(), key, rx, memory, memories.clone());
-        tasks::spawn_in(workers, worker);
+        tx.send(item).expect("the receiver is right here");
+        if routes.queues.insert(key.clone(), tx).is_some() {
+            // Its worker is finishing what it took: the successor starts when it has ended.
+            routes.successors.insert(key, rx);
+            return;
+        }
+        let memory = (routes.resting.remove(&ObjectId::new(&key)))
+            .map(Resting::wake)
+            .unwrap_or_default();
+        self.start(routes, key, rx, memory);
+    }
+
+    /// An object's worker has ended: its successor takes over, or its memory rests.
+    fn finished(self: &Arc<Self>, routes: &mut Routes, key: String, memory: Option<Memory>) {
+        if let Some(rx) = routes.successors.remove(&key) {
+            self.start(routes, key, rx, memory.unwrap_or_default());
+            return;
+        }
+        routes.queues.remove(&key);
+        if let Some(memory) = memory {
+            routes.resting.insert(ObjectId::new(&key), memory.rest());
+        }
+    }
+
+    fn start(
+        self: &Arc<Self>,
+        routes: &mut Routes,
+        key: String,
+        rx: mpsc::UnboundedReceiver<Queued>,
+        memory: Memory,
+    ) {
+        let worker = Worker::new(self.clone(), key, rx, memory);
+        tasks::spawn_in(&mut routes.workers, worker.run());
     }
 }
 
@@ -191,8 +228,9 @@ struct Worker {
     dispatcher: Arc<Dispatcher>,
     key: String,
     rx: mpsc::UnboundedReceiver<Queued>,
-    memory: OwnedMutexGuard<Memory>,
-    memories: Memories,
+    memory: Memory,
+    /// The object is gone: nothing of it is to be remembered.
+    gone: bool,
     /// The latest state, while it is to be processed (now, or again after a delay).
     latest: Option<RawEvent>,
     /// What the `on.event` handlers want applied, with the next cycle's patch.
@@ -205,38 +243,34 @@ struct Worker {
 }
 
 impl Worker {
-    async fn start(
+    fn new(
         dispatcher: Arc<Dispatcher>,
         key: String,
         rx: mpsc::UnboundedReceiver<Queued>,
-        memory: Arc<tokio::sync::Mutex<Memory>>,
-        memories: Memories,
-    ) -> String {
-        // Held for the worker's whole life: a successor for the same object (started when
-        // this one is closing) waits here, so the object's events never overtake each other.
-        let memory = memory.lock_owned().await;
+        memory: Memory,
+    ) -> Self {
         let error_delays = dispatcher.ctx.settings.queueing.error_delays.clone();
-        let worker = Worker {
+        Worker {
             dispatcher,
             key,
             rx,
             memory,
-            memories,
+            gone: false,
             latest: None,
             watching_patch: Patch::default(),
             own_change: None,
             error_delays: error_delays.into_iter(),
             retry_now: false,
-        };
-        worker.run().await
+        }
     }
 
     fn ctx(&self) -> &ResourceContext {
         &self.dispatcher.ctx
     }
 
-    /// Until the queue is closed and drained, or the object is gone; the object's key.
-    async fn run(mut self) -> String {
+    /// Until the queue is closed and drained, or the object is gone; the object's key and
+    /// memory (none if it is gone).
+    async fn run(mut self) -> Finished {
         while let Some(batch) = self.next_batch().await {
             if !self.dispatcher.pause.is_active() {
                 self.latest = None; // dropped: everything is listed again on resuming
@@ -251,7 +285,8 @@ impl Worker {
                 break;
             }
         }
-        self.key
+        let memory = (!self.gone).then_some(self.memory);
+        (self.key, memory)
     }
 
     /// Wait for news — idly, until our own change is due, or not at all after a throttled
@@ -436,7 +471,7 @@ impl Worker {
 
     /// The object is gone from the cluster: forget it everywhere.
     fn forget(&mut self) {
-        (self.memories.lock().expect("not poisoned")).remove(&self.key);
+        self.gone = true;
         self.dispatcher.daemons.forget(&self.key);
         self.ctx().hooks.forget(&self.key);
     }
@@ -784,6 +819,50 @@ mod tests {
         assert_eq!(events("a"), ["1", "100", "5"]);
         assert_eq!(events("b"), ["1", "101", "200"]);
         assert_eq!(setup.hooks.calls_of(HandlerKind::Changing), ["1", "1"]);
+        setup.stop().await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn at_the_streams_end_busy_workers_exit_without_idling_out() {
+        let setup = start(Pause::new(0));
+        setup
+            .send(EventType::Listed, object("a", "1", spec(1)))
+            .await;
+        setup.pass(0.1).await;
+        let started = Instant::now();
+        setup.stop().await;
+        // Neither waiting for them to idle out, nor cut at the exit timeout.
+        let queueing = Settings::default().queueing;
+        let soon = queueing.idle_timeout.min(queueing.exit_timeout) / 2.0;
+        assert!(started.elapsed() < Duration::from_secs_f64(soon));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_object_at_rest_is_not_resumed_again_by_a_relisting() {
+        let resuming = Handlers {
+            changing: vec![
+                testing::handler(json!({"index": 0, "id": "create_fn", "reason": "create"})),
+                testing::handler(
+                    json!({"index": 1, "id": "resume_fn", "reason": null, "initial": true}),
+                ),
+            ],
+            ..Default::default()
+        };
+        let setup = start_with(resuming, Pause::new(0));
+        setup
+            .send(EventType::Listed, object("a", "1", spec(1)))
+            .await;
+        setup.events.send(Watched::Synced).await.unwrap();
+        setup.pass(0.1).await;
+        let ours = setup.patcher.patched(&object("a", "1", spec(1)));
+        setup.send(EventType::Modified, ours.clone()).await;
+        setup.pass(20.0).await; // the worker idles out: the object's memory rests
+                                // A re-listing (after a pause, or a 410 Gone): the object is as we left it.
+        setup.send(EventType::Listed, ours).await;
+        setup.events.send(Watched::Synced).await.unwrap();
+        setup.pass(0.1).await;
+        assert_eq!(setup.hooks.calls_of(HandlerKind::Changing), ["1"]);
+        assert!(setup.hooks.forgotten.lock().unwrap().is_empty());
         setup.stop().await;
     }
 

@@ -1,9 +1,11 @@
 //! Layer 0, utilities: JSON paths and merges (`dicts`), Python-exact JSON and reprs
-//! (`encoding`), error texts with their causes (`errors`), the core's log lines
-//! (`logging`), and its tasks (`tasks`). Uses no other layer.
+//! (`encoding`), error texts with their causes (`errors`), objects' compact identities
+//! (`identity`), the core's log lines (`logging`), and its tasks (`tasks`). Uses no other
+//! layer.
 
 pub mod dicts;
 pub mod encoding;
 pub mod errors;
+pub mod identity;
 pub mod logging;
 pub mod tasks;
