@@ -32,3 +32,7 @@ pub mod webhooks;
 
 #[cfg(feature = "python")]
 mod binding;
+
+/// The system's allocator, with a region apart for the indices' long-lived values.
+#[global_allocator]
+static ALLOCATOR: util::apart::Allocator = util::apart::Allocator;

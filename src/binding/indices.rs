@@ -6,6 +6,7 @@ use super::calls::Calls;
 use crate::indices::datum::{Datum, Float, Opaque, Strings};
 use crate::indices::index::Index;
 use crate::indices::Indices;
+use crate::util::apart::apart;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{
@@ -33,8 +34,12 @@ pub struct Converter<'a> {
 
 impl Converter<'_> {
     /// An index function's result: a `dict` (exactly) is keys to values; anything else is
-    /// one value under the key `None`; `None` is nothing to index.
+    /// one value under the key `None`; `None` is nothing to index. Kept for long: apart.
     pub fn result(&self, result: &Bound<'_, PyAny>) -> PyResult<Option<Vec<(Datum, Datum)>>> {
+        apart(|| self.pairs(result))
+    }
+
+    fn pairs(&self, result: &Bound<'_, PyAny>) -> PyResult<Option<Vec<(Datum, Datum)>>> {
         if result.is_none() {
             return Ok(None);
         }

@@ -19,8 +19,7 @@ pub async fn index(ctx: &ResourceContext, memory: &mut IndexingMemory, event: &R
     if ctx.indexing.is_empty() {
         return;
     }
-    // One copy of the key for all its events and indices (the stores keep the first one).
-    let object: ObjectKey = ctx.indices.strings.intern(&object_key(&event.object));
+    let object = ObjectKey::new(&object_key(&event.object));
     if matches!(event.event_type, EventType::Deleted | EventType::Vanished) {
         for handler in &ctx.indexing {
             discard(ctx, handler, &object);

@@ -3,29 +3,34 @@
 //! contributions costs what that object has, not what the index has.
 
 use crate::indices::datum::Datum;
+use crate::util::apart::apart;
+use crate::util::identity::ObjectId;
 use indexmap::IndexMap;
+use smallvec::SmallVec;
 use std::collections::HashMap;
-use std::sync::Arc;
 
 /// Which object a value came from (its uid; namespace/name for the rare object without one).
-pub type ObjectKey = Arc<str>;
+pub type ObjectKey = ObjectId;
 
 /// The values under one key, by the object that gave each, in the order they came. Most
-/// keys have one object or a few (a pod's name): a plain list for them, exactly sized; a
-/// map once there are many (a label's value shared by thousands).
+/// keys have one object or a few (a pod's name): a list for them, inline in the index for
+/// one object; a map once there are many (a label's value shared by thousands).
 #[derive(Default)]
 pub struct Store(Values);
 
 enum Values {
-    Few(Vec<(ObjectKey, Datum)>),
+    Few(SmallVec<[(ObjectKey, Datum); 1]>),
     Many(Box<IndexMap<ObjectKey, Datum>>),
 }
 
 impl Default for Values {
     fn default() -> Self {
-        Values::Few(Vec::new())
+        Values::Few(SmallVec::new())
     }
 }
+
+/// The keys an object gave: inline for the usual one or two.
+type Given = SmallVec<[Datum; 2]>;
 
 /// Up to this many objects, a store is a list: searching it is as quick as hashing.
 const FEW: usize = 8;
@@ -84,15 +89,20 @@ impl Store {
 #[derive(Default)]
 pub struct Index {
     entries: IndexMap<Datum, Store>,
-    reverse: HashMap<ObjectKey, Vec<Datum>>,
+    reverse: HashMap<ObjectKey, Given>,
 }
 
 impl Index {
     /// The object's contributions are now these (key, value) pairs: new ones added, changed
     /// ones replaced in place, keys it no longer gives dropped (and stores left empty).
     pub fn replace(&mut self, object: &ObjectKey, pairs: Vec<(Datum, Datum)>) {
+        // What the stores and the reverse map keep of the object, for as long as it lives.
+        apart(|| self.replace_now(object, pairs));
+    }
+
+    fn replace_now(&mut self, object: &ObjectKey, pairs: Vec<(Datum, Datum)>) {
         let before = self.reverse.remove(object).unwrap_or_default();
-        let mut keys = Vec::with_capacity(pairs.len());
+        let mut keys = Given::with_capacity(pairs.len());
         for (key, value) in pairs {
             let entry = self.entries.entry(key);
             // The key as the index has it already: one copy for all the objects giving it.
@@ -198,7 +208,9 @@ mod tests {
     #[test]
     fn a_store_of_many_keeps_the_objects_order() {
         let mut index = Index::default();
-        let objects: Vec<ObjectKey> = (0..2 * FEW).map(|i| format!("uid-{i}").into()).collect();
+        let objects: Vec<ObjectKey> = (0..2 * FEW)
+            .map(|i| ObjectId::new(&format!("uid-{i}")))
+            .collect();
         for (i, object) in objects.iter().enumerate() {
             index.replace(object, vec![(s("k"), Datum::Int(i as i64))]);
         }

@@ -1,0 +1,304 @@
+//! Long-lived small allocations kept apart from the short-lived ones.
+//!
+//! Every event allocates a lot for a moment (the body's JSON, its conversions to Python),
+//! while an index keeps a few small values of each object for as long as the object lives.
+//! From one heap, those few values land scattered among the moment's allocations; once
+//! those are freed, nearly every page still holds a value or two, and none of the freed
+//! memory can go back to the system: 10 000 indexed pods kept 17 MiB of such pages for
+//! 6 MiB of values. Allocated `apart`, the values pack densely in a region of their own.
+//!
+//! The region is one reservation of address space, used from its start as needed (only
+//! pages written to take memory), in slots of a few sizes; a freed slot is reused for the
+//! next value of its size. Anything bigger, or allocated outside `apart`, is the system's.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::{Cell, UnsafeCell};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
+
+/// Slot sizes are multiples of this (and so is their alignment).
+const GRAIN: usize = 16;
+/// Bigger allocations are the system's: tables and buffers are few and freed whole.
+const LARGEST: usize = 512;
+const CLASSES: usize = LARGEST / GRAIN;
+
+/// How much address space to ask for, in order: nothing is used until written to.
+#[cfg(unix)]
+const RESERVATIONS: [usize; 3] = [4 << 30, 1 << 30, 256 << 20];
+
+thread_local! {
+    static APART: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Run `f` with this thread's allocations kept apart (for the values it keeps for long).
+pub fn apart<R>(f: impl FnOnce() -> R) -> R {
+    struct Restore(bool);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            APART.with(|apart| apart.set(self.0));
+        }
+    }
+    let _restore = Restore(APART.with(|apart| apart.replace(true)));
+    f()
+}
+
+/// The process's allocator: the system's, and the region for what is allocated `apart`.
+pub struct Allocator;
+
+/// Region states.
+const UNSET: u8 = 0;
+const READY: u8 = 1;
+const UNAVAILABLE: u8 = 2;
+
+struct Region {
+    state: AtomicU8,
+    start: AtomicUsize,
+    end: AtomicUsize,
+    lock: AtomicBool,
+    slots: UnsafeCell<Slots>,
+}
+
+/// The region's use, under its lock.
+struct Slots {
+    /// Where never-used space begins.
+    next: usize,
+    /// The first free slot of each size (each free slot holds the address of the next).
+    free: [usize; CLASSES],
+}
+
+// SAFETY: `slots` is only touched while `lock` is held.
+unsafe impl Sync for Region {}
+
+static REGION: Region = Region {
+    state: AtomicU8::new(UNSET),
+    start: AtomicUsize::new(0),
+    end: AtomicUsize::new(0),
+    lock: AtomicBool::new(false),
+    slots: UnsafeCell::new(Slots {
+        next: 0,
+        free: [0; CLASSES],
+    }),
+};
+
+impl Region {
+    fn contains(&self, ptr: *mut u8) -> bool {
+        let addr = ptr as usize;
+        addr >= self.start.load(Ordering::Acquire) && addr < self.end.load(Ordering::Acquire)
+    }
+
+    /// A spin lock: taken briefly and rarely contended (only for values kept apart), and
+    /// an allocator cannot use a lock that might allocate.
+    fn with<R>(&self, f: impl FnOnce(&mut Slots) -> R) -> R {
+        while (self.lock)
+            .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+        {
+            std::hint::spin_loop();
+        }
+        // SAFETY: the lock is held until the end of this call.
+        let result = f(unsafe { &mut *self.slots.get() });
+        self.lock.store(false, Ordering::Release);
+        result
+    }
+
+    /// Reserve the address space at the first use (under the lock).
+    fn ensure(&self, slots: &mut Slots) -> bool {
+        match self.state.load(Ordering::Acquire) {
+            READY => return true,
+            UNAVAILABLE => return false,
+            _ => {}
+        }
+        match reserve() {
+            Some((start, size)) => {
+                slots.next = start;
+                self.start.store(start, Ordering::Release);
+                self.end.store(start + size, Ordering::Release);
+                self.state.store(READY, Ordering::Release);
+                true
+            }
+            None => {
+                self.state.store(UNAVAILABLE, Ordering::Release);
+                false
+            }
+        }
+    }
+
+    fn alloc(&self, class: usize) -> Option<*mut u8> {
+        self.with(|slots| {
+            if !self.ensure(slots) {
+                return None;
+            }
+            let free = slots.free[class];
+            if free != 0 {
+                // SAFETY: a free slot of this region holds the address of the next one.
+                slots.free[class] = unsafe { *(free as *const usize) };
+                return Some(free as *mut u8);
+            }
+            let size = (class + 1) * GRAIN;
+            let end = self.end.load(Ordering::Relaxed);
+            if slots.next + size > end {
+                return None; // full: the system's from now on
+            }
+            let slot = slots.next;
+            slots.next += size;
+            Some(slot as *mut u8)
+        })
+    }
+
+    fn free(&self, ptr: *mut u8, class: usize) {
+        self.with(|slots| {
+            // SAFETY: the slot is ours again and at least a word big.
+            unsafe { *(ptr as *mut usize) = slots.free[class] };
+            slots.free[class] = ptr as usize;
+        })
+    }
+}
+
+#[cfg(unix)]
+fn reserve() -> Option<(usize, usize)> {
+    for size in RESERVATIONS {
+        // SAFETY: a fresh anonymous private mapping; nothing else refers to it.
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                size,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                -1,
+                0,
+            )
+        };
+        if ptr != libc::MAP_FAILED {
+            return Some((ptr as usize, size));
+        }
+    }
+    None
+}
+
+#[cfg(not(unix))]
+fn reserve() -> Option<(usize, usize)> {
+    None
+}
+
+/// The slot size class of an allocation that may go to the region.
+fn class_of(layout: Layout) -> Option<usize> {
+    let size = layout.size().max(1);
+    (size <= LARGEST && layout.align() <= GRAIN).then(|| size.div_ceil(GRAIN) - 1)
+}
+
+fn is_apart() -> bool {
+    APART.with(Cell::get)
+}
+
+// SAFETY: every pointer is either the system's (and given back to it) or a slot of the
+// region that no other allocation has until freed; `contains` tells which.
+unsafe impl GlobalAlloc for Allocator {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        if is_apart() {
+            if let Some(ptr) = class_of(layout).and_then(|class| REGION.alloc(class)) {
+                return ptr;
+            }
+        }
+        unsafe { System.alloc(layout) }
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        if is_apart() {
+            let ptr = unsafe { self.alloc(layout) };
+            if !ptr.is_null() {
+                unsafe { std::ptr::write_bytes(ptr, 0, layout.size()) };
+            }
+            return ptr;
+        }
+        unsafe { System.alloc_zeroed(layout) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        if REGION.contains(ptr) {
+            let class = class_of(layout).expect("only small allocations are in the region");
+            REGION.free(ptr, class);
+        } else {
+            unsafe { System.dealloc(ptr, layout) }
+        }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        if !REGION.contains(ptr) && !is_apart() {
+            return unsafe { System.realloc(ptr, layout, new_size) };
+        }
+        // SAFETY: the caller promises a valid size for this alignment.
+        let new_layout = unsafe { Layout::from_size_align_unchecked(new_size, layout.align()) };
+        let new = unsafe { self.alloc(new_layout) };
+        if !new.is_null() {
+            unsafe {
+                std::ptr::copy_nonoverlapping(ptr, new, layout.size().min(new_size));
+                self.dealloc(ptr, layout);
+            }
+        }
+        new
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn in_region<T: ?Sized>(value: &T) -> bool {
+        REGION.contains(value as *const T as *const u8 as *mut u8)
+    }
+
+    #[test]
+    fn values_allocated_apart_are_in_the_region_and_others_are_not() {
+        let kept: Box<[u64]> = apart(|| vec![1, 2, 3].into_boxed_slice());
+        let other: Box<[u64]> = vec![1, 2, 3].into_boxed_slice();
+        assert!(in_region(&*kept), "no region on this system?");
+        assert!(!in_region(&*other));
+        assert_eq!(*kept, [1, 2, 3]);
+    }
+
+    #[test]
+    fn big_values_are_the_systems_even_apart() {
+        let big: Box<[u8]> = apart(|| vec![7u8; LARGEST + 1].into_boxed_slice());
+        assert!(!in_region(&*big));
+    }
+
+    #[test]
+    fn a_freed_slot_is_used_again_for_the_same_size() {
+        // A size no other test uses, so that parallel tests do not take the slot.
+        let first: Box<[u8; 488]> = apart(|| Box::new([1; 488]));
+        let address = &*first as *const [u8; 488];
+        drop(first);
+        let second: Box<[u8; 488]> = apart(|| Box::new([2; 488]));
+        assert_eq!(&*second as *const [u8; 488], address);
+        assert_eq!(second[487], 2);
+    }
+
+    #[test]
+    fn values_grow_and_leave_the_region_with_their_content() {
+        let mut list: Vec<u32> = apart(|| (0..10).collect());
+        assert!(in_region(list.as_slice()));
+        list.extend(10..20); // reallocated outside `apart`: the system's now
+        assert!(!in_region(list.as_slice()));
+        assert_eq!(list, (0..20).collect::<Vec<_>>());
+        let moved_in: Vec<u32> = apart(|| {
+            let mut list = list.clone();
+            list.extend(20..30);
+            list
+        });
+        assert!(in_region(moved_in.as_slice()));
+        assert_eq!(moved_in, (0..30).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn zeroed_values_are_zeros_even_in_reused_slots() {
+        drop(apart(|| Box::new([0xffu8; 472])));
+        let zeros: Box<[u8]> = apart(|| vec![0u8; 472].into_boxed_slice());
+        assert!(zeros.iter().all(|byte| *byte == 0));
+    }
+
+    #[test]
+    fn apart_ends_with_its_closure_even_on_a_panic() {
+        let result = std::panic::catch_unwind(|| apart(|| panic!("inside")));
+        assert!(result.is_err());
+        assert!(!is_apart());
+    }
+}
