@@ -380,12 +380,18 @@ impl Hooks for PyHooks {
         )
     }
 
+    // The stop flags and cancellations go in order with the core's log lines (notes too):
+    // what a daemon logs on seeing them comes after the line that announced them.
     fn daemon_stopping(&self, token: u64, reason: u32) {
-        self.call_sync("daemon_stopping", |py| (token, reason).into_pyobject(py));
+        self.calls.notify("daemon_stopping", move |py| {
+            Ok((token, reason).into_pyobject(py)?.into_any())
+        });
     }
 
     fn daemon_cancel(&self, token: u64) {
-        self.call_sync("daemon_cancel", |py| (token,).into_pyobject(py));
+        self.calls.notify("daemon_cancel", move |py| {
+            Ok((token,).into_pyobject(py)?.into_any())
+        });
     }
 
     fn daemon_forget(&self, token: u64) {
