@@ -59,12 +59,6 @@ pub enum Resting {
     Full(Box<Memory>),
 }
 
-impl Default for Resting {
-    fn default() -> Self {
-        Memory::default().rest()
-    }
-}
-
 impl Resting {
     pub fn wake(self) -> Memory {
         match self {
