@@ -361,7 +361,7 @@ class Bridge:
             invoked = outcome.for_engine()
             invoked['indexed'] = invoked.pop('result', None)
             return invoked
-        invoked = outcome.for_engine({} if call.get('scope') is not None else dict(patch))
+        invoked = outcome.for_engine({} if call.get('scope') is not None else patch._as_merge_patch())
         if call['kind'] == 'admission':
             invoked['warnings'] = [str(w) for w in (kwargs or {}).get('warnings', [])]
             invoked['rejection'] = _rejection(outcome.exception)

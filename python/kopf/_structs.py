@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import collections.abc
+import copy
 import enum
-from collections.abc import Callable, Iterator, Mapping, MutableMapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping
 from typing import Any, Literal, NamedTuple, NewType, TypedDict, cast
 
 RawBody = MutableMapping[str, Any]
@@ -179,14 +180,29 @@ class MetaPatch(MutableMappingView):
 
 
 class Patch(dict[str, Any]):
-    """A JSON merge-patch that handlers fill: ``None`` values delete fields."""
+    """A JSON merge-patch that handlers fill: ``None`` values delete fields. Functions in
+    ``fns`` change a copy of the body in place, after the merge-patch, for what a merge-patch
+    cannot say (e.g. one item of a list)."""
 
-    def __init__(self, src: Mapping[str, Any] | None = None, /, body: Body | None = None) -> None:
+    def __init__(self, src: Mapping[str, Any] | None = None, /, body: Body | None = None,
+                 fns: Iterable[PatchFn] = ()) -> None:
         super().__init__(src or {})
         self._meta = MetaPatch(self)
         self._spec = MutableMappingView(self, 'spec')
         self._status = MutableMappingView(self, 'status')
         self._original = body
+        self._fns: list[PatchFn] = (src.fns if isinstance(src, Patch) else []) + list(fns)
+
+    def __bool__(self) -> bool:
+        return len(self) > 0 or bool(self._fns)
+
+    def clear(self) -> None:
+        super().clear()
+        self._fns.clear()
+
+    @property
+    def fns(self) -> list[PatchFn]:
+        return self._fns
 
     @property
     def metadata(self) -> MetaPatch:
@@ -205,7 +221,78 @@ class Patch(dict[str, Any]):
         return self._status
 
     def __repr__(self) -> str:
-        return f'{type(self).__name__}({dict(self)!r})' if self else f'{type(self).__name__}()'
+        texts = ([dict.__repr__(self)] if len(self) else []) + ([f'fns={self._fns!r}'] if self._fns else [])
+        return f'{type(self).__name__}({", ".join(texts)})'
+
+    def _changed(self, body: Mapping[str, Any] | None) -> tuple[dict[str, Any], dict[str, Any]]:
+        """The body as it is, and as it will be after the merge-patch and the functions."""
+        base = body if body is not None else self._original
+        if base is None:
+            raise ValueError("Cannot build a JSON-patch without the original body as a reference.")
+        as_is = copy.deepcopy(dict(base))
+        to_be = _merged(copy.deepcopy(as_is), dict(self))
+        for fn in self._fns:
+            fn(to_be)
+        return as_is, to_be
+
+    def as_json_patch(self, body: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+        """The JSON-patch (RFC 6902) operations that make ``body`` (by default, the body
+        the patch was made for) what the merge-patch and the functions make of it; no-ops
+        (deleting what is absent, setting what is already there) leave no operation."""
+        if not self:
+            return []
+        as_is, to_be = self._changed(body)
+        return _json_patch_ops(as_is, to_be, '')
+
+    def _as_merge_patch(self) -> dict[str, Any]:
+        """What the engine sends: the merge-patch, with the functions' changes folded in as
+        the merge-patch that makes the same of the body the handler saw."""
+        if not self._fns:
+            return dict(self)
+        as_is, to_be = self._changed(None)
+        return _merge_patch_between(as_is, to_be)
+
+
+def _merged(body: dict[str, Any], patch: Mapping[str, Any]) -> dict[str, Any]:
+    for key, value in patch.items():
+        if value is None:
+            body.pop(key, None)
+        elif isinstance(value, Mapping):
+            existing = body.get(key)
+            body[key] = _merged(existing if isinstance(existing, dict) else {}, value)
+        else:
+            body[key] = copy.deepcopy(value)
+    return body
+
+
+def _json_patch_ops(old: Any, new: Any, path: str) -> list[dict[str, Any]]:
+    if isinstance(old, dict) and isinstance(new, dict):
+        ops: list[dict[str, Any]] = []
+        for key in old:
+            if key not in new:
+                ops.append({'op': 'remove', 'path': f'{path}/{_pointer(key)}'})
+        for key, value in new.items():
+            if key not in old:
+                ops.append({'op': 'add', 'path': f'{path}/{_pointer(key)}', 'value': value})
+            else:
+                ops.extend(_json_patch_ops(old[key], value, f'{path}/{_pointer(key)}'))
+        return ops
+    return [] if old == new else [{'op': 'replace', 'path': path, 'value': new}]
+
+
+def _merge_patch_between(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
+    patch: dict[str, Any] = {key: None for key in old if key not in new}
+    for key, value in new.items():
+        if isinstance(value, dict) and isinstance(old.get(key), dict):
+            if nested := _merge_patch_between(old[key], value):
+                patch[key] = nested
+        elif key not in old or old[key] != value:
+            patch[key] = value
+    return patch
+
+
+def _pointer(key: str) -> str:
+    return str(key).replace('~', '~0').replace('/', '~1')
 
 
 class DiffOperation(enum.StrEnum):
