@@ -261,12 +261,7 @@ pub async fn run(
         Some(endpoint) => Some(crate::probing::serve(endpoint, hooks.clone()).await?),
         None => None,
     };
-    let resources = discover(
-        &credentials,
-        server,
-        &spec.settings.networking.error_backoffs,
-    )
-    .await?;
+    let resources = discover(&credentials, server).await?;
     let settings = Arc::new(spec.settings.clone());
     let targets = peering_targets(&credentials, &spec, &resources).await?;
     let lease = &settings.leadership;
@@ -308,6 +303,8 @@ pub async fn run(
         component: settings.posting.reporting_component.clone(),
         instance: settings.posting.reporting_instance.clone(),
         name_prefix: settings.posting.event_name_prefix.clone(),
+        worker_limit: settings.posting.worker_limit,
+        idle_timeout: settings.posting.idle_timeout,
     };
     let poster = tasks::spawn(poster.run(events));
     let limiter = settings
@@ -355,17 +352,21 @@ pub async fn run(
                 && r.preferred
         })
         .cloned();
+    // Without scanning (or the rights to it), only the resources found at start are served.
+    let crds = crds.filter(|_| !settings.scanning.disabled);
     let crd_watcher = crds.map(|crds| {
-        tasks::spawn(
-            Watcher {
-                credentials: credentials.clone(),
-                resource: Arc::new(crds),
-                namespace: None,
-                settings: settings.watching.clone(),
-                paused: None,
+        let watcher = Watcher {
+            credentials: credentials.clone(),
+            resource: Arc::new(crds),
+            namespace: None,
+            settings: settings.watching.clone(),
+            paused: None,
+        };
+        tasks::spawn(async move {
+            if watcher.run_if_permitted(crd_tx).await.is_err() {
+                tracing::warn!(target: ENGINE, "Not enough permissions to watch for resources: changes (creation/deletion/updates) will not be noticed; the resources are only refreshed on operator restarts.");
             }
-            .run(crd_tx),
-        )
+        })
     });
     ready();
 
@@ -382,7 +383,8 @@ pub async fn run(
                 while let Ok(event) = crd_rx.try_recv() {
                     crd_versions.is_news(&event);
                 }
-                match credentials.call(|client| async move { discovery::scan(&client).await }).await {
+                let what = format!("GET {server}/api & /apis (API discovery)");
+                match credentials.call(&what, |client| async move { discovery::scan(&client).await }).await {
                     Ok(resources) => {
                         serving.update(plan(&spec, &resources, hooks.as_ref(), false).await);
                         if let Some(admission) = &admission {
@@ -573,30 +575,19 @@ impl Serving {
 
 /// Discovery, retried with the networking backoffs: an API server that is still starting
 /// (or briefly unreachable) is waited for; one that stays away ends the operator with an error.
-async fn discover(
-    credentials: &Credentials,
-    server: &str,
-    backoffs: &[f64],
-) -> Result<Vec<Resource>, RunError> {
+/// The served resources, retried as any request (`settings.networking.error_backoffs`).
+async fn discover(credentials: &Credentials, server: &str) -> Result<Vec<Resource>, RunError> {
     let what = format!("GET {server}/api & /apis (API discovery)");
-    for attempt in 1.. {
-        let source = match credentials
-            .call(|client| async move { discovery::scan(&client).await })
-            .await
-        {
-            Ok(resources) => return Ok(resources),
-            Err(source) => source,
-        };
-        let error = errors::chain(&source);
-        let Some(delay) = backoffs.get(attempt - 1) else {
-            tracing::error!(target: ENGINE, "Request attempt {attempt} failed; escalating: {what} -> {error}");
+    (credentials
+        .call(
+            &what,
+            |client| async move { discovery::scan(&client).await },
+        )
+        .await)
+        .map_err(|source| {
             let server = server.to_owned();
-            return Err(DiscoveryError { server, source }.into());
-        };
-        tracing::error!(target: ENGINE, "Request attempt {attempt} failed; will retry: {what} -> {error}");
-        tokio::time::sleep(std::time::Duration::from_secs_f64(*delay)).await;
-    }
-    Ok(Vec::new()) // `1..` does not end
+            DiscoveryError { server, source }.into()
+        })
 }
 
 async fn filter<T>(mut rx: mpsc::Receiver<T>, tx: mpsc::Sender<T>, keep: impl Fn(&T) -> bool) {

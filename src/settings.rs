@@ -14,6 +14,14 @@ pub struct Settings {
     pub background: BackgroundSettings,
     pub peering: PeeringSettings,
     pub leadership: LeadershipSettings,
+    pub scanning: ScanningSettings,
+}
+
+/// Whether new and removed CRDs are noticed at runtime (else only those found at start).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+pub struct ScanningSettings {
+    pub disabled: bool,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -28,6 +36,12 @@ pub struct WatchingSettings {
     pub chunk_size: Option<u32>,
     pub label_selector: Option<String>,
     pub field_selector: Option<String>,
+    /// A watch request's whole life (then it is re-opened from where it was).
+    pub client_timeout: Option<f64>,
+    /// Connecting for a watch (else the networking's connect, else request timeout).
+    pub connect_timeout: Option<f64>,
+    /// The initial objects come in the watch-stream (`sendInitialEvents`), with no listing.
+    pub initial_streaming: bool,
 }
 
 impl Default for WatchingSettings {
@@ -39,6 +53,9 @@ impl Default for WatchingSettings {
             chunk_size: None,
             label_selector: None,
             field_selector: None,
+            client_timeout: None,
+            connect_timeout: None,
+            initial_streaming: false,
         }
     }
 }
@@ -98,6 +115,10 @@ pub struct PostingSettings {
     pub reporting_component: String,
     pub reporting_instance: String,
     pub event_name_prefix: String,
+    /// At most this many objects' events are posted at once (None: no limit).
+    pub worker_limit: Option<usize>,
+    /// An object's posting worker exits after this long without events.
+    pub idle_timeout: f64,
 }
 
 impl Default for PostingSettings {
@@ -107,6 +128,8 @@ impl Default for PostingSettings {
             reporting_component: "kopf".into(),
             reporting_instance: "dev".into(),
             event_name_prefix: "kopf-event-".into(),
+            worker_limit: None,
+            idle_timeout: 1.0,
         }
     }
 }
@@ -117,6 +140,8 @@ pub struct NetworkingSettings {
     pub request_timeout: Option<f64>,
     pub connect_timeout: Option<f64>,
     pub error_backoffs: Vec<f64>,
+    /// The server's `Retry-After` wins over the backoff even when shorter.
+    pub enforce_retry_after: bool,
 }
 
 impl Default for NetworkingSettings {
@@ -125,6 +150,7 @@ impl Default for NetworkingSettings {
             request_timeout: Some(300.0),
             connect_timeout: None,
             error_backoffs: vec![1.0, 1.0, 2.0, 3.0, 5.0, 8.0, 13.0, 21.0],
+            enforce_retry_after: false,
         }
     }
 }

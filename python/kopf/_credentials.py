@@ -21,6 +21,13 @@ PRIORITY_OF_SERVICE_ACCOUNT = 20
 SERVICE_ACCOUNT = '/var/run/secrets/kubernetes.io/serviceaccount'
 
 
+def _timestamp(moment: datetime.datetime | None) -> float | None:
+    """Seconds since the epoch; a naive moment is UTC (as Kopf takes it)."""
+    if moment is None:
+        return None
+    return (moment if moment.tzinfo else moment.replace(tzinfo=datetime.UTC)).timestamp()
+
+
 @dataclasses.dataclass(frozen=True)
 class ConnectionInfo:
     """An API endpoint with its credentials, as returned by ``@kopf.on.login`` handlers."""
@@ -70,6 +77,8 @@ class ConnectionInfo:
             'certificate_path': path(self.certificate_path), 'certificate_data': pem(self.certificate_data),
             'private_key_path': path(self.private_key_path), 'private_key_data': pem(self.private_key_data),
             'default_namespace': self.default_namespace,
+            'proxy_url': self.proxy_url, 'trust_env': self.trust_env,
+            'expiration': _timestamp(self.expiration),
         }
 
 

@@ -37,6 +37,11 @@ class HandlerChildrenRetry(TemporaryError):
     """Internal: sub-handlers are not finished yet; the parent is retried soon."""
 
 
+class UnsupportedError(PermanentError, NotImplementedError):
+    """A Kopf feature this engine does not have yet: it fails at once (permanently, in a
+    handler) rather than being accepted and silently ignored."""
+
+
 class OperatorError(Exception):
     """The engine could not go on: e.g. the API server stayed unreachable."""
 

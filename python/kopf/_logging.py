@@ -169,7 +169,9 @@ class K8sPoster(logging.Handler):
                      else 'Warning' if level <= logging.WARNING else 'Error' if level <= logging.ERROR
                      else 'Fatal' if level <= logging.FATAL else logging.getLevelName(level).capitalize())
             ref = record.__dict__['k8s_ref']  # set by the object loggers (checked in `filter`)
-            _posting.enqueue(ref=ref, type=type_, reason='Logging', message=self.format(record))
+            backoffs = record.__dict__['settings'].posting.logging_backoffs
+            _posting.enqueue(ref=ref, type=type_, reason='Logging', message=self.format(record),
+                             backoffs=backoffs)
         except Exception:
             self.handleError(record)
 

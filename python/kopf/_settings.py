@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from kopf import _diffbase, _progress
+from kopf._errors import UnsupportedError
 
 
 @dataclasses.dataclass
@@ -86,6 +87,20 @@ class WatchingSettings:
     chunk_size: int | None = None
     """The page size of the initial listing (all at once if unset)."""
     initial_streaming: bool = False
+    """List the objects in the watch-stream itself (``sendInitialEvents``), not by a listing."""
+
+    # Kopf 1.45's server-side selectors: refused until they act (rather than watching everything).
+    label_selectors = property(lambda self: _unsupported('settings.watching.label_selectors'),
+                               lambda self, value: _unsupported('settings.watching.label_selectors'))
+    field_selectors = property(lambda self: _unsupported('settings.watching.field_selectors'),
+                               lambda self, value: _unsupported('settings.watching.field_selectors'))
+    shard_selectors = property(lambda self: _unsupported('settings.watching.shard_selectors'),
+                               lambda self, value: _unsupported('settings.watching.shard_selectors'))
+
+
+def _unsupported(name: str) -> Any:
+    raise UnsupportedError(f"{name} (Kopf 1.45's server-side selectors) is not supported by this engine "
+                           "(kopf-rs) yet; filter in the handlers (labels=, field=, when=) instead.")
 
 
 @dataclasses.dataclass
@@ -212,6 +227,13 @@ class OperatorSettings:
     leadership: LeadershipSettings = dataclasses.field(default_factory=LeadershipSettings)
     admission: AdmissionSettings = dataclasses.field(default_factory=AdmissionSettings)
 
+    @property
+    def batching(self) -> QueueingSettings:
+        """Kopf's old name of ``queueing`` (deprecated there too)."""
+        warnings.warn("Batching settings are now queueing settings. "
+                      "Please rename `settings.batching` -> `settings.queueing`", DeprecationWarning, stacklevel=2)
+        return self.queueing
+
     def for_engine(self, customs: list[Any] | None = None) -> dict[str, Any]:
         """The part of the settings that the core acts on.
 
@@ -227,6 +249,9 @@ class OperatorSettings:
                 'inactivity_timeout': self.watching.inactivity_timeout,
                 'reconnect_backoff': self.watching.reconnect_backoff,
                 'chunk_size': self.watching.chunk_size,
+                'client_timeout': self.watching.client_timeout,
+                'connect_timeout': self.watching.connect_timeout,
+                'initial_streaming': self.watching.initial_streaming,
             },
             'queueing': {
                 'idle_timeout': self.queueing.idle_timeout,
@@ -245,6 +270,8 @@ class OperatorSettings:
                 'reporting_component': self.posting.reporting_component,
                 'reporting_instance': self.posting.reporting_instance,
                 'event_name_prefix': self.posting.event_name_prefix,
+                'worker_limit': self.posting.worker_limit,
+                'idle_timeout': self.posting.idle_timeout,
             },
             'background': {
                 'cancellation_polling': self.background.cancellation_polling,
@@ -265,5 +292,7 @@ class OperatorSettings:
                 'request_timeout': self.networking.request_timeout,
                 'connect_timeout': self.networking.connect_timeout,
                 'error_backoffs': floats(self.networking.error_backoffs),
+                'enforce_retry_after': self.networking.enforce_retry_after,
             },
+            'scanning': {'disabled': self.scanning.disabled},
         }

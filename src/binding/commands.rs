@@ -21,7 +21,7 @@ pub fn touch_peering<'py>(
         .map_err(|e| PyValueError::new_err(format!("invalid peering request: {e}")))?;
     pyo3_async_runtimes::tokio::future_into_py(py, async move {
         let failed = |message: String| PyRuntimeError::new_err(message);
-        let client = connection::client(&info, None, None)
+        let client = connection::client(&info, None)
             .await
             .map_err(|e| failed(e.to_string()))?;
         let resources = discovery::scan(&client).await.map_err(|source| {

@@ -6,8 +6,8 @@ use super::indices::IndexView;
 use super::logs::PyLogs;
 use super::storages::PyCustomStorages;
 use super::webhooks;
-use crate::client::connection::{self, ConnectionInfo};
-use crate::client::credentials::{Credentials, Login};
+use crate::client::connection::ConnectionInfo;
+use crate::client::credentials::{Credentials, Login, Network};
 use crate::client::posting::K8sEvent;
 use crate::engine::handlers::WebhookType;
 use crate::indices::Indices;
@@ -81,7 +81,7 @@ impl Operator {
             .expect("not poisoned")
             .take()
             .ok_or_else(|| PyRuntimeError::new_err("this operator has already run"))?;
-        let networking = spec.settings.networking.clone();
+        let network = Network::of(&spec.settings.networking, &spec.settings.watching);
         let indices = self.indices.clone();
         // Always: a configured webhook server runs even with no admission handlers (as Kopf).
         let admission = Some(Arc::new(Admission::new(
@@ -92,15 +92,11 @@ impl Operator {
         pyo3_async_runtimes::tokio::future_into_py(
             py,
             async move {
-                let (request_timeout, connect_timeout) =
-                    (networking.request_timeout, networking.connect_timeout);
-                let client = connection::client(&info, request_timeout, connect_timeout)
-                    .await
-                    .map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
                 let relogin_hooks = hooks.clone();
                 let login: Login = Arc::new(move || relogin_hooks.relogin());
-                let credentials =
-                    Credentials::new(client, Some(login), request_timeout, connect_timeout);
+                let credentials = Credentials::connect(&info, Some(login), network)
+                    .await
+                    .map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
                 let ready = move || {
                     Python::attach(|py| {
                         if let Err(error) = ready_bridge.call_method0(py, "ready") {

@@ -29,6 +29,12 @@ pub struct ConnectionInfo {
     pub private_key_path: Option<String>,
     pub private_key_data: Option<String>,
     pub default_namespace: Option<String>,
+    /// An HTTP(S) or SOCKS5 proxy for every request (a kubeconfig's `proxy-url`).
+    pub proxy_url: Option<String>,
+    /// Without a proxy URL: take the proxy from `HTTPS_PROXY`/`HTTP_PROXY`, minus `NO_PROXY`.
+    pub trust_env: bool,
+    /// When the credentials expire (seconds since the epoch): renewed at the first request after.
+    pub expiration: Option<f64>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -47,6 +53,12 @@ pub enum ConnectionError {
     },
     #[error("only the bearer scheme is supported for tokens, not {0:?}")]
     Scheme(String),
+    #[error("the proxy URL {url:?} is not valid: {source}")]
+    Proxy {
+        url: String,
+        #[source]
+        source: http::uri::InvalidUri,
+    },
 }
 
 fn b64(data: &str) -> String {
@@ -54,9 +66,10 @@ fn b64(data: &str) -> String {
 }
 
 /// Build a client, via an in-memory kubeconfig (so kube parses the credentials as kubectl does).
+/// Requests' own deadlines are the caller's (`Credentials`): watches and one-shot requests
+/// share the client's connections but not their timeouts.
 pub async fn client(
     info: &ConnectionInfo,
-    request_timeout: Option<f64>,
     connect_timeout: Option<f64>,
 ) -> Result<kube::Client, ConnectionError> {
     if let Some(scheme) = &info.scheme {
@@ -116,12 +129,109 @@ pub async fn client(
             })?;
     // Watches have their own inactivity timeout: reads must not end them early.
     config.read_timeout = None;
-    config.write_timeout = request_timeout.map(Duration::from_secs_f64);
+    config.write_timeout = None;
     config.connect_timeout = Some(Duration::from_secs_f64(connect_timeout.unwrap_or(30.0)));
+    // kube reads `HTTPS_PROXY` by itself; Kopf only when asked to (`trust_env`).
+    config.proxy_url = proxy(info)?;
     // Told apart from other clients in the apiserver's audit log (as Kopf is by `kopf/x.y.z`).
     config.headers.push((
         http::header::USER_AGENT,
         http::HeaderValue::from_static(concat!("kopf-rs/", env!("CARGO_PKG_VERSION"))),
     ));
     kube::Client::try_from(config).map_err(|source| ConnectionError::Client { server, source })
+}
+
+/// The proxy for the server, as Kopf's aiohttp session finds it: the connection's own URL,
+/// else (with `trust_env`) the environment's for the server's scheme unless `NO_PROXY` names it.
+fn proxy(info: &ConnectionInfo) -> Result<Option<http::Uri>, ConnectionError> {
+    let env = |name: &str| {
+        std::env::var(name)
+            .or_else(|_| std::env::var(name.to_uppercase()))
+            .ok()
+            .filter(|value| !value.is_empty())
+    };
+    let url = match info.proxy_url.as_deref().filter(|url| !url.is_empty()) {
+        Some(url) => Some(url.to_owned()),
+        None if info.trust_env => {
+            let server: http::Uri = info.server.parse().unwrap_or_default();
+            let scheme = if server.scheme_str() == Some("http") {
+                "http_proxy"
+            } else {
+                "https_proxy"
+            };
+            let host = server.host().unwrap_or_default();
+            let port = server.port_u16();
+            let bypassed = env("no_proxy").is_some_and(|list| bypasses(&list, host, port));
+            env(scheme).filter(|_| !bypassed)
+        }
+        None => None,
+    };
+    url.map(|url| {
+        url.parse().map_err(|source| ConnectionError::Proxy {
+            url: url.clone(),
+            source,
+        })
+    })
+    .transpose()
+}
+
+/// Does `NO_PROXY` exempt the host? `*` for all; else names (`example.com` or `.example.com`
+/// for it and its subdomains), optionally with a port.
+fn bypasses(list: &str, host: &str, port: Option<u16>) -> bool {
+    let host = host
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .to_ascii_lowercase();
+    list.split(',')
+        .map(str::trim)
+        .filter(|e| !e.is_empty())
+        .any(|entry| {
+            if entry == "*" {
+                return true;
+            }
+            let (name, entry_port) = match entry.rsplit_once(':') {
+                Some((name, p)) if !name.contains(':') || name.ends_with(']') => {
+                    (name, p.parse::<u16>().ok())
+                }
+                _ => (entry, None),
+            };
+            let name = name.trim_start_matches('[').trim_end_matches(']');
+            let name = name.trim_start_matches('.').to_ascii_lowercase();
+            let port_ok = entry_port.is_none() || entry_port == port;
+            port_ok && (host == name || host.ends_with(&format!(".{name}")))
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn no_proxy_names_hosts_domains_and_ports() {
+        assert!(bypasses("*", "anything", None));
+        assert!(bypasses("localhost, 127.0.0.1", "127.0.0.1", Some(6443)));
+        assert!(bypasses(".example.com", "api.example.com", None));
+        assert!(bypasses("example.com", "example.com", None));
+        assert!(bypasses("example.com", "api.example.com", Some(443)));
+        assert!(!bypasses("example.com", "notexample.com", None));
+        assert!(bypasses("api.local:6443", "api.local", Some(6443)));
+        assert!(!bypasses("api.local:6443", "api.local", Some(443)));
+        assert!(!bypasses("", "api.local", None));
+    }
+
+    #[test]
+    fn the_proxy_from_the_connection_or_only_when_trusting_the_environment() {
+        let mut info = ConnectionInfo {
+            server: "https://10.0.0.1:6443".into(),
+            ..Default::default()
+        };
+        assert_eq!(proxy(&info).unwrap(), None);
+        info.proxy_url = Some("http://proxy.local:3128".into());
+        assert_eq!(
+            proxy(&info).unwrap().unwrap().to_string(),
+            "http://proxy.local:3128/"
+        );
+        info.proxy_url = Some("http://bad url".into());
+        assert!(proxy(&info).is_err());
+    }
 }

@@ -1,13 +1,18 @@
 //! The API client and the credentials behind it. When the server answers 401
-//! (an expired token, a rotated certificate), the login handlers are asked
-//! again — once, however many requests failed at the same time — and a new
-//! client replaces the old one for every request from then on.
+//! (an expired token, a rotated certificate), or the credentials have passed their
+//! expiration, the login handlers are asked again — once, however many requests
+//! failed at the same time — and a new client replaces the old one for every request
+//! from then on. Requests are retried as Kopf retries them (`error_backoffs`), each
+//! attempt within `request_timeout`.
 
 use crate::client::connection::{self, ConnectionError, ConnectionInfo};
+use crate::settings::{NetworkingSettings, WatchingSettings};
+use crate::util::logging::ENGINE;
 use futures::future::BoxFuture;
 use serde::de::DeserializeOwned;
 use std::future::Future;
 use std::sync::{Arc, RwLock};
+use std::time::Duration;
 
 /// One-shot requests in flight at once (watches are not counted). Each needs a TLS
 /// connection of its own (HTTP/1.1), kept in the client's pool afterwards: unbounded,
@@ -35,75 +40,274 @@ pub enum RenewError {
     Connection(#[from] ConnectionError),
 }
 
+/// A request that took longer than `settings.networking.request_timeout`.
+#[derive(Debug, thiserror::Error)]
+#[error("no response within {0} s (settings.networking.request_timeout)")]
+pub struct TimedOut(pub f64);
+
+/// How requests are made (`settings.networking`, and the watches' connect timeout).
+#[derive(Debug, Clone, Default)]
+pub struct Network {
+    /// Each one-shot attempt's deadline, from connecting to the whole response.
+    pub request_timeout: Option<f64>,
+    pub connect_timeout: Option<f64>,
+    /// Watches connect with their own timeout (Kopf: `settings.watching.connect_timeout`).
+    pub watch_connect_timeout: Option<f64>,
+    /// Delays before the retries of a failed request (none: fail at once).
+    pub error_backoffs: Vec<f64>,
+    /// A server's `Retry-After` replaces the backoff even when shorter.
+    pub enforce_retry_after: bool,
+}
+
+impl Network {
+    pub fn of(settings: &NetworkingSettings, watching: &WatchingSettings) -> Self {
+        Self {
+            request_timeout: settings.request_timeout,
+            connect_timeout: settings.connect_timeout,
+            watch_connect_timeout: (watching.connect_timeout)
+                .or(settings.connect_timeout)
+                .or(settings.request_timeout),
+            error_backoffs: settings.error_backoffs.clone(),
+            enforce_retry_after: settings.enforce_retry_after,
+        }
+    }
+}
+
+/// The clients of one login: one-shot requests and watches connect with different timeouts.
+#[derive(Clone)]
+struct Clients {
+    generation: u64,
+    requests: kube::Client,
+    watches: kube::Client,
+    /// Seconds since the epoch.
+    expiration: Option<f64>,
+    /// Where Events about cluster-scoped objects go.
+    default_namespace: Option<String>,
+}
+
+impl Clients {
+    async fn connect(
+        generation: u64,
+        info: &ConnectionInfo,
+        network: &Network,
+    ) -> Result<Self, ConnectionError> {
+        let requests = connection::client(info, network.connect_timeout).await?;
+        let watches = if network.watch_connect_timeout == network.connect_timeout {
+            requests.clone()
+        } else {
+            connection::client(info, network.watch_connect_timeout).await?
+        };
+        Ok(Self {
+            generation,
+            requests,
+            watches,
+            expiration: info.expiration,
+            default_namespace: info.default_namespace.clone(),
+        })
+    }
+
+    fn expired(&self) -> bool {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0.0, |d| d.as_secs_f64());
+        self.expiration.is_some_and(|expiration| now >= expiration)
+    }
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Channel {
+    Requests,
+    Watches,
+}
+
 pub struct Credentials {
-    /// The client with its generation (how many times it was renewed).
-    current: RwLock<(u64, kube::Client)>,
+    current: RwLock<Clients>,
     renewing: tokio::sync::Mutex<()>,
     requests: tokio::sync::Semaphore,
     login: Option<Login>,
-    request_timeout: Option<f64>,
-    connect_timeout: Option<f64>,
+    network: Network,
 }
 
 pub fn is_unauthorized(error: &kube::Error) -> bool {
     matches!(error, kube::Error::Api(status) if status.code == 401)
 }
 
+/// What Kopf retries: the server's errors, throttling, refusals during upgrades (403),
+/// connection failures and timeouts; not the client's own mistakes (other 4xx).
+fn is_retryable(error: &kube::Error) -> bool {
+    match error {
+        kube::Error::Api(status) => matches!(status.code, 403 | 429 | 500..),
+        kube::Error::HyperError(_) | kube::Error::Service(_) | kube::Error::ReadEvents(_) => true,
+        _ => false,
+    }
+}
+
+/// The server's `retryAfterSeconds` of a 429 (it sends the same as `Retry-After`).
+fn retry_after(error: &kube::Error) -> Option<f64> {
+    match error {
+        kube::Error::Api(status) if status.code == 429 => (status.details.as_ref())
+            .map(|details| details.retry_after_seconds)
+            .filter(|seconds| *seconds > 0)
+            .map(f64::from),
+        _ => None,
+    }
+}
+
 impl Credentials {
-    pub fn new(
-        client: kube::Client,
+    /// Log in with the login handlers' connection; `login` runs them again when needed.
+    pub async fn connect(
+        info: &ConnectionInfo,
         login: Option<Login>,
-        request_timeout: Option<f64>,
-        connect_timeout: Option<f64>,
-    ) -> Arc<Self> {
-        Arc::new(Self {
-            current: RwLock::new((0, client)),
+        network: Network,
+    ) -> Result<Arc<Self>, ConnectionError> {
+        let clients = Clients::connect(0, info, &network).await?;
+        Ok(Arc::new(Self {
+            current: RwLock::new(clients),
             renewing: tokio::sync::Mutex::new(()),
             requests: tokio::sync::Semaphore::new(MAX_CONCURRENT_REQUESTS),
             login,
-            request_timeout,
-            connect_timeout,
+            network,
+        }))
+    }
+
+    /// A fixed client that is never renewed, and requests that are never retried (tests, tools).
+    pub fn fixed(client: kube::Client) -> Arc<Self> {
+        let clients = Clients {
+            generation: 0,
+            requests: client.clone(),
+            watches: client,
+            expiration: None,
+            default_namespace: None,
+        };
+        Arc::new(Self {
+            current: RwLock::new(clients),
+            renewing: tokio::sync::Mutex::new(()),
+            requests: tokio::sync::Semaphore::new(MAX_CONCURRENT_REQUESTS),
+            login: None,
+            network: Network::default(),
         })
     }
 
-    /// A fixed client that is never renewed (for tests and tools).
-    pub fn fixed(client: kube::Client) -> Arc<Self> {
-        Self::new(client, None, None, None)
-    }
-
-    pub fn client(&self) -> (u64, kube::Client) {
+    fn clients(&self) -> Clients {
         self.current.read().expect("not poisoned").clone()
     }
 
+    /// The login's namespace (a kubeconfig context's, or the service account's), if any.
+    pub fn default_namespace(&self) -> Option<String> {
+        (self.current.read().expect("not poisoned").default_namespace).clone()
+    }
+
     /// Log in again, unless another request has already done so since `generation` failed.
-    pub async fn renew(&self, generation: u64) -> Result<(), RenewError> {
+    async fn renew(&self, generation: u64) -> Result<(), RenewError> {
         let _one_at_a_time = self.renewing.lock().await;
-        if self.client().0 != generation {
+        if self.clients().generation != generation {
             return Ok(());
         }
         let login = self.login.as_ref().ok_or(RenewError::NotRenewable)?;
         let info = login().await?;
-        let client = connection::client(&info, self.request_timeout, self.connect_timeout).await?;
-        let mut current = self.current.write().expect("not poisoned");
-        *current = (current.0 + 1, client);
+        let clients = Clients::connect(generation + 1, &info, &self.network).await?;
+        *self.current.write().expect("not poisoned") = clients;
         Ok(())
     }
 
-    /// Make a request; if it is refused as unauthorized, renew the credentials and retry once.
-    pub async fn call<T, F, Fut>(&self, request: F) -> Result<T, kube::Error>
+    /// A request as Kopf makes it: retried with the backoffs (`settings.networking.error_backoffs`
+    /// unless given) on what is worth retrying, each attempt with fresh credentials if needed.
+    pub async fn call<T, F, Fut>(&self, what: &str, request: F) -> Result<T, kube::Error>
     where
         F: Fn(kube::Client) -> Fut,
         Fut: Future<Output = Result<T, kube::Error>>,
     {
-        let (generation, client) = self.client();
-        match request(client).await {
+        self.retried(Channel::Requests, what, None, request).await
+    }
+
+    async fn retried<T, F, Fut>(
+        &self,
+        channel: Channel,
+        what: &str,
+        backoffs: Option<&[f64]>,
+        request: F,
+    ) -> Result<T, kube::Error>
+    where
+        F: Fn(kube::Client) -> Fut,
+        Fut: Future<Output = Result<T, kube::Error>>,
+    {
+        let backoffs = backoffs.unwrap_or(&self.network.error_backoffs);
+        let count = backoffs.len() + 1;
+        for attempt in 1..=count {
+            if attempt > 1 {
+                tracing::debug!(target: ENGINE, "Request attempt #{attempt}/{count}: {what}");
+            }
+            let error = match self.authorised(channel, &request).await {
+                Ok(result) => {
+                    if attempt > 1 {
+                        tracing::debug!(target: ENGINE, "Request attempt #{attempt}/{count} succeeded: {what}");
+                    }
+                    return Ok(result);
+                }
+                Err(error) if !is_retryable(&error) => return Err(error),
+                Err(error) => error,
+            };
+            let reason = crate::util::errors::chain(&error);
+            let Some(&backoff) = backoffs.get(attempt - 1) else {
+                tracing::error!(target: ENGINE, "Request attempt #{attempt}/{count} failed; escalating: {what} -> {reason}");
+                return Err(error);
+            };
+            let backoff = match retry_after(&error) {
+                Some(asked) if self.network.enforce_retry_after || asked > backoff => {
+                    tracing::debug!(target: ENGINE, "Overriding the backoff {backoff}s with the retry-after {asked}s from the server: {what}");
+                    asked
+                }
+                _ => backoff,
+            };
+            tracing::error!(target: ENGINE, "Request attempt #{attempt}/{count} failed; will retry: {what} -> {reason}");
+            tokio::time::sleep(Duration::from_secs_f64(backoff)).await;
+        }
+        unreachable!("the last attempt returns")
+    }
+
+    /// One attempt: with renewed credentials if they have expired or are refused (401, once).
+    async fn authorised<T, F, Fut>(&self, channel: Channel, request: &F) -> Result<T, kube::Error>
+    where
+        F: Fn(kube::Client) -> Fut,
+        Fut: Future<Output = Result<T, kube::Error>>,
+    {
+        let mut clients = self.clients();
+        if clients.expired() && self.login.is_some() {
+            // As Kopf: expired credentials are not used; a failed renewal is the 401's to report.
+            if self.renew(clients.generation).await.is_ok() {
+                clients = self.clients();
+            }
+        }
+        let client = |clients: Clients| match channel {
+            Channel::Requests => clients.requests,
+            Channel::Watches => clients.watches,
+        };
+        let generation = clients.generation;
+        match self.timed(channel, request(client(clients))).await {
             Err(error) if is_unauthorized(&error) && self.login.is_some() => {
                 if self.renew(generation).await.is_err() {
                     return Err(error);
                 }
-                request(self.client().1).await
+                self.timed(channel, request(client(self.clients()))).await
             }
             other => other,
+        }
+    }
+
+    /// One-shot requests end by `request_timeout`; watches by their own timeouts (the watcher's).
+    async fn timed<T>(
+        &self,
+        channel: Channel,
+        attempt: impl Future<Output = Result<T, kube::Error>>,
+    ) -> Result<T, kube::Error> {
+        match (channel, self.network.request_timeout) {
+            (Channel::Requests, Some(timeout)) => {
+                match tokio::time::timeout(Duration::from_secs_f64(timeout), attempt).await {
+                    Ok(result) => result,
+                    Err(_elapsed) => Err(kube::Error::Service(Box::new(TimedOut(timeout)))),
+                }
+            }
+            _ => attempt.await,
         }
     }
 }
@@ -125,11 +329,11 @@ fn json_bytes(value: &serde_json::Value) -> Vec<u8> {
     serde_json::to_vec(value).expect("JSON values serialise")
 }
 
-/// The requests the engine makes, each renewing the credentials on a 401.
+/// The requests the engine makes, each retried and renewing the credentials as `call` does.
 impl Credentials {
     pub async fn get(&self, url: &str) -> Result<serde_json::Value, kube::Error> {
         let _slot = self.requests.acquire().await.expect("never closed");
-        self.call(|client| async move {
+        self.call(&format!("GET {url}"), |client| async move {
             client
                 .request(request(http::Method::GET, url, None, Vec::new())?)
                 .await
@@ -137,7 +341,7 @@ impl Credentials {
         .await
     }
 
-    /// A watch request: the stream of its events (opening it is what can be refused).
+    /// A watch request: the stream of its events (opening it is what can be refused or retried).
     pub async fn watch(
         &self,
         url: &str,
@@ -145,7 +349,8 @@ impl Credentials {
         impl futures::Stream<Item = Result<kube::core::WatchEvent<serde_json::Value>, kube::Error>>,
         kube::Error,
     > {
-        self.call(|client| async move {
+        let what = format!("GET {url}");
+        self.retried(Channel::Watches, &what, None, |client| async move {
             client
                 .request_events::<serde_json::Value>(request(
                     http::Method::GET,
@@ -165,13 +370,8 @@ impl Credentials {
         url: &str,
         patch: &serde_json::Value,
     ) -> Result<T, kube::Error> {
-        self.send(
-            http::Method::PATCH,
-            url,
-            "application/merge-patch+json",
-            patch,
-        )
-        .await
+        let json = "application/merge-patch+json";
+        self.send(http::Method::PATCH, url, json, patch, None).await
     }
 
     /// Replace an object; its `metadata.resourceVersion` makes it a compare-and-swap.
@@ -180,7 +380,7 @@ impl Credentials {
         url: &str,
         object: &serde_json::Value,
     ) -> Result<serde_json::Value, kube::Error> {
-        self.send(http::Method::PUT, url, "application/json", object)
+        self.send(http::Method::PUT, url, "application/json", object, None)
             .await
     }
 
@@ -189,7 +389,19 @@ impl Credentials {
         url: &str,
         object: &serde_json::Value,
     ) -> Result<serde_json::Value, kube::Error> {
-        self.send(http::Method::POST, url, "application/json", object)
+        self.send(http::Method::POST, url, "application/json", object, None)
+            .await
+    }
+
+    /// Create an object, retried with these backoffs instead of `error_backoffs`.
+    pub async fn post_retried(
+        &self,
+        url: &str,
+        object: &serde_json::Value,
+        backoffs: &[f64],
+    ) -> Result<serde_json::Value, kube::Error> {
+        let json = "application/json";
+        self.send(http::Method::POST, url, json, object, Some(backoffs))
             .await
     }
 
@@ -199,12 +411,14 @@ impl Credentials {
         url: &str,
         content_type: &str,
         payload: &serde_json::Value,
+        backoffs: Option<&[f64]>,
     ) -> Result<T, kube::Error> {
         let _slot = self.requests.acquire().await.expect("never closed");
-        self.call(|client| {
-            let method = method.clone();
+        let what = format!("{method} {url}");
+        let body = json_bytes(payload);
+        self.retried(Channel::Requests, &what, backoffs, |client| {
+            let (method, body) = (method.clone(), body.clone());
             async move {
-                let body = json_bytes(payload);
                 client
                     .request(request(method, url, Some(content_type), body)?)
                     .await

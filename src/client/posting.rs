@@ -1,13 +1,18 @@
 //! Kubernetes Events about objects (`kopf.event/info/warn/exception`), posted in
-//! the background, in order per object; a failed post is logged, never fatal.
+//! the background, in order per object; a failed post is retried with its backoffs,
+//! then logged, never fatal.
 
 use crate::client::credentials::Credentials;
 use crate::util::encoding::to_python_repr;
 use crate::util::logging::ENGINE;
+use crate::util::tasks;
 use serde::Deserialize;
 use serde_json::{json, Value};
+use std::collections::HashMap;
 use std::sync::Arc;
-use tokio::sync::mpsc;
+use std::time::Duration;
+use tokio::sync::{mpsc, Semaphore};
+use tokio::task::JoinSet;
 
 /// The API's limit for an event's message; longer ones are cut in the middle.
 const MAX_MESSAGE_LENGTH: usize = 1024;
@@ -21,6 +26,9 @@ pub struct K8sEvent {
     pub type_: String,
     pub reason: String,
     pub message: String,
+    /// Delays before the retries of a failed post (`settings.posting.*_backoffs`, `backoffs=`).
+    #[serde(default)]
+    pub backoffs: Vec<f64>,
 }
 
 pub struct Poster {
@@ -28,6 +36,10 @@ pub struct Poster {
     pub component: String,
     pub instance: String,
     pub name_prefix: String,
+    /// At most this many objects' workers at once (`settings.posting.worker_limit`).
+    pub worker_limit: Option<usize>,
+    /// A worker exits after this long without its object's events.
+    pub idle_timeout: f64,
 }
 
 /// Kopf's cut: keep the head and the tail, with "..." between, within the limit (in characters).
@@ -45,10 +57,67 @@ pub fn cut_message(message: &str) -> String {
 }
 
 impl Poster {
+    /// Post each object's events in order, by a worker of its own (so that one object's
+    /// retries never hold up another's), which exits when its object has been quiet a while.
     pub async fn run(self, mut events: mpsc::UnboundedReceiver<K8sEvent>) {
-        while let Some(event) = events.recv().await {
-            self.post(event).await;
+        let poster = Arc::new(self);
+        let limiter = (poster.worker_limit).map(|limit| Arc::new(Semaphore::new(limit.max(1))));
+        let mut queues: HashMap<String, mpsc::UnboundedSender<K8sEvent>> = HashMap::new();
+        let mut workers: JoinSet<String> = JoinSet::new();
+        loop {
+            tokio::select! {
+                event = events.recv() => {
+                    let Some(event) = event else { break };
+                    let key = object_key(&event.reference);
+                    // A worker that has just exited for idleness closed its queue: start another.
+                    let event = match queues.get(&key) {
+                        Some(queue) => match queue.send(event) {
+                            Ok(()) => continue,
+                            Err(mpsc::error::SendError(event)) => event,
+                        },
+                        None => event,
+                    };
+                    let (tx, rx) = mpsc::unbounded_channel();
+                    let _ = tx.send(event);
+                    queues.insert(key.clone(), tx);
+                    tasks::spawn_in(&mut workers, poster.clone().work(key, rx, limiter.clone()));
+                }
+                Some(Ok(key)) = workers.join_next() => {
+                    if queues.get(&key).is_some_and(mpsc::UnboundedSender::is_closed) {
+                        queues.remove(&key);
+                    }
+                }
+            }
         }
+    }
+
+    /// One object's worker: its events in order, until none comes for the idle timeout.
+    async fn work(
+        self: Arc<Self>,
+        key: String,
+        mut queue: mpsc::UnboundedReceiver<K8sEvent>,
+        limiter: Option<Arc<Semaphore>>,
+    ) -> String {
+        let _slot = match limiter {
+            Some(limiter) => Some(limiter.acquire_owned().await.expect("never closed")),
+            None => None,
+        };
+        let idle = Duration::from_secs_f64(self.idle_timeout.max(0.0));
+        loop {
+            match tokio::time::timeout(idle, queue.recv()).await {
+                Ok(Some(event)) => self.post(event).await,
+                Ok(None) => break,
+                Err(_idle) => {
+                    // No more events for this queue; those sent meanwhile are still posted.
+                    queue.close();
+                    while let Ok(event) = queue.try_recv() {
+                        self.post(event).await;
+                    }
+                    break;
+                }
+            }
+        }
+        key
     }
 
     async fn post(&self, event: K8sEvent) {
@@ -59,12 +128,12 @@ impl Poster {
         {
             return;
         }
-        let namespace = reference
-            .get("namespace")
-            .and_then(Value::as_str)
+        // Events of cluster-scoped objects go to the login's namespace, as in Kopf.
+        let namespace = (reference.get("namespace").and_then(Value::as_str))
             .filter(|ns| !ns.is_empty())
-            .unwrap_or("default")
-            .to_owned();
+            .map(str::to_owned)
+            .or_else(|| self.credentials.default_namespace())
+            .unwrap_or_else(|| "default".to_owned());
         let mut involved = reference.clone();
         involved["namespace"] = Value::String(namespace.clone());
         let now = crate::state::progression::format_time(chrono::Utc::now());
@@ -85,7 +154,9 @@ impl Poster {
             "eventTime": now,
         });
         let url = format!("/api/v1/namespaces/{namespace}/events");
-        let result = self.credentials.post(&url, &body).await;
+        let result = (self.credentials)
+            .post_retried(&url, &body, &event.backoffs)
+            .await;
         if let Err(error) = result {
             if tracing::enabled!(target: ENGINE, tracing::Level::WARN) {
                 let repr = |text: &str| to_python_repr(&Value::String(text.to_owned()));
@@ -109,6 +180,14 @@ impl Poster {
                 );
             }
         }
+    }
+}
+
+/// Which object's worker posts an event: its uid, else its kind, namespace and name.
+fn object_key(reference: &Value) -> String {
+    match reference.get("uid").and_then(Value::as_str) {
+        Some(uid) if !uid.is_empty() => uid.to_owned(),
+        _ => reference.to_string(),
     }
 }
 

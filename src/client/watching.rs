@@ -1,8 +1,10 @@
 //! The watch-stream of one resource in one namespace (or cluster-wide): list,
 //! then watch from the list's resourceVersion with bookmarks; re-watch from the
-//! last seen version when a stream ends or stalls; re-list on 410 Gone; back off
-//! with jitter on errors. Listed objects are marked as such (no event type),
-//! so that nothing from before the listing is replayed as new.
+//! last seen version when a stream ends, stalls or outlives `client_timeout`; re-list
+//! on 410 Gone; back off with jitter on errors. Listed objects are marked as such
+//! (no event type), so that nothing from before the listing is replayed as new.
+//! With `initial_streaming`, the listing is the watch-stream's own initial events
+//! (`sendInitialEvents`), until the bookmark that ends them.
 
 use crate::client::credentials::Credentials;
 use crate::client::resources::Resource;
@@ -86,6 +88,22 @@ impl Feed for Watched {
     }
 }
 
+/// The bookmark's annotation that ends the initial events of a streaming list.
+const INITIAL_EVENTS_END: &str = "k8s.io/initial-events-end";
+
+/// The stream was refused for lack of permissions (RBAC).
+#[derive(Debug)]
+pub struct Forbidden;
+
+/// Where a watch-stream starts after the listing.
+enum Start {
+    /// From the listing's version.
+    From(String),
+    /// With the initial events in the stream itself (no listing was made).
+    InitialEvents,
+    ReceiverGone,
+}
+
 /// Why a watch loop restarts.
 enum Restart {
     /// Continue from this version (stream closed, stalled, or failed).
@@ -106,24 +124,40 @@ pub struct Watcher {
 impl Watcher {
     /// Stream events into `tx` until the receiver is gone.
     pub async fn run<T: Feed>(self, tx: mpsc::Sender<T>) {
+        let _ = self.stream(tx, false).await;
+    }
+
+    /// As `run`, for a stream the operator can do without: a refusal (403) ends it.
+    pub async fn run_if_permitted<T: Feed>(self, tx: mpsc::Sender<T>) -> Result<(), Forbidden> {
+        self.stream(tx, true).await
+    }
+
+    async fn stream<T: Feed>(self, tx: mpsc::Sender<T>, optional: bool) -> Result<(), Forbidden> {
+        let forbidden = |error: &kube::Error| {
+            optional && matches!(error, kube::Error::Api(status) if status.code == 403)
+        };
         let mut failures: u32 = 0;
         'relist: loop {
             self.wait_resumed().await;
             let listed = tokio::select! {
-                listed = self.list(&tx) => listed,
+                listed = self.list(&tx), if !self.settings.initial_streaming => listed,
+                () = std::future::ready(()), if self.settings.initial_streaming => Ok(Start::InitialEvents),
                 () = self.paused_now() => continue 'relist,
             };
+            // None: the initial events are still to come in the stream itself.
             let mut version = match listed {
-                Ok(Some(version)) => {
+                Ok(Start::InitialEvents) => None,
+                Ok(Start::From(version)) => {
                     failures = 0;
                     if let Some(synced) = T::synced() {
                         if tx.send(synced).await.is_err() {
-                            return;
+                            return Ok(());
                         }
                     }
-                    version
+                    Some(version)
                 }
-                Ok(None) => return, // the receiver is gone
+                Ok(Start::ReceiverGone) => return Ok(()),
+                Err(error) if forbidden(&error) => return Err(Forbidden),
                 Err(error) => {
                     self.warn(&format!(
                         "Listing failed: {}",
@@ -135,12 +169,14 @@ impl Watcher {
             };
             loop {
                 let watched = tokio::select! {
-                    watched = self.watch(&tx, &mut version) => watched,
+                    watched = self.watch_within(&tx, &mut version) => watched,
                     () = self.paused_now() => continue 'relist,
                 };
                 match watched {
-                    Ok(None) => return,
+                    Ok(None) => return Ok(()),
                     Ok(Some(Restart::Relist)) => continue 'relist,
+                    // Broken before its initial events ended: stream them all again.
+                    Ok(Some(Restart::Rewatch)) if version.is_none() => continue 'relist,
                     Ok(Some(Restart::Rewatch)) => {
                         failures = 0;
                         tokio::time::sleep(Duration::from_secs_f64(
@@ -149,6 +185,7 @@ impl Watcher {
                         .await;
                     }
                     Err(kube::Error::Api(e)) if e.code == 410 => continue 'relist,
+                    Err(error) if forbidden(&error) => return Err(Forbidden),
                     Err(error) => {
                         self.warn(&format!(
                             "Watching failed: {}",
@@ -222,8 +259,8 @@ impl Watcher {
         encoded.join("&")
     }
 
-    /// List every object (paginated) and pass each on as a listing event.
-    async fn list<T: Feed>(&self, tx: &mpsc::Sender<T>) -> Result<Option<String>, kube::Error> {
+    /// List every object (paginated) and pass each on as a listing event; the list's version.
+    async fn list<T: Feed>(&self, tx: &mpsc::Sender<T>) -> Result<Start, kube::Error> {
         let url = self.resource.url(self.namespace.as_deref(), None, None);
         let mut token: Option<String> = None;
         loop {
@@ -258,7 +295,7 @@ impl Watcher {
                     object: Arc::new(item),
                 };
                 if tx.send(T::event(event)).await.is_err() {
-                    return Ok(None);
+                    return Ok(Start::ReceiverGone);
                 }
             }
             token = crate::util::dicts::meta(&page, "continue")
@@ -270,23 +307,49 @@ impl Watcher {
                     .and_then(Value::as_str)
                     .unwrap_or_default()
                     .to_owned();
-                return Ok(Some(version));
+                return Ok(Start::From(version));
             }
         }
     }
 
-    /// One watch request, until it ends, stalls, or the version expires.
+    /// One watch request, ended by `client_timeout` if set (then re-opened from where it was).
+    async fn watch_within<T: Feed>(
+        &self,
+        tx: &mpsc::Sender<T>,
+        version: &mut Option<String>,
+    ) -> Result<Option<Restart>, kube::Error> {
+        let Some(timeout) = self.settings.client_timeout else {
+            return self.watch(tx, version).await;
+        };
+        let watching = self.watch(tx, version);
+        match tokio::time::timeout(Duration::from_secs_f64(timeout), watching).await {
+            Ok(watched) => watched,
+            Err(_elapsed) => {
+                tracing::debug!(target: WATCHING, "Watch-stream for {} reached the client timeout, reconnecting.", self.describe());
+                Ok(Some(Restart::Rewatch))
+            }
+        }
+    }
+
+    /// One watch request, until it ends, stalls, or the version expires. Without a version,
+    /// it starts with the initial events (a streaming list) and passes them on as listed.
     async fn watch<T: Feed>(
         &self,
         tx: &mpsc::Sender<T>,
-        version: &mut String,
+        version: &mut Option<String>,
     ) -> Result<Option<Restart>, kube::Error> {
         let url = self.resource.url(self.namespace.as_deref(), None, None);
         let mut params = vec![
             ("watch", "true".to_owned()),
             ("allowWatchBookmarks", "true".to_owned()),
-            ("resourceVersion", version.clone()),
         ];
+        match version {
+            Some(version) => params.push(("resourceVersion", version.clone())),
+            None => {
+                params.push(("sendInitialEvents", "true".to_owned()));
+                params.push(("resourceVersionMatch", "NotOlderThan".to_owned()));
+            }
+        }
         if let Some(timeout) = self.settings.server_timeout {
             params.push(("timeoutSeconds", (timeout as u64).to_string()));
         }
@@ -303,11 +366,24 @@ impl Watcher {
                 Ok(Some(next)) => next?,
             };
             let (event_type, object) = match next {
+                WatchEvent::Added(o) if version.is_none() => (EventType::Listed, o),
                 WatchEvent::Added(o) => (EventType::Added, o),
                 WatchEvent::Modified(o) => (EventType::Modified, o),
                 WatchEvent::Deleted(o) => (EventType::Deleted, o),
                 WatchEvent::Bookmark(bookmark) => {
-                    *version = bookmark.metadata.resource_version;
+                    let ends_initial = (bookmark.metadata.annotations.get(INITIAL_EVENTS_END))
+                        .is_some_and(|value| value == "true");
+                    if version.is_none() && !ends_initial {
+                        continue; // the initial events' versions are not a place to resume from
+                    }
+                    if version.is_none() {
+                        if let Some(synced) = T::synced() {
+                            if tx.send(synced).await.is_err() {
+                                return Ok(None);
+                            }
+                        }
+                    }
+                    *version = Some(bookmark.metadata.resource_version);
                     continue;
                 }
                 WatchEvent::Error(e) if e.code == 410 => return Ok(Some(Restart::Relist)),
@@ -316,7 +392,9 @@ impl Watcher {
             if let Some(v) =
                 crate::util::dicts::meta(&object, "resourceVersion").and_then(Value::as_str)
             {
-                *version = v.to_owned();
+                if version.is_some() {
+                    *version = Some(v.to_owned());
+                }
             }
             let event = RawEvent {
                 event_type,

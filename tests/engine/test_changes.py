@@ -338,8 +338,8 @@ def test_unreachable_api_server(tmp_path: Path) -> None:
     exit_code = operator.process.wait(timeout=60)
     operator.stop()
     assert exit_code == 1
-    assert "Request attempt 1 failed; will retry" in operator.output
-    assert "Request attempt 3 failed; escalating" in operator.output
+    assert "Request attempt #1/3 failed; will retry" in operator.output
+    assert "Request attempt #3/3 failed; escalating" in operator.output
     assert "127.0.0.1:9" in operator.output
     assert "s3cr3t-t0ken" not in operator.output  # credentials are never logged
 
