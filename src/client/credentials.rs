@@ -427,3 +427,100 @@ impl Credentials {
         .await
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use tokio::time::Instant;
+
+    fn credentials(backoffs: &[f64], enforce_retry_after: bool) -> Credentials {
+        let config = kube::Config::new("http://127.0.0.1:1".parse().expect("a URL"));
+        let client = kube::Client::try_from(config).expect("a client");
+        let clients = Clients {
+            generation: 0,
+            requests: client.clone(),
+            watches: client,
+            expiration: None,
+            default_namespace: None,
+        };
+        Credentials {
+            current: RwLock::new(clients),
+            renewing: tokio::sync::Mutex::new(()),
+            requests: tokio::sync::Semaphore::new(1),
+            login: None,
+            network: Network {
+                error_backoffs: backoffs.to_vec(),
+                enforce_retry_after,
+                ..Network::default()
+            },
+        }
+    }
+
+    fn status(code: u16, retry_after: Option<u32>) -> kube::Error {
+        let mut status = kube::core::Status::failure("refused", "Refused").with_code(code);
+        if let Some(seconds) = retry_after {
+            let details = serde_json::json!({"retryAfterSeconds": seconds});
+            status.details = Some(serde_json::from_value(details).expect("details"));
+        }
+        kube::Error::Api(Box::new(status))
+    }
+
+    /// Answers `errors` in turn, then succeeds; how many attempts, and how long it took.
+    async fn attempts(credentials: &Credentials, errors: Vec<kube::Error>) -> (bool, usize, f64) {
+        let errors = std::sync::Mutex::new(errors.into_iter());
+        let count = AtomicUsize::new(0);
+        let started = Instant::now();
+        let result = credentials
+            .call("GET /test", |_| {
+                count.fetch_add(1, Ordering::SeqCst);
+                let next = errors.lock().unwrap().next();
+                async move { next.map_or(Ok(()), Err) }
+            })
+            .await;
+        let elapsed = started.elapsed().as_secs_f64();
+        (result.is_ok(), count.load(Ordering::SeqCst), elapsed)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn what_kopf_retries_is_retried_with_the_backoffs() {
+        let credentials = credentials(&[1.0, 2.0], false);
+        let (ok, count, elapsed) =
+            attempts(&credentials, vec![status(500, None), status(403, None)]).await;
+        assert!(ok);
+        assert_eq!((count, elapsed.round()), (3, 3.0));
+        let (ok, count, _) = attempts(&credentials, vec![status(404, None)]).await;
+        assert!(!ok && count == 1, "a client's mistake is not retried");
+        let errors = (0..3).map(|_| status(503, None)).collect();
+        let (ok, count, _) = attempts(&credentials, errors).await;
+        assert!(!ok && count == 3, "escalated after the last backoff");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_servers_retry_after_wins_when_longer_or_enforced() {
+        let relaxed = credentials(&[10.0], false);
+        let (_, _, elapsed) = attempts(&relaxed, vec![status(429, Some(30))]).await;
+        assert_eq!(elapsed.round(), 30.0);
+        let (_, _, elapsed) = attempts(&relaxed, vec![status(429, Some(3))]).await;
+        assert_eq!(elapsed.round(), 10.0);
+        let enforced = credentials(&[10.0], true);
+        let (_, _, elapsed) = attempts(&enforced, vec![status(429, Some(3))]).await;
+        assert_eq!(elapsed.round(), 3.0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_slow_request_ends_by_the_request_timeout() {
+        let mut credentials = credentials(&[], false);
+        credentials.network.request_timeout = Some(2.0);
+        let started = Instant::now();
+        let result: Result<(), kube::Error> = credentials
+            .call("GET /slow", |_| std::future::pending())
+            .await;
+        let error = result.expect_err("timed out");
+        assert!(
+            error.to_string().contains("no response within 2 s"),
+            "{error}"
+        );
+        assert_eq!(started.elapsed().as_secs_f64().round(), 2.0);
+    }
+}
