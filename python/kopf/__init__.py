@@ -4,8 +4,10 @@ Operators written for Kopf 1.45 import ``kopf`` and run unchanged.
 """
 
 import logging as _stdlogging
+from typing import TYPE_CHECKING as _TYPE_CHECKING
+from typing import Any as _Any
 
-from kopf import _internals, on
+from kopf import _errors, _internals, on
 from kopf import _lifecycles as lifecycles
 from kopf._credentials import (
     AiohttpSession,
@@ -142,3 +144,8 @@ __all__ = [
     'WebhookFn', 'WebhookServerProtocol', 'WebhookServer', 'WebhookK3dServer', 'WebhookMinikubeServer',
     'WebhookDockerDesktopServer', 'WebhookNgrokTunnel', 'WebhookAutoServer', 'WebhookAutoTunnel',
 ]
+
+if not _TYPE_CHECKING:  # type checkers keep reporting unknown names as such
+    def __getattr__(name: str) -> _Any:
+        """An unknown name fails with what this package is, not a bare AttributeError."""
+        raise _errors.missing_name(__name__, name)

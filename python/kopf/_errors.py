@@ -42,6 +42,18 @@ class UnsupportedError(PermanentError, NotImplementedError):
     handler) rather than being accepted and silently ignored."""
 
 
+class UnsupportedAttributeError(UnsupportedError, AttributeError):
+    """A name that ``kopf`` or ``kopf.on`` does not have: as an ``AttributeError``, it keeps
+    ``hasattr()`` working; as a permanent error, a handler that uses it fails at once."""
+
+
+def missing_name(module: str, name: str) -> UnsupportedAttributeError:
+    from kopf._versions import __version__ as kopf_version
+    return UnsupportedAttributeError(
+        f"module {module!r} has no attribute {name!r}: this engine (kopf-rs) provides the public "
+        f"API of Kopf {kopf_version}; a name of another Kopf version is not supported (yet).")
+
+
 class OperatorError(Exception):
     """The engine could not go on: e.g. the API server stayed unreachable."""
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable, Collection
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from kopf import _subhandling
+from kopf import _errors, _subhandling
 from kopf._errors import ErrorsMode
 from kopf._handlers import (
     Activity,
@@ -504,3 +504,9 @@ def register(
     decorator = subhandler(id=id, param=param, errors=errors, timeout=timeout, retries=retries,
                            backoff=backoff, labels=labels, annotations=annotations, when=when)
     return decorator(fn)
+
+
+if not TYPE_CHECKING:  # type checkers keep reporting unknown names as such
+    def __getattr__(name: str) -> Any:
+        """An unknown decorator fails with what this package is, not a bare AttributeError."""
+        raise _errors.missing_name(__name__, name)
