@@ -21,7 +21,7 @@ use crate::ha::pausing::Pause;
 use crate::ha::peering::{self, Peering, PeeringError, Target};
 use crate::indices::{Indices, InitialListing};
 use crate::settings::LeadershipProblem;
-use crate::settings::Settings;
+use crate::settings::{ServerSelectors, Settings};
 use crate::state::storages::{Storages, StoragesError};
 use crate::util::dicts::FieldPath;
 use crate::util::errors;
@@ -132,6 +132,8 @@ async fn webhook_resources(
 /// A resource to serve, with its handlers.
 struct Planned {
     resource: Resource,
+    /// What its streams ask the server to filter (`settings.watching.*_selectors`).
+    selectors: ServerSelectors,
     changing: Vec<ChangingHandler>,
     watching: Vec<WatchingHandler>,
     spawning: Vec<SpawningHandler>,
@@ -169,6 +171,7 @@ async fn plan(
         for resource in found {
             let plan = planned.entry(resource.name()).or_insert_with(|| Planned {
                 resource: resource.clone(),
+                selectors: ServerSelectors::default(),
                 changing: Vec::new(),
                 watching: Vec::new(),
                 spawning: Vec::new(),
@@ -211,7 +214,22 @@ async fn plan(
             None => result.push(plan),
         }
     }
-    result
+    if !spec.settings.watching.selecting || result.is_empty() {
+        return result;
+    }
+    let resources = result.iter().map(|plan| plan.resource.clone()).collect();
+    match hooks.server_selectors(resources).await {
+        Ok(selectors) => {
+            for (plan, selectors) in result.iter_mut().zip(selectors) {
+                plan.selectors = selectors;
+            }
+            result
+        }
+        Err(error) => {
+            tracing::error!(target: ENGINE, "The server-side selectors (settings.watching.*_selectors) failed, so no resource is served: {error}");
+            Vec::new()
+        }
+    }
 }
 
 /// Handlers' fields outside the default essence are added to it (e.g. `status.phase`).
@@ -486,6 +504,8 @@ impl Serving {
 
     fn serve(&mut self, plan: Planned) -> JoinSet<()> {
         let extra_fields = extra_fields(&plan);
+        let mut watching = self.settings.watching.clone();
+        watching.selectors = plan.selectors;
         let resource = Arc::new(plan.resource);
         let patcher = ApiPatcher {
             credentials: self.credentials.clone(),
@@ -523,7 +543,7 @@ impl Serving {
                 credentials: self.credentials.clone(),
                 resource: resource.clone(),
                 namespace,
-                settings: self.settings.watching.clone(),
+                settings: watching.clone(),
                 paused: Some(self.paused.clone()),
             };
             let patterns = self.patterns.clone();

@@ -34,8 +34,11 @@ pub struct WatchingSettings {
     pub reconnect_backoff: f64,
     /// Page size of the initial listing.
     pub chunk_size: Option<u32>,
-    pub label_selector: Option<String>,
-    pub field_selector: Option<String>,
+    /// Whether `settings.watching.*_selectors` has any (then each resource's are asked of Python).
+    pub selecting: bool,
+    /// This stream's own server-side filters (per resource; not from the Python settings).
+    #[serde(skip)]
+    pub selectors: ServerSelectors,
     /// A watch request's whole life (then it is re-opened from where it was).
     pub client_timeout: Option<f64>,
     /// Connecting for a watch (else the networking's connect, else request timeout).
@@ -51,13 +54,21 @@ impl Default for WatchingSettings {
             inactivity_timeout: 70.0,
             reconnect_backoff: 0.1,
             chunk_size: None,
-            label_selector: None,
-            field_selector: None,
+            selecting: false,
+            selectors: ServerSelectors::default(),
             client_timeout: None,
             connect_timeout: None,
             initial_streaming: false,
         }
     }
+}
+
+/// What a stream asks the server to filter: `labelSelector`, `fieldSelector`, `shardSelector`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+pub struct ServerSelectors {
+    pub label: Option<String>,
+    pub field: Option<String>,
+    pub shard: Option<String>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -203,6 +214,8 @@ pub struct PeeringSettings {
     pub standalone: bool,
     pub clusterwide: bool,
     pub identity: String,
+    /// With shard selectors, peers of the same priority serve different objects: no pause.
+    pub sharded: bool,
 }
 
 impl Default for PeeringSettings {
@@ -216,6 +229,7 @@ impl Default for PeeringSettings {
             standalone: false,
             clusterwide: false,
             identity: "kopf-rs".into(),
+            sharded: false,
         }
     }
 }

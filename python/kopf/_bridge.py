@@ -14,7 +14,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from kopf import _indices, _subhandling
+from kopf import _indices, _selectors, _subhandling
 from kopf import _lifecycles as lifecycles
 from kopf._activities import authenticate, run_activity
 from kopf._daemons import AsyncDaemonStopperChecker, DaemonStopper, SyncDaemonStopperChecker
@@ -32,6 +32,7 @@ from kopf._protocol import (
     Invoked,
     ObjectRef,
     PlanRequest,
+    ResourceInfo,
     ResourceSelection,
     Target,
     Threading,
@@ -194,6 +195,16 @@ class Bridge:
                 engine_logger.exception(f"The resource selector of {handler} has failed for {data['plural']}.")
                 verdicts.append(False)
         return verdicts
+
+    async def server_selectors(self, resources: list[ResourceInfo]) -> list[tuple[str | None, str | None, str | None]]:
+        """What each served resource's streams ask the server to filter (Kopf's joining)."""
+        watching = self.settings.watching
+        found = []
+        for data in resources:
+            selectors = _selectors.server_selectors(watching.label_selectors, watching.field_selectors,
+                                                    watching.shard_selectors, Resource.from_engine(data))
+            found.append((selectors['label'], selectors['field'], selectors['shard']))
+        return found
 
     async def probe(self, _: None) -> dict[str, Any]:
         return await run_activity(registry=self.registry, settings=self.settings, activity=Activity.PROBE,

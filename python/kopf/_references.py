@@ -161,6 +161,23 @@ class Selector:
         text = ', '.join(f'{key}={value!r}' for key, value in fields.items() if value is not None)
         return f'{type(self).__name__}({text})'
 
+    def check(self, resource: Resource) -> bool:
+        """Does this selector name the resource? (Events are never in ``EVERYTHING``.)"""
+        events = resource.plural == 'events' and resource.group in ('', 'events.k8s.io')
+        names = (resource.kind, resource.plural, resource.singular)
+        return (
+            (self.group is None or self.group == resource.group)
+            and (self.version == resource.version if self.version is not None
+                 else resource.preferred or self.fn is not None)
+            and all(want is None or want == have for want, have in
+                    ((self.kind, resource.kind), (self.plural, resource.plural), (self.singular, resource.singular)))
+            and (self.category is None or self.category in resource.categories)
+            and (self.shortcut is None or self.shortcut in resource.shortcuts)
+            and (self.any_name is None or self.any_name in names or self.any_name in resource.shortcuts
+                 or (self.any_name is Marker.EVERYTHING and not events))
+            and (self.fn is None or (bool(self.fn(resource)) and not events))
+        )
+
     def for_engine(self) -> dict[str, Any]:
         """The core's form of the selector; a callable one is asked back about each resource."""
         if self.fn is not None:

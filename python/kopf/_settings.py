@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from kopf import _diffbase, _progress
-from kopf._errors import UnsupportedError
+from kopf._selectors import SelectorMapping
 
 
 @dataclasses.dataclass
@@ -89,18 +89,14 @@ class WatchingSettings:
     initial_streaming: bool = False
     """List the objects in the watch-stream itself (``sendInitialEvents``), not by a listing."""
 
-    # Kopf 1.45's server-side selectors: refused until they act (rather than watching everything).
-    label_selectors = property(lambda self: _unsupported('settings.watching.label_selectors'),
-                               lambda self, value: _unsupported('settings.watching.label_selectors'))
-    field_selectors = property(lambda self: _unsupported('settings.watching.field_selectors'),
-                               lambda self, value: _unsupported('settings.watching.field_selectors'))
-    shard_selectors = property(lambda self: _unsupported('settings.watching.shard_selectors'),
-                               lambda self, value: _unsupported('settings.watching.shard_selectors'))
-
-
-def _unsupported(name: str) -> Any:
-    raise UnsupportedError(f"{name} (Kopf 1.45's server-side selectors) is not supported by this engine "
-                           "(kopf-rs) yet; filter in the handlers (labels=, field=, when=) instead.")
+    label_selectors: SelectorMapping[str] = dataclasses.field(default_factory=SelectorMapping)
+    """Server-side label selectors by resource (``settings.watching.label_selectors['pods'] =
+    'app=x'``): those that apply to a resource are joined with commas (all must match)."""
+    field_selectors: SelectorMapping[str] = dataclasses.field(default_factory=SelectorMapping)
+    """Server-side field selectors by resource, joined as the label selectors are."""
+    shard_selectors: SelectorMapping[str] = dataclasses.field(default_factory=SelectorMapping)
+    """Kubernetes' sharded list & watch (``shardRange(object.metadata.uid, ...)``) by resource:
+    the first one that applies is used. Peers with shards do not pause each other."""
 
 
 @dataclasses.dataclass
@@ -252,6 +248,8 @@ class OperatorSettings:
                 'client_timeout': self.watching.client_timeout,
                 'connect_timeout': self.watching.connect_timeout,
                 'initial_streaming': self.watching.initial_streaming,
+                'selecting': bool(self.watching.label_selectors or self.watching.field_selectors
+                                  or self.watching.shard_selectors),
             },
             'queueing': {
                 'idle_timeout': self.queueing.idle_timeout,
@@ -286,6 +284,7 @@ class OperatorSettings:
                 'mandatory': self.peering.mandatory,
                 'standalone': self.peering.standalone,
                 'clusterwide': self.peering.clusterwide,
+                'sharded': bool(self.watching.shard_selectors),
             },
             'leadership': dataclasses.asdict(self.leadership),
             'networking': {

@@ -12,6 +12,7 @@ use crate::client::watching::EventType;
 use crate::engine::handlers::Reason;
 use crate::engine::hooks::{HandlerKind, Hooks, Invocation, Invoked, PlanRequest, Rejection};
 use crate::indices::Indices;
+use crate::settings::ServerSelectors;
 use crate::state::diffs::Diff;
 use crate::state::progression::Outcome;
 use crate::state::storages::CustomStorages;
@@ -331,6 +332,29 @@ impl Hooks for PyHooks {
             request.set_item("resources", pythonize::pythonize(py, &resources)?)?;
             Ok(request.into_any())
         })
+    }
+
+    fn server_selectors(
+        &self,
+        resources: Vec<crate::client::resources::Resource>,
+    ) -> BoxFuture<'static, Result<Vec<ServerSelectors>, String>> {
+        self.call(
+            "server_selectors",
+            None,
+            move |py| pythonize::pythonize(py, &resources).map_err(Into::into),
+            |_, answer| {
+                let triples: Vec<(Option<String>, Option<String>, Option<String>)> =
+                    answer.extract()?;
+                Ok(Ok((triples.into_iter())
+                    .map(|(label, field, shard)| ServerSelectors {
+                        label,
+                        field,
+                        shard,
+                    })
+                    .collect()))
+            },
+            Err,
+        )
     }
 
     fn plan(&self, request: PlanRequest) -> BoxFuture<'static, Vec<usize>> {

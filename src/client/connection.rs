@@ -130,7 +130,8 @@ pub async fn client(
     // Watches have their own inactivity timeout: reads must not end them early.
     config.read_timeout = None;
     config.write_timeout = None;
-    config.connect_timeout = Some(Duration::from_secs_f64(connect_timeout.unwrap_or(30.0)));
+    // None, as in Kopf: no limit of its own (the request's whole timeout still applies).
+    config.connect_timeout = connect_timeout.map(Duration::from_secs_f64);
     // kube reads `HTTPS_PROXY` by itself; Kopf only when asked to (`trust_env`).
     config.proxy_url = proxy(info)?;
     // Told apart from other clients in the apiserver's audit log (as Kopf is by `kopf/x.y.z`).

@@ -246,11 +246,15 @@ impl Watcher {
 
     fn query(&self, extra: &[(&str, String)]) -> String {
         let mut pairs: Vec<(&str, String)> = extra.to_vec();
-        if let Some(labels) = &self.settings.label_selector {
+        let selectors = &self.settings.selectors;
+        if let Some(labels) = &selectors.label {
             pairs.push(("labelSelector", labels.clone()));
         }
-        if let Some(fields) = &self.settings.field_selector {
+        if let Some(fields) = &selectors.field {
             pairs.push(("fieldSelector", fields.clone()));
+        }
+        if let Some(shard) = &selectors.shard {
+            pairs.push(("shardSelector", shard.clone()));
         }
         let encoded: Vec<String> = pairs
             .iter()

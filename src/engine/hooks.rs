@@ -7,6 +7,7 @@ use crate::client::watching::EventType;
 use crate::engine::handlers::{ChangingHandler, Reason};
 use crate::engine::lifecycles::Lifecycle;
 use crate::indices::datum::Datum;
+use crate::settings::ServerSelectors;
 use crate::state::diffs::Diff;
 use crate::state::patches::Patch;
 use crate::state::progression::{deliver_result, Outcome};
@@ -215,6 +216,14 @@ pub trait Hooks: Send + Sync + 'static {
         handler: usize,
         resources: Vec<Resource>,
     ) -> BoxFuture<'static, Vec<bool>>;
+    /// `settings.watching.*_selectors` that apply to each of these resources (Python keys them
+    /// by resource selectors, callables included): what their streams ask the server to filter.
+    /// An error (the Python side's, printed there) leaves the resources unserved: watching
+    /// them unfiltered would handle what the user filtered out.
+    fn server_selectors(
+        &self,
+        resources: Vec<Resource>,
+    ) -> BoxFuture<'static, Result<Vec<ServerSelectors>, String>>;
     /// A custom lifecycle's pick: positions in `request.handlers`, in the order to run.
     fn plan(&self, request: PlanRequest) -> BoxFuture<'static, Vec<usize>>;
     /// Run the `@kopf.on.probe` handlers: their results by handler id.

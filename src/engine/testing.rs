@@ -9,7 +9,7 @@ use crate::engine::handlers::{ChangingHandler, IndexingHandler, SpawningHandler,
 use crate::engine::hooks::{HandlerKind, Hooks, Invocation, Invoked, PlanRequest};
 use crate::engine::lifecycles::Lifecycle;
 use crate::indices::datum::Datum;
-use crate::settings::Settings;
+use crate::settings::{ServerSelectors, Settings};
 use crate::state::patches::Patch;
 use crate::state::progression::Outcome;
 use crate::state::storages::Storages;
@@ -246,6 +246,14 @@ impl Hooks for FakeHooks {
     ) -> BoxFuture<'static, Vec<bool>> {
         let verdicts = vec![true; resources.len()];
         Box::pin(async move { verdicts })
+    }
+
+    fn server_selectors(
+        &self,
+        resources: Vec<Resource>,
+    ) -> BoxFuture<'static, Result<Vec<ServerSelectors>, String>> {
+        let none = vec![ServerSelectors::default(); resources.len()];
+        Box::pin(async move { Ok(none) })
     }
 
     fn plan(&self, request: PlanRequest) -> BoxFuture<'static, Vec<usize>> {

@@ -8,7 +8,7 @@ use crate::client::credentials::Credentials;
 use crate::client::resources::Resource;
 use crate::client::watching::{EventType, RawEvent, Watcher};
 use crate::ha::pausing::Pause;
-use crate::settings::{PeeringSettings, WatchingSettings};
+use crate::settings::{PeeringSettings, ServerSelectors, WatchingSettings};
 use crate::state::progression::{format_time, parse_time};
 use crate::util::errors::chain;
 use crate::util::logging::PEERING;
@@ -322,8 +322,10 @@ impl Peering {
 
     async fn observe(&self) {
         let mut watching = self.watching.clone();
-        watching.field_selector = Some(format!("metadata.name={}", self.settings.name));
-        watching.label_selector = None;
+        watching.selectors = ServerSelectors {
+            field: Some(format!("metadata.name={}", self.settings.name)),
+            ..Default::default()
+        };
         let watcher = Watcher {
             credentials: self.credentials.clone(),
             resource: Arc::new(self.target.resource.clone()),
@@ -392,7 +394,7 @@ impl Peering {
                 );
             }
             *paused = Some(true);
-        } else if !judgement.same.is_empty() {
+        } else if !judgement.same.is_empty() && !self.settings.sharded {
             tracing::warn!(target: PEERING,
                 "Possibly conflicting operators with the same priority: {}.",
                 reprs(&judgement.same)

@@ -11,6 +11,7 @@ import collections
 import dataclasses
 import inspect
 import re
+import time
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,8 @@ import kopf.on
 import pytest
 from kopf import cli
 from kopf._errors import UnsupportedError
+from kopf._references import Selector
+from kopf._selectors import SelectorMapping
 
 # Settings that act on the Python side of the engine, and where (so that they are not mistaken
 # for ignored ones by the check below, which only sees what reaches the core).
@@ -38,8 +41,8 @@ PYTHON_SIDE = {
     "queueing.batch_window": "deprecated in Kopf as here: warns, no effect in either",
 }
 
-# Fields that are refused with a clear error until their feature lands.
-REFUSED = {"watching.label_selectors", "watching.field_selectors", "watching.shard_selectors"}
+# Fields that are refused with a clear error until their feature lands (none now).
+REFUSED: set[str] = set()
 
 
 def kopf_all(kopf_source: Path) -> list[str]:
@@ -129,6 +132,8 @@ def different(value: Any) -> Any:
         return value + "-changed"
     if isinstance(value, tuple | list):
         return [9.5]
+    if isinstance(value, SelectorMapping):
+        return SelectorMapping({Selector("pods"): "app=x"})
     return 7  # None: an optional number
 
 
@@ -181,23 +186,6 @@ def test_every_cli_option(kopf_source: Path) -> None:
     assert missing == []
 
 
-def test_refused_settings_fail_a_startup_handler_at_once(tmp_path: Path, cluster: dict[str, str]) -> None:
-    from operators import OperatorProcess, write_script
-    script = write_script(tmp_path, """
-        import kopf
-
-        @kopf.on.startup()
-        def configure(settings, **_):
-            settings.watching.label_selectors = {'pods': 'app=x'}
-    """)
-    operator = OperatorProcess(["run", "-A", str(script)], cwd=tmp_path)
-    exit_code = operator.process.wait(timeout=60)
-    operator.stop()
-    assert exit_code != 0
-    assert "settings.watching.label_selectors (Kopf 1.45's server-side selectors) is not supported" in operator.output
-    assert operator.output.count("settings.watching.label_selectors") < 5  # not retried in a loop
-
-
 def test_dataclass_fields_are_kopfs(kopf_source: Path) -> None:
     """Nothing of ours pretends to be a Kopf setting that Kopf does not have."""
     classes = kopf_settings_fields(kopf_source)
@@ -211,3 +199,34 @@ def test_dataclass_fields_are_kopfs(kopf_source: Path) -> None:
         if ours - kopfs:
             extra[field.name] = sorted(ours - kopfs)
     assert extra == {}
+
+
+def test_an_unknown_name_says_what_this_package_is() -> None:
+    with pytest.raises(AttributeError, match=r"no attribute 'no_such_helper': .* Kopf 1\.45\.2"):
+        kopf.no_such_helper  # noqa: B018
+    with pytest.raises(kopf.PermanentError, match=r"module 'kopf.on' has no attribute 'someday'"):
+        kopf.on.someday  # noqa: B018
+    assert not hasattr(kopf, "no_such_helper") and hasattr(kopf, "Patch")
+
+
+def test_a_handler_using_an_unknown_name_fails_permanently(
+        crd: None, namespace: str, tmp_path: Path) -> None:
+    from conftest import kubectl
+    from operators import OperatorProcess, write_script
+    script = write_script(tmp_path, """
+        import kopf
+
+        @kopf.on.create('greetings')
+        def newer(body, **_):
+            kopf.some_future_helper(body)
+    """)
+    operator = OperatorProcess(["run", "-n", namespace, str(script)], cwd=tmp_path)
+    try:
+        kubectl("create", "-f", "-", input='{"apiVersion": "demo.kopf.dev/v1", "kind": "Greeting", '
+                f'"metadata": {{"name": "u1", "namespace": "{namespace}"}}}}')
+        operator.wait_for(r"Handler 'newer' failed permanently: module 'kopf' has no attribute 'some_future_helper'")
+        time.sleep(2)
+    finally:
+        operator.stop()
+    assert operator.output.count("Handler 'newer' failed") == 1  # not retried
+    assert "will retry" not in operator.output
