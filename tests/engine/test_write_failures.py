@@ -1,5 +1,6 @@
-"""A write that the API refuses (here: by an admission webhook) is retried with the throttling
-delays, and the handlers that already ran are not run again."""
+"""A write that the API refuses (here: by an admission webhook, 403) is retried, as Kopf retries
+it, by the request's `error_backoffs`; once those are spent, the object's processing is retried
+with the throttling delays; either way, the handlers that already ran are not run again."""
 
 from __future__ import annotations
 
@@ -43,14 +44,19 @@ def refusing_webhook(tmp_path: Path, namespace: str) -> Iterator[list[str]]:
             kubectl("delete", "validatingwebhookconfiguration", name, check=False)
 
 
+@pytest.mark.parametrize("request_retries", [True, False])
 def test_refused_writes_are_retried_without_rerunning_handlers(
-        crd: None, namespace: str, tmp_path: Path, refusing_webhook: list[str]) -> None:
-    script = write_script(tmp_path, """
+        crd: None, namespace: str, tmp_path: Path, refusing_webhook: list[str], request_retries: bool) -> None:
+    script = write_script(tmp_path, f"""
         import kopf
+
+        @kopf.on.startup()
+        def configure(settings, **_):
+            settings.networking.error_backoffs = {[0.5] * 3 if request_retries else []}
 
         @kopf.on.create('greetings')
         def once(name, logger, **_):
-            logger.info(f"once {name}")
+            logger.info(f"once {{name}}")
             return 'done'
     """)
     kubectl("create", "-f", "-", input=json.dumps({"apiVersion": "demo.kopf.dev/v1", "kind": "Greeting",
@@ -67,7 +73,12 @@ def test_refused_writes_are_retried_without_rerunning_handlers(
         operator.stop()
     output = operator.output
     assert output.count("once w1") == 1
-    assert "Throttling for 1 seconds due to an unexpected error" in output
+    if request_retries:
+        assert f"Request attempt #1/4 failed; will retry: PATCH /apis/demo.kopf.dev/v1/namespaces/{namespace}" \
+               "/greetings/w1" in output
+        assert "Throttling" not in output
+    else:
+        assert "Throttling for 1 seconds due to an unexpected error" in output
     assert "temporarily refused" in output
     assert obj["status"] == {"once": "done"}
     assert "kopf.zalando.org/last-handled-configuration" in obj["metadata"]["annotations"]
