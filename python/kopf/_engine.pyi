@@ -5,6 +5,9 @@ from typing import Any, final
 
 __version__: str
 
+def check_cron(pattern: str, timezone: str | None = None) -> None:
+    """A ValueError if the cron pattern (five fields) or the time zone (an IANA name) is wrong."""
+
 @final
 class Operator:
     """The core of one operator run: ``run()`` once, ``stop()`` from anywhere."""

@@ -182,13 +182,16 @@ class TimerHandler(SpawningHandler):
     sharp: bool | None
     idle: float | None
     interval: float | None
+    cron: str | None = None  # not in Kopf: a schedule instead of an interval
+    timezone: str | None = None
 
     def __str__(self) -> str:
         return f"Timer {self.id!r}"
 
     def spawning_for_engine(self) -> dict[str, Any]:
+        cron = {'pattern': self.cron, 'timezone': self.timezone} if self.cron is not None else None
         return {**super().spawning_for_engine(), 'kind': 'timer',
-                'sharp': bool(self.sharp), 'idle': self.idle, 'interval': self.interval}
+                'sharp': bool(self.sharp), 'idle': self.idle, 'interval': self.interval, 'cron': cron}
 
 
 class OperatorRegistry:

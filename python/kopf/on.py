@@ -9,7 +9,7 @@ import warnings
 from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from kopf import _errors, _subhandling
+from kopf import _engine, _errors, _subhandling
 from kopf._errors import ErrorsMode
 from kopf._handlers import (
     Activity,
@@ -432,20 +432,33 @@ def timer(
         labels: MetaFilter | None = None, annotations: MetaFilter | None = None,
         when: Callable[..., bool] | None = None, field: FieldSpec = None, value: Any | None = None,
         registry: OperatorRegistry | None = None,
+        cron: str | None = None, timezone: str | None = None,
 ) -> Callable[[FnT], FnT]:
     """``@kopf.timer()``: a function called every ``interval`` seconds for each matching object.
 
     With ``idle``, only once the object has not changed for that many seconds;
     with ``sharp``, on a fixed grid of intervals however long each call takes.
+    Not in Kopf: ``cron='*/5 * * * *'`` (five fields, or ``@hourly`` & co) instead of an
+    interval calls it at the schedule's instants, in ``timezone`` (an IANA name; UTC if
+    unset); a failed call is retried with its backoff, then the schedule goes on.
     Results and ``patch`` are applied to the object after each call.
     """
+    if cron is not None:
+        clashing = {'interval': interval, 'initial_delay': initial_delay, 'idle': idle, 'sharp': sharp}
+        given = [name for name, option in clashing.items() if option is not None]
+        if given:
+            raise TypeError(f"A timer with cron= cannot have {', '.join(f'{n}=' for n in given)}: "
+                            "the schedule alone says when it runs.")
+        _engine.check_cron(cron, timezone)
+    elif timezone is not None:
+        raise TypeError("A timer's timezone= applies to cron= schedules only.")
     selector = Selector(arg1, arg2, arg3, group=group, version=version, kind=kind, plural=plural,
                         singular=singular, shortcut=shortcut, category=category)
     return _spawning(
         selector, id=id, field=field, value=value, labels=labels, annotations=annotations, registry=registry,
         make=TimerHandler, param=param, errors=errors, timeout=timeout, retries=retries,
         backoff=backoff, when=when, initial_delay=initial_delay, sharp=sharp, idle=idle,
-        interval=interval)
+        interval=interval, cron=cron, timezone=timezone)
 
 
 def subhandler(

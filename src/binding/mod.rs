@@ -27,5 +27,16 @@ fn _engine(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<webhooks::WebhookServing>()?;
     m.add_function(wrap_pyfunction!(commands::touch_peering, m)?)?;
     m.add_function(wrap_pyfunction!(webhooks::describe_certificate, m)?)?;
+    m.add_function(wrap_pyfunction!(check_cron, m)?)?;
     Ok(())
+}
+
+/// Check a timer's cron pattern and time zone where it is declared: a `ValueError` saying
+/// what is wrong, rather than an operator that fails to start later.
+#[pyfunction]
+#[pyo3(signature = (pattern, timezone=None))]
+fn check_cron(pattern: &str, timezone: Option<&str>) -> PyResult<()> {
+    crate::engine::schedules::Schedule::parse(pattern, timezone)
+        .map(|_| ())
+        .map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))
 }

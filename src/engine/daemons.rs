@@ -625,10 +625,21 @@ impl Runner {
     }
 
     /// Kopf's timers: wait for idleness, call, then sleep the interval (or the error's delay).
+    /// A cron timer waits for its schedule's next instant before each call (not before the
+    /// retries of a failed one).
     async fn run_timer(&self) {
         let handler = &self.handler;
         let mut attempts = Attempts::new();
+        let mut retrying = false;
         while !self.stopper.is_set() {
+            if let (Some(schedule), false) = (&handler.cron, retrying) {
+                let Some(wait) = schedule.until_next() else {
+                    break; // the pattern names no more instants
+                };
+                if !self.stopper.sleep(wait.as_secs_f64()).await {
+                    break;
+                }
+            }
             if let Some(idle) = handler.idle {
                 loop {
                     let reset = *self.object.idle_reset.lock().expect("not poisoned");
@@ -645,8 +656,11 @@ impl Runner {
             let Some(outcome) = self.call(&mut attempts).await else {
                 return;
             };
+            retrying = !outcome.final_;
             if !outcome.final_ {
                 self.stopper.sleep(outcome.delay.unwrap_or(0.0)).await;
+            } else if handler.cron.is_some() {
+                continue; // the next instant is waited for at the top
             } else if let Some(interval) = handler.interval.filter(|_| handler.sharp) {
                 // Stay on the grid of intervals from the call's start, however long it took.
                 let passed = started.elapsed().as_secs_f64();

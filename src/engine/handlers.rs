@@ -357,6 +357,9 @@ pub struct SpawningHandler {
     pub idle: Option<f64>,
     #[serde(default)]
     pub sharp: bool,
+    /// A cron schedule instead of an interval (timers only).
+    #[serde(default)]
+    pub cron: Option<crate::engine::schedules::Schedule>,
     #[serde(flatten)]
     pub filters: ResourceFilters,
 }

@@ -13,6 +13,7 @@ pub mod indexing;
 pub mod lifecycles;
 pub mod processing;
 pub mod queueing;
+pub mod schedules;
 pub mod selecting;
 
 #[cfg(test)]

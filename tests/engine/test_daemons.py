@@ -322,3 +322,33 @@ def test_a_timer_with_a_callable_resource_selector(crd: None, namespace: str, tm
         exit_code = operator.stop()
     assert "Traceback" not in output
     assert exit_code == 0
+
+
+def test_a_cron_timer_runs_at_its_schedules_instants(crd: None, namespace: str, tmp_path: Path) -> None:
+    """Not in Kopf: `cron=` (every minute here, at second 0); a failure is retried with the
+    backoff, not at the next instant; the results go to the status as any timer's do."""
+    script = write_script(tmp_path, """
+        import datetime
+        import kopf
+
+        @kopf.timer('greetings', cron='* * * * *', timezone='Asia/Kolkata', backoff=1)
+        def minutely(retry, logger, **_):
+            now = datetime.datetime.now(datetime.UTC)
+            logger.info(f"cron tick at second {now.second + now.microsecond / 1e6:.3f}, retry {retry}")
+            if retry == 0:
+                raise kopf.TemporaryError("first try fails", delay=1)
+            return now.minute
+    """)
+    kubectl("create", "-f", "-", input=greeting("c1", namespace))
+    operator = OperatorProcess(["run", "-n", namespace, str(script)], cwd=tmp_path)
+    try:
+        output = operator.wait_for(r"cron tick at second [\d.]+, retry 1", timeout=75)
+        obj = eventually(lambda: (o := get("greeting", "c1", namespace)).get("status", {}).get("minutely") is not None
+                         and o, what="the result in the status")
+    finally:
+        operator.stop()
+    seconds = [float(s) for s in re.findall(r"cron tick at second ([\d.]+), retry 0", output)]
+    assert seconds and seconds[0] < 1.0  # at the minute's start (a half-hour zone changes nothing)
+    retried = [float(s) for s in re.findall(r"cron tick at second ([\d.]+), retry 1", output)]
+    assert 0.9 < retried[0] - seconds[0] < 3.0  # after the backoff, not at the next minute
+    assert isinstance(obj["status"]["minutely"], int)
