@@ -341,6 +341,25 @@ impl Credentials {
         .await
     }
 
+    /// A GET whose body is read as it arrives (a large listing); opening it is what is
+    /// retried. Each read must bring bytes within `read_timeout()`.
+    pub async fn get_stream(
+        &self,
+        url: &str,
+    ) -> Result<impl futures::AsyncBufRead + Unpin, kube::Error> {
+        let _slot = self.requests.acquire().await.expect("never closed");
+        self.call(&format!("GET {url}"), |client| async move {
+            let request = request(http::Method::GET, url, None, Vec::new())?;
+            client.request_stream(request).await.map(Box::pin)
+        })
+        .await
+    }
+
+    /// How long a read may wait for the server (`settings.networking.request_timeout`).
+    pub fn read_timeout(&self) -> Option<Duration> {
+        self.network.request_timeout.map(Duration::from_secs_f64)
+    }
+
     /// A watch request: the stream of its events (opening it is what can be refused or retried).
     pub async fn watch(
         &self,

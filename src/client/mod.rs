@@ -7,6 +7,7 @@ pub mod applying;
 pub mod connection;
 pub mod credentials;
 pub mod discovery;
+pub mod listing;
 pub mod namespaces;
 pub mod posting;
 pub mod resources;

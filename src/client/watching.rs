@@ -7,10 +7,11 @@
 //! (`sendInitialEvents`), until the bookmark that ends them.
 
 use crate::client::credentials::Credentials;
+use crate::client::listing::ListSplitter;
 use crate::client::resources::Resource;
 use crate::settings::WatchingSettings;
 use crate::util::logging::{ENGINE, WATCHING};
-use futures::StreamExt;
+use futures::{AsyncBufReadExt, StreamExt};
 use kube::core::WatchEvent;
 use rand::Rng;
 use serde_json::Value;
@@ -263,6 +264,23 @@ impl Watcher {
         encoded.join("&")
     }
 
+    /// A listed object as an event; list items come without their kind: restore it, as
+    /// single objects have it.
+    fn listed(&self, mut item: Value) -> RawEvent {
+        if let Some(fields) = item.as_object_mut() {
+            fields
+                .entry("apiVersion")
+                .or_insert_with(|| self.resource.api_version().into());
+            fields
+                .entry("kind")
+                .or_insert_with(|| self.resource.kind.clone().into());
+        }
+        RawEvent {
+            event_type: EventType::Listed,
+            object: Arc::new(item),
+        }
+    }
+
     /// List every object (paginated) and pass each on as a listing event; the list's version.
     async fn list<T: Feed>(&self, tx: &mpsc::Sender<T>) -> Result<Start, kube::Error> {
         let url = self.resource.url(self.namespace.as_deref(), None, None);
@@ -275,33 +293,33 @@ impl Watcher {
             if let Some(token) = &token {
                 params.push(("continue", token.clone()));
             }
-            let mut page: Value = self
-                .credentials
-                .get(&format!("{url}?{}", self.query(&params)))
-                .await?;
-            // Taken out of the page, not copied: a page of 10,000 objects is large.
-            let items = match page.get_mut("items").map(Value::take) {
-                Some(Value::Array(items)) => items,
-                _ => Vec::new(),
-            };
-            for mut item in items {
-                // List items come without their kind: restore it, as single objects have it.
-                if let Some(fields) = item.as_object_mut() {
-                    fields
-                        .entry("apiVersion")
-                        .or_insert_with(|| self.resource.api_version().into());
-                    fields
-                        .entry("kind")
-                        .or_insert_with(|| self.resource.kind.clone().into());
+            // Read as it arrives, item by item: a page of 50,000 objects is large, and the
+            // rest of it waits in the stream (not in memory) while the receiver is busy.
+            let url = format!("{url}?{}", self.query(&params));
+            let mut reader = self.credentials.get_stream(&url).await?;
+            let mut splitter = ListSplitter::new();
+            let mut items = Vec::new();
+            loop {
+                let read = reader.fill_buf();
+                let chunk = match self.credentials.read_timeout() {
+                    Some(timeout) => (tokio::time::timeout(timeout, read).await)
+                        .unwrap_or_else(|_| Err(std::io::ErrorKind::TimedOut.into())),
+                    None => read.await,
                 }
-                let event = RawEvent {
-                    event_type: EventType::Listed,
-                    object: Arc::new(item),
-                };
-                if tx.send(T::event(event)).await.is_err() {
-                    return Ok(Start::ReceiverGone);
+                .map_err(kube::Error::ReadEvents)?;
+                if chunk.is_empty() {
+                    break;
+                }
+                let length = chunk.len();
+                splitter.feed(chunk, &mut |item| items.push(item))?;
+                reader.consume_unpin(length);
+                for item in items.drain(..) {
+                    if tx.send(T::event(self.listed(item))).await.is_err() {
+                        return Ok(Start::ReceiverGone);
+                    }
                 }
             }
+            let page = splitter.finish()?;
             token = crate::util::dicts::meta(&page, "continue")
                 .and_then(Value::as_str)
                 .filter(|t| !t.is_empty())

@@ -23,7 +23,7 @@ use serde_json::Value;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::{mpsc, Semaphore};
+use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 use tracing::Level;
@@ -42,9 +42,15 @@ pub struct Dispatcher {
     pub listing: Option<Arc<InitialListing>>,
 }
 
-/// An event in an object's queue, and whether it is one of the initial listing's (to count
-/// when it has been indexed).
-type Queued = (RawEvent, bool);
+/// An event in an object's queue, whether it is one of the initial listing's (to count
+/// when it has been indexed), and a listed event's place in the listing's backlog.
+type Queued = (RawEvent, bool, Option<OwnedSemaphorePermit>);
+
+/// How many listed objects may wait for their workers at once. A listing comes faster than
+/// handlers take it: unbounded, all of a large listing's bodies sat in the objects' queues
+/// at once (620 MiB at 50 000 objects). The watcher waits meanwhile (in the stream, not in
+/// memory); the watch events after the listing are not held back.
+const LISTING_BACKLOG: usize = 2048;
 
 /// Why a cycle could not be completed: it is retried after a throttling delay.
 #[derive(Debug, thiserror::Error)]
@@ -87,6 +93,7 @@ impl Dispatcher {
         let mut routes = Routes::default();
         // The objects listed since the listing began: the others known are gone.
         let mut listed: HashSet<ObjectId> = HashSet::new();
+        let backlog = Arc::new(Semaphore::new(LISTING_BACKLOG));
         loop {
             let watched = tokio::select! {
                 watched = events.recv() => match watched {
@@ -117,7 +124,7 @@ impl Dispatcher {
                             event_type: EventType::Vanished,
                             object: Arc::new(body),
                         };
-                        this.route(&mut routes, key, (event, false));
+                        this.route(&mut routes, key, (event, false, None));
                     }
                     listed = HashSet::new(); // not kept at the listing's size meanwhile
                     if let Some(listing) = &this.listing {
@@ -128,14 +135,26 @@ impl Dispatcher {
             };
             let key = object_key(&event.object);
             let mut counted = false;
+            let mut place = None;
             if event.event_type == EventType::Listed {
                 listed.insert(ObjectId::new(&key));
                 if let Some(listing) = this.listing.as_ref().filter(|l| l.is_listing()) {
                     listing.listed();
                     counted = true;
                 }
+                // Workers that end meanwhile are let go (their successors may hold places).
+                place = loop {
+                    tokio::select! {
+                        permit = backlog.clone().acquire_owned() => break permit.ok(),
+                        Some(finished) = routes.workers.join_next() => {
+                            if let Ok((key, memory)) = finished {
+                                this.finished(&mut routes, key, memory);
+                            }
+                        }
+                    }
+                };
             }
-            this.route(&mut routes, key, (event, counted));
+            this.route(&mut routes, key, (event, counted, place));
         }
         // The stream has ended (the operator stops): stop the daemons, and meanwhile
         // let the workers finish their cycles.
@@ -323,13 +342,19 @@ impl Worker {
     /// complete, every event goes to the `on.event` handlers (their patches are applied with
     /// the next cycle's); our own change is recognised; the last state is the latest.
     async fn absorb(&mut self, batch: Vec<Queued>) {
-        if let Some((event, _)) = batch.last() {
+        if let Some((event, ..)) = batch.last() {
             let dispatcher = self.dispatcher.clone();
             indexing::index(&dispatcher.ctx, &mut self.memory.indexing, event).await;
         }
         self.indexed(&batch);
-        self.ctx().indices.readiness.wait().await;
-        let mut batch: Vec<RawEvent> = batch.into_iter().map(|(event, _)| event).collect();
+        let (mut batch, mut places): (Vec<RawEvent>, Vec<_>) = batch
+            .into_iter()
+            .map(|(event, _, place)| (event, place))
+            .unzip();
+        if !self.ctx().indices.readiness.is_ready() {
+            places.clear(); // the indices wait for the whole listing: let it go on
+            self.ctx().indices.readiness.wait().await;
+        }
         for event in &batch {
             let own = (self.own_change.as_ref())
                 .is_some_and(|own| version_of(&event.object).as_deref() == Some(&own.version));
@@ -343,12 +368,13 @@ impl Worker {
         if let Some(event) = batch.pop() {
             self.latest = Some(event);
         }
+        drop(places); // their `on.event` handlers are done: the next listed objects may come
     }
 
     /// The initial listing's events of this batch are done with.
     fn indexed(&self, batch: &[Queued]) {
         if let Some(listing) = &self.dispatcher.listing {
-            listing.indexed(batch.iter().filter(|(_, counted)| *counted).count());
+            listing.indexed(batch.iter().filter(|(_, counted, _)| *counted).count());
         }
     }
 
