@@ -408,19 +408,18 @@ impl Credentials {
         url: &str,
         object: &serde_json::Value,
     ) -> Result<serde_json::Value, kube::Error> {
-        self.send(http::Method::POST, url, "application/json", object, None)
-            .await
+        self.post_with(url, object, None).await
     }
 
-    /// Create an object, retried with these backoffs instead of `error_backoffs`.
-    pub async fn post_retried(
+    /// Create an object; `backoffs`, if given, replace `error_backoffs` for its retries.
+    pub async fn post_with(
         &self,
         url: &str,
         object: &serde_json::Value,
-        backoffs: &[f64],
+        backoffs: Option<&[f64]>,
     ) -> Result<serde_json::Value, kube::Error> {
         let json = "application/json";
-        self.send(http::Method::POST, url, json, object, Some(backoffs))
+        self.send(http::Method::POST, url, json, object, backoffs)
             .await
     }
 

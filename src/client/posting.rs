@@ -155,7 +155,7 @@ impl Poster {
         });
         let url = format!("/api/v1/namespaces/{namespace}/events");
         let result = (self.credentials)
-            .post_retried(&url, &body, &event.backoffs)
+            .post_with(&url, &body, Some(&event.backoffs))
             .await;
         if let Err(error) = result {
             if tracing::enabled!(target: ENGINE, tracing::Level::WARN) {
