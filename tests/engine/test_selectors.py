@@ -4,18 +4,22 @@ operators with shards split the objects and do not pause each other in a peering
 
 from __future__ import annotations
 
+import collections
 import json
+import os
 import re
 import time
 import urllib.parse
 from pathlib import Path
 from typing import Any
 
+import yaml
 from audit import AuditLog
-from conftest import kubectl
+from conftest import apply, kubectl
 from operators import OperatorProcess, eventually, write_script
 
 AGENT = "kopf-rs/"
+EXAMPLES = Path(__file__).parents[2] / "examples"
 
 
 def greetings(namespace: str, names: list[str], labels: dict[str, str] | None = None) -> str:
@@ -111,3 +115,43 @@ def test_two_sharded_operators_split_the_objects_and_both_work_in_a_peering(
     shards = {urllib.parse.parse_qs(urllib.parse.urlparse(r["requestURI"]).query).get("shardSelector", [""])[0]
               for r in greeting_requests(audit, namespace)}
     assert shards == set(HALVES)
+
+
+def test_the_sharding_examples_replicas_split_the_objects_with_its_rbac(
+        crd: None, namespace: str, tmp_path: Path) -> None:
+    """examples/sharding: two replicas (as the StatefulSet's pods, by their HOSTNAME) with the
+    example's service account: each greeting is greeted once, by the replica of its shard."""
+    manifests = list(yaml.safe_load_all((EXAMPLES / "sharding" / "statefulset.yaml").read_text()))
+    apply([m for m in manifests if m["kind"] != "StatefulSet"])  # no kubelet here to run pods
+    token = kubectl("create", "token", "sharded-greeter", "-n", "default").strip()
+    admin = json.loads(Path(os.environ["KUBECONFIG"]).read_text())
+    config = {**admin, "users": [{"name": "sharded", "user": {"token": token}}],
+              "contexts": [{"name": "sharded", "context": {"cluster": admin["clusters"][0]["name"],
+                                                           "user": "sharded"}}],
+              "current-context": "sharded"}
+    kubeconfig = tmp_path / "sharded.kubeconfig"
+    kubeconfig.write_text(json.dumps(config))
+    replicas = [OperatorProcess(["run", "-n", namespace, "--standalone", str(EXAMPLES / "sharding" / "operator.py")],
+                                cwd=tmp_path, env={"KUBECONFIG": str(kubeconfig), "SHARDS": "2",
+                                                   "HOSTNAME": f"sharded-greeter-{ordinal}"})
+                for ordinal in (0, 1)]
+    try:
+        for ordinal, replica in enumerate(replicas):
+            replica.wait_for(rf"Serving shard {ordinal} of 2: shardRange")
+        names = [f"x{i:02}" for i in range(40)]
+        kubectl("create", "-f", "-", input=greetings(namespace, names))
+
+        def statuses() -> dict[str, Any]:
+            items = json.loads(kubectl("get", "greetings", "-n", namespace, "-o", "json"))["items"]
+            return {i["metadata"]["name"]: i.get("status", {}).get("greet") for i in items}
+        found = eventually(lambda: all((s := statuses()).values()) and len(s) == 40 and s, timeout=60,
+                           what="40 greetings greeted")
+    finally:
+        codes = [replica.stop() for replica in replicas]
+    assert codes == [0, 0]
+    shards = collections.Counter(status["shard"] for status in found.values())
+    assert set(shards) == {0, 1}, shards
+    for ordinal, replica in enumerate(replicas):
+        handled = re.findall(r"\[[^/]+/(x\d+)\] Handler 'greet' succeeded", replica.output)
+        assert sorted(handled) == sorted(n for n, s in found.items() if s["shard"] == ordinal)
+        assert "Forbidden" not in replica.output and "HTTP 403" not in replica.output
