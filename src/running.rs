@@ -401,8 +401,7 @@ pub async fn run(
                 while let Ok(event) = crd_rx.try_recv() {
                     crd_versions.is_news(&event);
                 }
-                let what = format!("GET {server}/api & /apis (API discovery)");
-                match credentials.call(&what, |client| async move { discovery::scan(&client).await }).await {
+                match discover(&credentials, server).await {
                     Ok(resources) => {
                         serving.update(plan(&spec, &resources, hooks.as_ref(), false).await);
                         if let Some(admission) = &admission {

@@ -86,3 +86,29 @@ def eventually(check: Callable[[], Any], timeout: float = 30, what: str = "the c
                 return last
         time.sleep(0.2)
     raise AssertionError(f"{what} did not happen in {timeout}s (last: {last!r})")
+
+
+def yaml_documents(path: Path) -> list[dict[str, Any]]:
+    """A multi-document YAML file as JSON objects (kubectl converts; no YAML library needed)."""
+    result = subprocess.run(["kubectl", "create", "--dry-run=client", "-o", "json", "-f", str(path)],
+                            capture_output=True, text=True, check=True)
+    decoder, text, documents = json.JSONDecoder(), result.stdout.strip(), []
+    while text:  # one JSON object per document, one after another
+        document, end = decoder.raw_decode(text)
+        documents.append(document)
+        text = text[end:].strip()
+    return documents
+
+
+def account_kubeconfig(account: str, directory: Path, namespace: str = "default") -> Path:
+    """A kubeconfig of the test cluster that logs in with a service account's token, as the
+    account's pods would."""
+    token = kubectl("create", "token", account, "-n", namespace).strip()
+    admin = json.loads(Path(os.environ["KUBECONFIG"]).read_text())
+    config = {**admin, "users": [{"name": account, "user": {"token": token}}],
+              "contexts": [{"name": account, "context": {"cluster": admin["clusters"][0]["name"],
+                                                         "user": account}}],
+              "current-context": account}
+    path = directory / f"{account}.kubeconfig"
+    path.write_text(json.dumps(config))
+    return path

@@ -47,3 +47,25 @@ def admission_server(directory: Path, decide: Callable[[dict[str, Any]], tuple[b
         yield server.server_address[1], base64.b64encode((directory / "cert.pem").read_bytes()).decode()
     finally:
         server.shutdown()
+
+
+@contextlib.contextmanager
+def validating_webhook(directory: Path, name: str, decide: Callable[[dict[str, Any]], tuple[bool, str]], *,
+                       rule: dict[str, Any], namespace: str) -> Iterator[None]:
+    """`decide` as the API's validating webhook for the requests of `rule` in the namespace; the
+    configuration is removed afterwards."""
+    from conftest import apply, kubectl
+    with admission_server(directory, decide) as (port, ca_bundle):
+        apply({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
+               "metadata": {"name": name},
+               "webhooks": [{
+                   "name": f"{name}.kopf-rs.dev",
+                   "clientConfig": {"url": f"https://127.0.0.1:{port}/", "caBundle": ca_bundle},
+                   "rules": [rule],
+                   "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
+                   "admissionReviewVersions": ["v1"], "sideEffects": "None", "failurePolicy": "Fail",
+               }]})
+        try:
+            yield
+        finally:
+            kubectl("delete", "validatingwebhookconfiguration", name, check=False)

@@ -106,6 +106,17 @@ impl Clients {
         })
     }
 
+    /// One client for everything, without expiration.
+    fn fixed(client: kube::Client) -> Self {
+        Self {
+            generation: 0,
+            requests: client.clone(),
+            watches: client,
+            expiration: None,
+            default_namespace: None,
+        }
+    }
+
     fn expired(&self) -> bool {
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -161,31 +172,22 @@ impl Credentials {
         network: Network,
     ) -> Result<Arc<Self>, ConnectionError> {
         let clients = Clients::connect(0, info, &network).await?;
-        Ok(Arc::new(Self {
+        Ok(Arc::new(Self::with(clients, login, network)))
+    }
+
+    /// A fixed client that is never renewed, and requests that are never retried (tests, tools).
+    pub fn fixed(client: kube::Client) -> Arc<Self> {
+        Arc::new(Self::with(Clients::fixed(client), None, Network::default()))
+    }
+
+    fn with(clients: Clients, login: Option<Login>, network: Network) -> Self {
+        Self {
             current: RwLock::new(clients),
             renewing: tokio::sync::Mutex::new(()),
             requests: tokio::sync::Semaphore::new(MAX_CONCURRENT_REQUESTS),
             login,
             network,
-        }))
-    }
-
-    /// A fixed client that is never renewed, and requests that are never retried (tests, tools).
-    pub fn fixed(client: kube::Client) -> Arc<Self> {
-        let clients = Clients {
-            generation: 0,
-            requests: client.clone(),
-            watches: client,
-            expiration: None,
-            default_namespace: None,
-        };
-        Arc::new(Self {
-            current: RwLock::new(clients),
-            renewing: tokio::sync::Mutex::new(()),
-            requests: tokio::sync::Semaphore::new(MAX_CONCURRENT_REQUESTS),
-            login: None,
-            network: Network::default(),
-        })
+        }
     }
 
     fn clients(&self) -> Clients {
@@ -455,24 +457,12 @@ mod tests {
     fn credentials(backoffs: &[f64], enforce_retry_after: bool) -> Credentials {
         let config = kube::Config::new("http://127.0.0.1:1".parse().expect("a URL"));
         let client = kube::Client::try_from(config).expect("a client");
-        let clients = Clients {
-            generation: 0,
-            requests: client.clone(),
-            watches: client,
-            expiration: None,
-            default_namespace: None,
+        let network = Network {
+            error_backoffs: backoffs.to_vec(),
+            enforce_retry_after,
+            ..Network::default()
         };
-        Credentials {
-            current: RwLock::new(clients),
-            renewing: tokio::sync::Mutex::new(()),
-            requests: tokio::sync::Semaphore::new(1),
-            login: None,
-            network: Network {
-                error_backoffs: backoffs.to_vec(),
-                enforce_retry_after,
-                ..Network::default()
-            },
-        }
+        Credentials::with(Clients::fixed(client), None, network)
     }
 
     fn status(code: u16, retry_after: Option<u32>) -> kube::Error {

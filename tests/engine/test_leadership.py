@@ -4,17 +4,14 @@ takes over; no object is ever handled by two replicas."""
 
 from __future__ import annotations
 
-import json
-import os
 import re
 import signal
-import subprocess
 import time
 from pathlib import Path
 from typing import Any
 
-from conftest import EXAMPLES, apply, kubectl, kubectl_json
-from operators import OperatorProcess, eventually, get, write_script
+from conftest import EXAMPLES, apply, kubectl_json
+from operators import OperatorProcess, account_kubeconfig, eventually, get, write_script, yaml_documents
 
 DURATION, DEADLINE, RETRY = 4.0, 3.0, 0.5
 
@@ -32,18 +29,6 @@ def configure(settings, **_):
 def created(name, logger, **_):
     logger.info(f"HANDLED {{name}} BY {{os.environ['POD_ID']}}")
 """
-
-
-def yaml_documents(path: Path) -> list[dict[str, Any]]:
-    """A multi-document YAML file as JSON objects (kubectl converts; no YAML library needed)."""
-    result = subprocess.run(["kubectl", "create", "--dry-run=client", "-o", "json", "-f", str(path)],
-                            capture_output=True, text=True, check=True)
-    decoder, text, documents = json.JSONDecoder(), result.stdout.strip(), []
-    while text:  # one JSON object per document, one after another
-        document, end = decoder.raw_decode(text)
-        documents.append(document)
-        text = text[end:].strip()
-    return documents
 
 
 def greeting(name: str, namespace: str) -> dict[str, Any]:
@@ -140,14 +125,7 @@ def test_the_example_deployments_rbac_is_enough(crd: None, namespace: str, tmp_p
     with that account's token (as the Deployment's pods would) and see it work."""
     manifests = yaml_documents(EXAMPLES / "leader-election" / "deployment.yaml")
     apply([m for m in manifests if m["kind"] != "Deployment"])  # no kubelet here to run pods
-    token = kubectl("create", "token", "greeter", "-n", "default").strip()
-    admin = json.loads(Path(os.environ["KUBECONFIG"]).read_text())
-    config = {**admin, "users": [{"name": "greeter", "user": {"token": token}}],
-              "contexts": [{"name": "greeter", "context": {"cluster": admin["clusters"][0]["name"],
-                                                           "user": "greeter"}}],
-              "current-context": "greeter"}
-    kubeconfig = tmp_path / "greeter.kubeconfig"
-    kubeconfig.write_text(json.dumps(config))
+    kubeconfig = account_kubeconfig("greeter", tmp_path)
     operator = OperatorProcess(["run", "--all-namespaces", "--standalone", "--lease", "greeter-leader",
                                 str(EXAMPLES / "greeter" / "operator.py")], cwd=tmp_path,
                                env={"KUBECONFIG": str(kubeconfig), "POD_ID": "greeter-pod", "POD_NAMESPACE": "default"})

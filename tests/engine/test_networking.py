@@ -16,7 +16,7 @@ import pytest
 from audit import AuditLog
 from conftest import apply, kubectl
 from operators import OperatorProcess, eventually, get, write_script
-from webhooks import admission_server
+from webhooks import validating_webhook
 
 AGENT = "kopf-rs/"
 
@@ -100,13 +100,22 @@ def proxy() -> Iterator[ConnectProxy]:
     proxy.close()
 
 
-def kubeconfig_with(tmp_path: Path, **cluster: Any) -> Path:
-    """The test cluster's kubeconfig with some of the cluster's fields changed."""
+def kubeconfig_with(tmp_path: Path, namespace: str | None = None, **cluster: Any) -> Path:
+    """The test cluster's kubeconfig with some of the cluster's fields (or the context's
+    namespace) changed."""
     config = json.loads(Path(os.environ["KUBECONFIG"]).read_text())
     config["clusters"][0]["cluster"].update(cluster)
+    if namespace is not None:
+        config["contexts"][0]["context"]["namespace"] = namespace
     path = tmp_path / "kubeconfig"
     path.write_text(json.dumps(config))
     return path
+
+
+def events(namespace: str, reason: str) -> list[dict[str, Any]]:
+    """The Kubernetes Events of this reason in the namespace."""
+    items = json.loads(kubectl("get", "events", "-n", namespace, "-o", "json"))["items"]
+    return [event for event in items if event["reason"] == reason]
 
 
 GREETER = """
@@ -291,18 +300,8 @@ def refusing_events(tmp_path: Path, namespace: str) -> Iterator[list[str]]:
         seen.append(request["object"].get("reason", ""))
         return len(seen) > 2, "not yet"
 
-    name = f"refuse-events-{namespace}"
-    with admission_server(tmp_path, decide) as (port, ca_bundle):
-        apply({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
-               "metadata": {"name": name},
-               "webhooks": [{
-                   "name": "refuse-events.kopf-rs.dev",
-                   "clientConfig": {"url": f"https://127.0.0.1:{port}/", "caBundle": ca_bundle},
-                   "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
-                              "resources": ["events"]}],
-                   "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
-                   "admissionReviewVersions": ["v1"], "sideEffects": "None", "failurePolicy": "Fail",
-               }]})
+    rule = {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["events"]}
+    with validating_webhook(tmp_path, f"refuse-events-{namespace}", decide, rule=rule, namespace=namespace):
         # The configuration takes a moment to be in force: probe it with a dry-run.
         probe = json.dumps({"apiVersion": "v1", "kind": "Event", "metadata": {"generateName": "probe-"},
                             "involvedObject": {"kind": "Pod", "name": "x", "namespace": namespace},
@@ -310,10 +309,7 @@ def refusing_events(tmp_path: Path, namespace: str) -> Iterator[list[str]]:
         eventually(lambda: kubectl("create", "-n", namespace, "--dry-run=server", "-f", "-", input=probe,
                                    check=False) is not None and "Probe" in seen, what="the webhook in force")
         seen.clear()
-        try:
-            yield seen
-        finally:
-            kubectl("delete", "validatingwebhookconfiguration", name, check=False)
+        yield seen
 
 
 def test_refused_event_posts_are_retried_with_their_backoffs(
@@ -328,11 +324,7 @@ def test_refused_event_posts_are_retried_with_their_backoffs(
     operator = OperatorProcess(["run", "-n", namespace, str(script)], cwd=tmp_path)
     try:
         kubectl("create", "-f", "-", input=greeting("v1", namespace))
-
-        def posted() -> list[dict[str, Any]]:
-            items = json.loads(kubectl("get", "events", "-n", namespace, "-o", "json"))["items"]
-            return [e for e in items if e["reason"] == "Greeted"]
-        found = eventually(posted, what="the Event after two refusals")
+        found = eventually(lambda: events(namespace, "Greeted"), what="the Event after two refusals")
     finally:
         operator.stop()
     assert found[0]["message"] == "hello"
@@ -343,10 +335,7 @@ def test_refused_event_posts_are_retried_with_their_backoffs(
 
 def test_events_of_cluster_scoped_objects_go_to_the_logins_namespace(
         cluster: dict[str, str], namespace: str, tmp_path: Path) -> None:
-    config = json.loads(Path(os.environ["KUBECONFIG"]).read_text())
-    config["contexts"][0]["context"]["namespace"] = namespace
-    kubeconfig = tmp_path / "kubeconfig"
-    kubeconfig.write_text(json.dumps(config))
+    kubeconfig = kubeconfig_with(tmp_path, namespace=namespace)
     script = write_script(tmp_path, f"""
         import kopf
 
@@ -359,11 +348,7 @@ def test_events_of_cluster_scoped_objects_go_to_the_logins_namespace(
     try:
         apply({"apiVersion": "v1", "kind": "Namespace",
                "metadata": {"name": other, "labels": {"kopf-rs-events": namespace}}})
-
-        def posted() -> list[dict[str, Any]]:
-            items = json.loads(kubectl("get", "events", "-n", namespace, "-o", "json"))["items"]
-            return [e for e in items if e["reason"] == "Noticed"]
-        found = eventually(posted, what="the Event in the login's namespace")
+        found = eventually(lambda: events(namespace, "Noticed"), what="the Event in the login's namespace")
     finally:
         operator.stop()
         kubectl("delete", "namespace", other, "--wait=false", check=False)

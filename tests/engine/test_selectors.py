@@ -6,17 +6,15 @@ from __future__ import annotations
 
 import collections
 import json
-import os
 import re
 import time
 import urllib.parse
 from pathlib import Path
 from typing import Any
 
-import yaml
 from audit import AuditLog
 from conftest import apply, kubectl
-from operators import OperatorProcess, eventually, write_script
+from operators import OperatorProcess, account_kubeconfig, eventually, write_script, yaml_documents
 
 AGENT = "kopf-rs/"
 EXAMPLES = Path(__file__).parents[2] / "examples"
@@ -121,16 +119,9 @@ def test_the_sharding_examples_replicas_split_the_objects_with_its_rbac(
         crd: None, namespace: str, tmp_path: Path) -> None:
     """examples/sharding: two replicas (as the StatefulSet's pods, by their HOSTNAME) with the
     example's service account: each greeting is greeted once, by the replica of its shard."""
-    manifests = list(yaml.safe_load_all((EXAMPLES / "sharding" / "statefulset.yaml").read_text()))
+    manifests = yaml_documents(EXAMPLES / "sharding" / "statefulset.yaml")
     apply([m for m in manifests if m["kind"] != "StatefulSet"])  # no kubelet here to run pods
-    token = kubectl("create", "token", "sharded-greeter", "-n", "default").strip()
-    admin = json.loads(Path(os.environ["KUBECONFIG"]).read_text())
-    config = {**admin, "users": [{"name": "sharded", "user": {"token": token}}],
-              "contexts": [{"name": "sharded", "context": {"cluster": admin["clusters"][0]["name"],
-                                                           "user": "sharded"}}],
-              "current-context": "sharded"}
-    kubeconfig = tmp_path / "sharded.kubeconfig"
-    kubeconfig.write_text(json.dumps(config))
+    kubeconfig = account_kubeconfig("sharded-greeter", tmp_path)
     replicas = [OperatorProcess(["run", "-n", namespace, "--standalone", str(EXAMPLES / "sharding" / "operator.py")],
                                 cwd=tmp_path, env={"KUBECONFIG": str(kubeconfig), "SHARDS": "2",
                                                    "HOSTNAME": f"sharded-greeter-{ordinal}"})

@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import apply, kubectl
+from conftest import kubectl
 from operators import OperatorProcess, eventually, get, write_script
-from webhooks import admission_server
+from webhooks import validating_webhook
 
 
 @pytest.fixture()
@@ -26,22 +26,10 @@ def refusing_webhook(tmp_path: Path, namespace: str) -> Iterator[list[str]]:
         seen.append("state" if state_write else "other")
         return not state_write or seen.count("state") > 2, "temporarily refused"
 
-    name = f"refuse-{namespace}"
-    with admission_server(tmp_path, decide) as (port, ca_bundle):
-        apply({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
-               "metadata": {"name": name},
-               "webhooks": [{
-                   "name": "refuse.kopf-rs.dev",
-                   "clientConfig": {"url": f"https://127.0.0.1:{port}/", "caBundle": ca_bundle},
-                   "rules": [{"apiGroups": ["demo.kopf.dev"], "apiVersions": ["v1"], "operations": ["UPDATE"],
-                              "resources": ["greetings"]}],
-                   "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
-                   "admissionReviewVersions": ["v1"], "sideEffects": "None", "failurePolicy": "Fail",
-               }]})
-        try:
-            yield seen
-        finally:
-            kubectl("delete", "validatingwebhookconfiguration", name, check=False)
+    rule = {"apiGroups": ["demo.kopf.dev"], "apiVersions": ["v1"], "operations": ["UPDATE"],
+            "resources": ["greetings"]}
+    with validating_webhook(tmp_path, f"refuse-{namespace}", decide, rule=rule, namespace=namespace):
+        yield seen
 
 
 @pytest.mark.parametrize("request_retries", [True, False])
