@@ -9,7 +9,7 @@ import warnings
 from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from kopf import _engine, _errors, _subhandling
+from kopf import _callbacks, _engine, _errors, _subhandling
 from kopf._errors import ErrorsMode
 from kopf._handlers import (
     Activity,
@@ -32,6 +32,14 @@ from kopf._handlers import (
 from kopf._references import Marker, Resource, Selector
 
 FnT = TypeVar('FnT', bound=Callable[..., Any])
+# What each decorator accepts (checked as Kopf checks it) and gives back unchanged.
+ActivityFnT = TypeVar('ActivityFnT', bound='_callbacks.ActivityFn')
+ChangingFnT = TypeVar('ChangingFnT', bound='_callbacks.ChangingFn')
+WatchingFnT = TypeVar('WatchingFnT', bound='_callbacks.WatchingFn')
+IndexingFnT = TypeVar('IndexingFnT', bound='_callbacks.IndexingFn')
+WebhookFnT = TypeVar('WebhookFnT', bound='_callbacks.WebhookFn')
+DaemonFnT = TypeVar('DaemonFnT', bound='_callbacks.DaemonFn')
+TimerFnT = TypeVar('TimerFnT', bound='_callbacks.TimerFn')
 ResourceArg = str | Marker | Callable[[Resource], bool] | None
 FieldSpec = str | list[str] | tuple[str, ...] | None
 
@@ -65,7 +73,7 @@ def _activity(activity: Activity, *, id: str | None, param: Any, errors: ErrorsM
 
 def startup(*, id: str | None = None, param: Any | None = None, errors: ErrorsMode | None = None,
             timeout: float | None = None, retries: int | None = None, backoff: float | None = None,
-            registry: OperatorRegistry | None = None) -> Callable[[FnT], FnT]:
+            registry: OperatorRegistry | None = None) -> Callable[[ActivityFnT], ActivityFnT]:
     """``@kopf.on.startup()``: run before the operator starts handling objects."""
     return _activity(Activity.STARTUP, id=id, param=param, errors=errors, timeout=timeout,
                      retries=retries, backoff=backoff, registry=registry)
@@ -73,7 +81,7 @@ def startup(*, id: str | None = None, param: Any | None = None, errors: ErrorsMo
 
 def cleanup(*, id: str | None = None, param: Any | None = None, errors: ErrorsMode | None = None,
             timeout: float | None = None, retries: int | None = None, backoff: float | None = None,
-            registry: OperatorRegistry | None = None) -> Callable[[FnT], FnT]:
+            registry: OperatorRegistry | None = None) -> Callable[[ActivityFnT], ActivityFnT]:
     """``@kopf.on.cleanup()``: run when the operator is exiting."""
     return _activity(Activity.CLEANUP, id=id, param=param, errors=errors, timeout=timeout,
                      retries=retries, backoff=backoff, registry=registry)
@@ -81,7 +89,7 @@ def cleanup(*, id: str | None = None, param: Any | None = None, errors: ErrorsMo
 
 def login(*, id: str | None = None, param: Any | None = None, errors: ErrorsMode | None = None,
           timeout: float | None = None, retries: int | None = None, backoff: float | None = None,
-          registry: OperatorRegistry | None = None) -> Callable[[FnT], FnT]:
+          registry: OperatorRegistry | None = None) -> Callable[[ActivityFnT], ActivityFnT]:
     """``@kopf.on.login()``: return ``kopf.ConnectionInfo`` for the API access."""
     return _activity(Activity.AUTHENTICATION, id=id, param=param, errors=errors, timeout=timeout,
                      retries=retries, backoff=backoff, registry=registry)
@@ -89,7 +97,7 @@ def login(*, id: str | None = None, param: Any | None = None, errors: ErrorsMode
 
 def probe(*, id: str | None = None, param: Any | None = None, errors: ErrorsMode | None = None,
           timeout: float | None = None, retries: int | None = None, backoff: float | None = None,
-          registry: OperatorRegistry | None = None) -> Callable[[FnT], FnT]:
+          registry: OperatorRegistry | None = None) -> Callable[[ActivityFnT], ActivityFnT]:
     """``@kopf.on.probe()``: a value reported by the liveness endpoint."""
     return _activity(Activity.PROBE, id=id, param=param, errors=errors, timeout=timeout,
                      retries=retries, backoff=backoff, registry=registry)
@@ -135,7 +143,7 @@ def resume(
         labels: MetaFilter | None = None, annotations: MetaFilter | None = None,
         when: Callable[..., bool] | None = None, field: FieldSpec = None, value: Any | None = None,
         registry: OperatorRegistry | None = None,
-) -> Callable[[FnT], FnT]:
+) -> Callable[[ChangingFnT], ChangingFnT]:
     """``@kopf.on.resume()``: for objects that exist when the operator starts."""
     return _changing(arg1, arg2, arg3, group=group, version=version, kind=kind, plural=plural,
                      singular=singular, shortcut=shortcut, category=category, id=id, param=param,
@@ -155,7 +163,7 @@ def create(
         labels: MetaFilter | None = None, annotations: MetaFilter | None = None,
         when: Callable[..., bool] | None = None, field: FieldSpec = None, value: Any | None = None,
         registry: OperatorRegistry | None = None,
-) -> Callable[[FnT], FnT]:
+) -> Callable[[ChangingFnT], ChangingFnT]:
     """``@kopf.on.create()``: for newly created objects."""
     return _changing(arg1, arg2, arg3, group=group, version=version, kind=kind, plural=plural,
                      singular=singular, shortcut=shortcut, category=category, id=id, param=param,
@@ -176,7 +184,7 @@ def update(
         when: Callable[..., bool] | None = None, field: FieldSpec = None, value: Any | None = None,
         old: Any | None = None, new: Any | None = None,
         registry: OperatorRegistry | None = None,
-) -> Callable[[FnT], FnT]:
+) -> Callable[[ChangingFnT], ChangingFnT]:
     """``@kopf.on.update()``: for essential changes of existing objects."""
     return _changing(arg1, arg2, arg3, group=group, version=version, kind=kind, plural=plural,
                      singular=singular, shortcut=shortcut, category=category, id=id, param=param,
@@ -196,7 +204,7 @@ def delete(
         labels: MetaFilter | None = None, annotations: MetaFilter | None = None,
         when: Callable[..., bool] | None = None, field: FieldSpec = None, value: Any | None = None,
         registry: OperatorRegistry | None = None,
-) -> Callable[[FnT], FnT]:
+) -> Callable[[ChangingFnT], ChangingFnT]:
     """``@kopf.on.delete()``: for objects being deleted (blocked by a finalizer unless optional)."""
     return _changing(arg1, arg2, arg3, group=group, version=version, kind=kind, plural=plural,
                      singular=singular, shortcut=shortcut, category=category, id=id, param=param,
@@ -217,7 +225,7 @@ def field(
         when: Callable[..., bool] | None = None, field: str | list[str] | tuple[str, ...],
         value: Any | None = None, old: Any | None = None, new: Any | None = None,
         registry: OperatorRegistry | None = None,
-) -> Callable[[FnT], FnT]:
+) -> Callable[[ChangingFnT], ChangingFnT]:
     """``@kopf.on.field()``: for changes of one field, whatever the cause."""
     return _changing(arg1, arg2, arg3, group=group, version=version, kind=kind, plural=plural,
                      singular=singular, shortcut=shortcut, category=category, id=id, param=param,
@@ -235,9 +243,9 @@ def event(
         labels: MetaFilter | None = None, annotations: MetaFilter | None = None,
         when: Callable[..., bool] | None = None, field: FieldSpec = None, value: Any | None = None,
         registry: OperatorRegistry | None = None,
-) -> Callable[[FnT], FnT]:
+) -> Callable[[WatchingFnT], WatchingFnT]:
     """``@kopf.on.event()``: for every raw watch event, silently; errors are logged and ignored."""
-    def decorator(fn: FnT) -> FnT:
+    def decorator(fn: WatchingFnT) -> WatchingFnT:
         _verify_values(field, value)
         _verify_filters(labels, annotations)
         real_registry = registry if registry is not None else get_default_registry()
@@ -264,7 +272,7 @@ def index(
         labels: MetaFilter | None = None, annotations: MetaFilter | None = None,
         when: Callable[..., bool] | None = None, field: FieldSpec = None, value: Any | None = None,
         registry: OperatorRegistry | None = None,
-) -> Callable[[FnT], FnT]:
+) -> Callable[[IndexingFnT], IndexingFnT]:
     """``@kopf.index()``: index the objects in memory, by what the function returns for each.
 
     A dict's keys and values go into the index (anything else goes under the key ``None``;
@@ -272,7 +280,7 @@ def index(
     function's name by default), a ``kopf.Index``; they start once the objects that exist
     at the operator's start are indexed.
     """
-    def decorator(fn: FnT) -> FnT:
+    def decorator(fn: IndexingFnT) -> IndexingFnT:
         _verify_values(field, value)
         _verify_filters(labels, annotations)
         real_registry = registry if registry is not None else get_default_registry()
@@ -332,7 +340,7 @@ def validate(
         labels: MetaFilter | None = None, annotations: MetaFilter | None = None,
         when: Callable[..., bool] | None = None, field: FieldSpec = None, value: Any | None = None,
         registry: OperatorRegistry | None = None,
-) -> Callable[[FnT], FnT]:
+) -> Callable[[WebhookFnT], WebhookFnT]:
     """``@kopf.on.validate()``: a validating admission webhook's handler.
 
     It is called for each admission request of the resource (served by
@@ -358,7 +366,7 @@ def mutate(
         labels: MetaFilter | None = None, annotations: MetaFilter | None = None,
         when: Callable[..., bool] | None = None, field: FieldSpec = None, value: Any | None = None,
         registry: OperatorRegistry | None = None,
-) -> Callable[[FnT], FnT]:
+) -> Callable[[WebhookFnT], WebhookFnT]:
     """``@kopf.on.mutate()``: a mutating admission webhook's handler.
 
     Its changes to the ``patch`` kwarg go back to the apiserver as a JSON-patch of the
@@ -402,7 +410,7 @@ def daemon(
         labels: MetaFilter | None = None, annotations: MetaFilter | None = None,
         when: Callable[..., bool] | None = None, field: FieldSpec = None, value: Any | None = None,
         registry: OperatorRegistry | None = None,
-) -> Callable[[FnT], FnT]:
+) -> Callable[[DaemonFnT], DaemonFnT]:
     """``@kopf.daemon()``: a function that runs for as long as each matching object exists.
 
     It gets a ``stopped`` kwarg: truthy when the daemon should exit (the object is deleted,
@@ -433,7 +441,7 @@ def timer(
         when: Callable[..., bool] | None = None, field: FieldSpec = None, value: Any | None = None,
         registry: OperatorRegistry | None = None,
         cron: str | None = None, timezone: str | None = None,
-) -> Callable[[FnT], FnT]:
+) -> Callable[[TimerFnT], TimerFnT]:
     """``@kopf.timer()``: a function called every ``interval`` seconds for each matching object.
 
     With ``idle``, only once the object has not changed for that many seconds;
@@ -468,7 +476,7 @@ def subhandler(
         labels: MetaFilter | None = None, annotations: MetaFilter | None = None,
         when: Callable[..., bool] | None = None, field: FieldSpec = None, value: Any | None = None,
         old: Any | None = None, new: Any | None = None,
-) -> Callable[[FnT], FnT]:
+) -> Callable[[ChangingFnT], ChangingFnT]:
     """``@kopf.subhandler()``: a sub-handler of the change handler that is running now.
 
     Used inside a handler, e.g. once per item of the object's spec::
@@ -485,7 +493,7 @@ def subhandler(
     is not finished until all its sub-handlers are: it is called again in later cycles and
     must declare the same sub-handlers each time (keep it idempotent).
     """
-    def decorator(fn: FnT) -> FnT:
+    def decorator(fn: ChangingFnT) -> ChangingFnT:
         call = _subhandling.current_call("@kopf.subhandler")
         parent = call.handler
         if not isinstance(parent, ChangingHandler):
@@ -507,12 +515,12 @@ def subhandler(
 
 
 def register(
-        fn: FnT, *, id: str | None = None, param: Any | None = None,
+        fn: ChangingFnT, *, id: str | None = None, param: Any | None = None,
         errors: ErrorsMode | None = None, timeout: float | None = None, retries: int | None = None,
         backoff: float | None = None,
         labels: MetaFilter | None = None, annotations: MetaFilter | None = None,
         when: Callable[..., bool] | None = None,
-) -> FnT:
+) -> ChangingFnT:
     """``kopf.register(fn, id=...)``: the same as ``@kopf.subhandler(id=...)`` on ``fn``."""
     decorator = subhandler(id=id, param=param, errors=errors, timeout=timeout, retries=retries,
                            backoff=backoff, labels=labels, annotations=annotations, when=when)
