@@ -23,6 +23,7 @@ pub mod client;
 pub mod engine;
 pub mod ha;
 pub mod indices;
+pub mod metrics;
 pub mod probing;
 pub mod running;
 pub mod settings;

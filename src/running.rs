@@ -69,6 +69,8 @@ pub enum RunError {
     #[error(transparent)]
     Probing(#[from] crate::probing::ProbingError),
     #[error(transparent)]
+    Metrics(#[from] crate::metrics::serving::MetricsError),
+    #[error(transparent)]
     Discovery(#[from] DiscoveryError),
     #[error("settings.persistence: {0}")]
     Storages(#[from] StoragesError),
@@ -279,6 +281,10 @@ pub async fn run(
         Some(endpoint) => Some(crate::probing::serve(endpoint, hooks.clone()).await?),
         None => None,
     };
+    let metrics = match &spec.settings.metrics.address {
+        Some(address) => Some(crate::metrics::serving::serve(address).await?),
+        None => None,
+    };
     let resources = discover(&credentials, server).await?;
     let settings = Arc::new(spec.settings.clone());
     let targets = peering_targets(&credentials, &spec, &resources).await?;
@@ -316,6 +322,9 @@ pub async fn run(
         tasks::spawn_in(&mut peerings, peering.run(stop.clone()));
     }
     let mut paused = pause.subscribe();
+    if let Some(metrics) = crate::metrics::get() {
+        metrics.set_paused(*paused.borrow());
+    }
     let poster = Poster {
         credentials: credentials.clone(),
         component: settings.posting.reporting_component.clone(),
@@ -391,7 +400,13 @@ pub async fn run(
     loop {
         tokio::select! {
             changed = stop.changed() => if changed.is_err() || *stop.borrow() { break },
-            Ok(()) = paused.changed() => serving.set_paused(*paused.borrow_and_update()),
+            Ok(()) = paused.changed() => {
+                let now_paused = *paused.borrow_and_update();
+                if let Some(metrics) = crate::metrics::get() {
+                    metrics.set_paused(now_paused);
+                }
+                serving.set_paused(now_paused);
+            }
             Some(event) = crd_rx.recv() => {
                 if !crd_versions.is_news(&event) {
                     continue;
@@ -428,8 +443,8 @@ pub async fn run(
     let withdrawn = async { while peerings.join_next().await.is_some() {} };
     let _ = tokio::time::timeout(std::time::Duration::from_secs(10), withdrawn).await;
     poster.abort();
-    if let Some(liveness) = liveness {
-        liveness.abort();
+    for endpoint in [liveness, metrics].into_iter().flatten() {
+        endpoint.abort();
     }
     Ok(())
 }

@@ -15,6 +15,15 @@ pub struct Settings {
     pub peering: PeeringSettings,
     pub leadership: LeadershipSettings,
     pub scanning: ScanningSettings,
+    pub metrics: MetricsSettings,
+}
+
+/// `kopf run --metrics [HOST:]PORT` / `settings.metrics.address` (not in Kopf; opt-in).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+pub struct MetricsSettings {
+    /// Where `/metrics` is served; none: no metrics are kept.
+    pub address: Option<String>,
 }
 
 /// Whether new and removed CRDs are noticed at runtime (else only those found at start).

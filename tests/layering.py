@@ -22,6 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # Top-level files are layers of their own (`settings` is low: every layer reads it).
 LAYERS: list[tuple[str, ...]] = [
     ("util",),
+    ("metrics",),  # recorded into from every layer above
     ("state",),
     ("settings",),
     ("client",),

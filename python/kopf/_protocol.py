@@ -83,6 +83,7 @@ class Invoked(TypedDict, total=False):
     delay: float | None  # until the next attempt, if not final
     result: Any  # the handler's return value, for ``status.<handler id>``
     exception: str | None  # the error's text, if it failed
+    failure: str | None  # how it failed, for the metrics: temporary, permanent, exception
     subrefs: list[str]
     patch: dict[str, Any] | None  # the handler's changes to the ``patch`` kwarg
     cancelled: bool  # a daemon stopped by force: no outcome

@@ -85,6 +85,7 @@ async def operator(
         priority: int | None = None,
         peering_name: str | None = None,
         lease_name: str | None = None,
+        metrics_address: str | None = None,
         liveness_endpoint: str | None = None,
         clusterwide: bool = False,
         namespaces: Collection[str] = (),
@@ -132,6 +133,8 @@ async def operator(
         settings.peering.name = peering_name
     if lease_name is not None:
         settings.leadership.lease_name = lease_name
+    if metrics_address is not None:
+        settings.metrics.address = metrics_address
     if standalone is not None:
         settings.peering.standalone = standalone
     if priority is not None:

@@ -75,6 +75,14 @@ class LeadershipSettings:
 
 
 @dataclasses.dataclass
+class MetricsSettings:
+    """Prometheus metrics of the engine (not in Kopf; opt-in)."""
+    address: str | None = None
+    """Where ``/metrics`` is served: ``PORT`` (all interfaces) or ``HOST:PORT``
+    (``kopf run --metrics``, ``$KOPF_RUN_METRICS``); none: no metrics are kept."""
+
+
+@dataclasses.dataclass
 class WatchingSettings:
     server_timeout: float | None = None
     """The server-side timeout of a watch request."""
@@ -222,6 +230,7 @@ class OperatorSettings:
     persistence: PersistenceSettings = dataclasses.field(default_factory=PersistenceSettings)
     leadership: LeadershipSettings = dataclasses.field(default_factory=LeadershipSettings)
     admission: AdmissionSettings = dataclasses.field(default_factory=AdmissionSettings)
+    metrics: MetricsSettings = dataclasses.field(default_factory=MetricsSettings)
 
     @property
     def batching(self) -> QueueingSettings:
@@ -287,6 +296,7 @@ class OperatorSettings:
                 'sharded': bool(self.watching.shard_selectors),
             },
             'leadership': dataclasses.asdict(self.leadership),
+            'metrics': dataclasses.asdict(self.metrics),
             'networking': {
                 'request_timeout': self.networking.request_timeout,
                 'connect_timeout': self.networking.connect_timeout,

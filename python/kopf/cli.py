@@ -84,12 +84,15 @@ def preload(paths: Collection[str], modules: Collection[str]) -> None:
 @click.option('-P', '--peering', 'peering_name', type=str, envvar='KOPF_RUN_PEERING')
 @click.option('-p', '--priority', type=int)
 @click.option('--lease', 'lease_name', type=str, envvar='KOPF_RUN_LEASE')
+@click.option('--metrics', 'metrics_address', type=str, envvar='KOPF_RUN_METRICS', metavar='[HOST:]PORT',
+              help="Serve Prometheus metrics at http://HOST:PORT/metrics (not in Kopf).")
 @click.option('-m', '--module', 'modules', multiple=True)
 @click.argument('paths', nargs=-1)
 @click.make_pass_decorator(CLIControls, ensure=True)
 def run(__controls: CLIControls, paths: list[str], modules: list[str], peering_name: str | None,
         priority: int | None, dev: bool | None, standalone: bool | None, namespaces: Collection[str],
-        clusterwide: bool, liveness_endpoint: str | None, lease_name: str | None) -> None:
+        clusterwide: bool, liveness_endpoint: str | None, lease_name: str | None,
+        metrics_address: str | None) -> None:
     """ Start an operator process and handle all the requests. """
     priority = 666 if dev else priority
     if os.environ.get('KOPF_RUN_NAMESPACE'):  # the legacy single-namespace variable
@@ -102,7 +105,8 @@ def run(__controls: CLIControls, paths: list[str], modules: list[str], peering_n
     loop = __controls.loop
     coro = _running.operator(
         standalone=standalone, namespaces=namespaces, clusterwide=clusterwide, priority=priority,
-        peering_name=peering_name, lease_name=lease_name, liveness_endpoint=liveness_endpoint,
+        peering_name=peering_name, lease_name=lease_name, metrics_address=metrics_address,
+        liveness_endpoint=liveness_endpoint,
         registry=__controls.registry, settings=__controls.settings, stop_flag=__controls.stop_flag,
         ready_flag=__controls.ready_flag, vault=__controls.vault,
     )

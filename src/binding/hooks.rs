@@ -10,7 +10,9 @@ use crate::client::connection::ConnectionInfo;
 use crate::client::credentials::LoginError;
 use crate::client::watching::EventType;
 use crate::engine::handlers::Reason;
-use crate::engine::hooks::{HandlerKind, Hooks, Invocation, Invoked, PlanRequest, Rejection};
+use crate::engine::hooks::{
+    Failure, HandlerKind, Hooks, Invocation, Invoked, PlanRequest, Rejection,
+};
 use crate::indices::Indices;
 use crate::settings::ServerSelectors;
 use crate::state::diffs::Diff;
@@ -262,6 +264,12 @@ fn parse_invoked(answer: &Bound<'_, PyAny>, indexing: Option<&Converter>) -> PyR
                 .map(|s| s.extract())
                 .transpose()?
                 .unwrap_or_default(),
+        },
+        failure: match get("failure")?.map(|f| f.extract::<String>()).transpose()? {
+            Some(class) if class == "temporary" => Some(Failure::Temporary),
+            Some(class) if class == "permanent" => Some(Failure::Permanent),
+            Some(_) => Some(Failure::Exception),
+            None => None,
         },
         indexed: match (indexing, get("indexed")?) {
             (Some(converter), Some(result)) => converter.result(&result)?,

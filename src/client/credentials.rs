@@ -239,7 +239,16 @@ impl Credentials {
             if attempt > 1 {
                 tracing::debug!(target: ENGINE, "Request attempt #{attempt}/{count}: {what}");
             }
-            let error = match self.authorised(channel, &request).await {
+            let started = std::time::Instant::now();
+            let result = self.authorised(channel, &request).await;
+            if let Some(metrics) = crate::metrics::get() {
+                let verb = match what.contains("watch=true") {
+                    true => "WATCH",
+                    false => what.split(' ').next().unwrap_or_default(),
+                };
+                metrics.api_request(verb, &status_code(&result), started.elapsed());
+            }
+            let error = match result {
                 Ok(result) => {
                     if attempt > 1 {
                         tracing::debug!(target: ENGINE, "Request attempt #{attempt}/{count} succeeded: {what}");
@@ -311,6 +320,16 @@ impl Credentials {
             }
             _ => attempt.await,
         }
+    }
+}
+
+/// The metrics' `code` label: a success's exact code is not kept by the client ("2xx").
+fn status_code<T>(result: &Result<T, kube::Error>) -> String {
+    match result {
+        Ok(_) => "2xx".into(),
+        Err(kube::Error::Api(status)) => status.code.to_string(),
+        Err(kube::Error::Service(error)) if error.is::<TimedOut>() => "timeout".into(),
+        Err(_) => "error".into(),
     }
 }
 

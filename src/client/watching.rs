@@ -143,7 +143,10 @@ impl Watcher {
             let listed = tokio::select! {
                 listed = self.list(&tx), if !self.settings.initial_streaming => listed,
                 () = std::future::ready(()), if self.settings.initial_streaming => Ok(Start::InitialEvents),
-                () = self.paused_now() => continue 'relist,
+                () = self.paused_now() => {
+                    self.restarted(Restart::Relist, "paused");
+                    continue 'relist;
+                }
             };
             // None: the initial events are still to come in the stream itself.
             let mut version = match listed {
@@ -164,6 +167,7 @@ impl Watcher {
                         "Listing failed: {}",
                         crate::util::errors::chain(&error)
                     ));
+                    self.restarted(Restart::Relist, "error");
                     self.backoff(&mut failures).await;
                     continue 'relist;
                 }
@@ -171,27 +175,41 @@ impl Watcher {
             loop {
                 let watched = tokio::select! {
                     watched = self.watch_within(&tx, &mut version) => watched,
-                    () = self.paused_now() => continue 'relist,
+                    () = self.paused_now() => {
+                        self.restarted(Restart::Relist, "paused");
+                        continue 'relist;
+                    }
                 };
                 match watched {
                     Ok(None) => return Ok(()),
-                    Ok(Some(Restart::Relist)) => continue 'relist,
+                    Ok(Some(Restart::Relist)) => {
+                        self.restarted(Restart::Relist, "gone");
+                        continue 'relist;
+                    }
                     // Broken before its initial events ended: stream them all again.
-                    Ok(Some(Restart::Rewatch)) if version.is_none() => continue 'relist,
+                    Ok(Some(Restart::Rewatch)) if version.is_none() => {
+                        self.restarted(Restart::Relist, "initial-events-broken");
+                        continue 'relist;
+                    }
                     Ok(Some(Restart::Rewatch)) => {
+                        self.restarted(Restart::Rewatch, "closed");
                         failures = 0;
                         tokio::time::sleep(Duration::from_secs_f64(
                             self.settings.reconnect_backoff,
                         ))
                         .await;
                     }
-                    Err(kube::Error::Api(e)) if e.code == 410 => continue 'relist,
+                    Err(kube::Error::Api(e)) if e.code == 410 => {
+                        self.restarted(Restart::Relist, "gone");
+                        continue 'relist;
+                    }
                     Err(error) if forbidden(&error) => return Err(Forbidden),
                     Err(error) => {
                         self.warn(&format!(
                             "Watching failed: {}",
                             crate::util::errors::chain(&error)
                         ));
+                        self.restarted(Restart::Rewatch, "error");
                         self.backoff(&mut failures).await;
                     }
                 }
@@ -230,6 +248,16 @@ impl Watcher {
         match &self.namespace {
             Some(ns) => format!("{} in {ns:?}", self.resource.name()),
             None => format!("{} cluster-wide", self.resource.name()),
+        }
+    }
+
+    /// Counted in the metrics (if enabled), by the cause's label.
+    fn restarted(&self, how: Restart, cause: &str) {
+        if let Some(metrics) = crate::metrics::get() {
+            match how {
+                Restart::Relist => metrics.relist(&self.resource.name(), cause),
+                Restart::Rewatch => metrics.watch_restart(&self.resource.name(), cause),
+            }
         }
     }
 

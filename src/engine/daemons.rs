@@ -6,7 +6,7 @@
 
 use crate::engine::context::ResourceContext;
 use crate::engine::handlers::{SpawningHandler, SpawningKind};
-use crate::engine::hooks::{DaemonCall, HandlerKind, Hooks, Invocation};
+use crate::engine::hooks::{self, DaemonCall, HandlerKind, Hooks, Invocation};
 use crate::ha::pausing::Pause;
 use crate::object_log;
 use crate::state::patches::Patch;
@@ -533,6 +533,7 @@ impl Runner {
     }
 
     async fn run(self) {
+        let _counted = RunningGauge::start(&self.daemons.ctx.resource, self.handler.kind);
         if self.initial_delay().await {
             match self.handler.kind {
                 SpawningKind::Daemon => self.run_daemon().await,
@@ -563,7 +564,12 @@ impl Runner {
             self.stopper.sleep(f64::from(u32::MAX)).await;
             return None;
         }
-        let invoked = self.hooks().invoke(self.invocation(attempts)).await;
+        let kind = match self.handler.kind {
+            SpawningKind::Daemon => "daemon",
+            SpawningKind::Timer => "timer",
+        };
+        let call = self.invocation(attempts);
+        let invoked = hooks::invoke_metered(self.hooks(), call, &self.handler.id, kind).await;
         if invoked.cancelled {
             return None;
         }
@@ -631,11 +637,14 @@ impl Runner {
         let handler = &self.handler;
         let mut attempts = Attempts::new();
         let mut retrying = false;
+        // When the next call is due by the schedule (not after an idleness or a retry's delay).
+        let mut due: Option<Instant> = None;
         while !self.stopper.is_set() {
             if let (Some(schedule), false) = (&handler.cron, retrying) {
                 let Some(wait) = schedule.until_next() else {
                     break; // the pattern names no more instants
                 };
+                due = Instant::now().checked_add(wait);
                 if !self.stopper.sleep(wait.as_secs_f64()).await {
                     break;
                 }
@@ -653,6 +662,14 @@ impl Runner {
                 }
             }
             let started = Instant::now();
+            if let (Some(due), Some(metrics)) = (due.take(), crate::metrics::get()) {
+                let labels = crate::metrics::HandlerLabels {
+                    resource: self.daemons.ctx.resource.name(),
+                    handler: handler.id.clone(),
+                    kind: "timer".into(),
+                };
+                metrics.timer_lateness(labels, started.saturating_duration_since(due));
+            }
             let Some(outcome) = self.call(&mut attempts).await else {
                 return;
             };
@@ -664,8 +681,11 @@ impl Runner {
             } else if let Some(interval) = handler.interval.filter(|_| handler.sharp) {
                 // Stay on the grid of intervals from the call's start, however long it took.
                 let passed = started.elapsed().as_secs_f64();
-                self.stopper.sleep(interval - passed % interval).await;
+                let wait = interval - passed % interval;
+                due = due_in(wait);
+                self.stopper.sleep(wait).await;
             } else if let Some(interval) = handler.interval {
+                due = due_in(interval);
                 self.stopper.sleep(interval).await;
             } else if let Some(idle) = handler.idle {
                 // Idle-only: wait for a change (the idle clock restarting) and the idleness after it.
@@ -699,6 +719,33 @@ impl Runner {
         self.stopper.set(reasons::DONE, hooks);
         hooks.daemon_forget(self.stopper.token);
         self.object.exited.notify_one();
+    }
+}
+
+/// The instant that many seconds from now (none if beyond the clock's range).
+fn due_in(seconds: f64) -> Option<Instant> {
+    Instant::now().checked_add(Duration::try_from_secs_f64(seconds).ok()?)
+}
+
+/// A runner counted in the metrics' daemons or timers running (if enabled), for as long as
+/// it exists (also when it is aborted rather than finished).
+struct RunningGauge(Option<(String, bool)>);
+
+impl RunningGauge {
+    fn start(resource: &crate::client::resources::Resource, kind: SpawningKind) -> Self {
+        let timer = kind == SpawningKind::Timer;
+        RunningGauge(crate::metrics::get().map(|metrics| {
+            metrics.spawned(&resource.name(), timer, 1);
+            (resource.name(), timer)
+        }))
+    }
+}
+
+impl Drop for RunningGauge {
+    fn drop(&mut self) {
+        if let (Some((resource, timer)), Some(metrics)) = (&self.0, crate::metrics::get()) {
+            metrics.spawned(resource, *timer, -1);
+        }
     }
 }
 

@@ -6,7 +6,7 @@
 
 use crate::engine::context::{Change, ResourceContext};
 use crate::engine::handlers::ChangingHandler;
-use crate::engine::hooks::{Children, Executed, HandlerKind, PlanRequest};
+use crate::engine::hooks::{self, Children, Executed, HandlerKind, PlanRequest};
 use crate::engine::lifecycles::Lifecycle;
 use crate::engine::selecting::{self, Verdicts};
 use crate::state::patches::Patch;
@@ -67,7 +67,7 @@ pub async fn execute_once(
         call.retry = handler_state.retries;
         call.started = Some(format_time(handler_state.started));
         call.runtime = handler_state.runtime(Utc::now());
-        let mut invoked = ctx.hooks.invoke(call).await;
+        let mut invoked = hooks::invoke_metered(&*ctx.hooks, call, &handler.id, "changing").await;
         invoked.outcome.subrefs = children.own_refs();
         invoked.apply_to(&handler.id, &mut patch.lock().expect("not poisoned"));
         state = state.with_outcome(&handler.id, &invoked.outcome, Utc::now());

@@ -7,6 +7,7 @@ use crate::client::watching::EventType;
 use crate::engine::handlers::{ChangingHandler, Reason};
 use crate::engine::lifecycles::Lifecycle;
 use crate::indices::datum::Datum;
+use crate::metrics::{CallOutcome, HandlerLabels};
 use crate::settings::ServerSelectors;
 use crate::state::diffs::Diff;
 use crate::state::patches::Patch;
@@ -174,10 +175,23 @@ pub struct PlanRequest {
     pub states: Vec<(String, Value)>,
 }
 
+/// How a failed call failed: the exception's class on the Python side.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Failure {
+    /// `kopf.TemporaryError`.
+    Temporary,
+    /// `kopf.PermanentError`.
+    Permanent,
+    /// Any other exception.
+    Exception,
+}
+
 /// What came back from a handler call.
 #[derive(Debug, Clone, Default)]
 pub struct Invoked {
     pub outcome: Outcome,
+    /// If it failed, how (for the metrics; the outcome says what follows).
+    pub failure: Option<Failure>,
     /// An indexing function's result, as (key, value) pairs (a plain value under `None`);
     /// none if it returned `None` (or failed).
     pub indexed: Option<Vec<(Datum, Datum)>>,
@@ -192,6 +206,16 @@ pub struct Invoked {
 }
 
 impl Invoked {
+    fn call_outcome(&self) -> CallOutcome {
+        match (self.cancelled, self.failure, &self.outcome.exception) {
+            (true, ..) => CallOutcome::Cancelled,
+            (_, Some(Failure::Temporary), _) => CallOutcome::Temporary,
+            (_, Some(Failure::Permanent), _) => CallOutcome::Permanent,
+            (_, Some(Failure::Exception), _) | (_, None, Some(_)) => CallOutcome::Exception,
+            (_, None, None) => CallOutcome::Success,
+        }
+    }
+
     /// The call's effects on the object: the handler's own patch, and its result in
     /// `status.<handler id>`.
     pub fn apply_to(&self, id: &str, patch: &mut Patch) {
@@ -200,6 +224,29 @@ impl Invoked {
         }
         deliver_result(id, &self.outcome, patch);
     }
+}
+
+/// A handler call, counted and timed in the metrics if they are enabled. `kind` is the
+/// metrics' label: changing, watching, indexing, daemon, timer, admission.
+pub async fn invoke_metered(
+    hooks: &dyn Hooks,
+    call: Invocation,
+    id: &str,
+    kind: &'static str,
+) -> Invoked {
+    let Some(metrics) = crate::metrics::get() else {
+        return hooks.invoke(call).await;
+    };
+    let labels = HandlerLabels {
+        resource: call.resource.name(),
+        handler: id.to_owned(),
+        kind: kind.to_owned(),
+    };
+    let retry = call.retry > 0;
+    let started = std::time::Instant::now();
+    let invoked = hooks.invoke(call).await;
+    metrics.handler_call(labels, invoked.call_outcome(), retry, started.elapsed());
+    invoked
 }
 
 /// What the core asks of the Python side.

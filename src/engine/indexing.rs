@@ -8,7 +8,7 @@
 use crate::client::watching::{EventType, RawEvent};
 use crate::engine::context::{object_key, IndexingMemory, ResourceContext};
 use crate::engine::handlers::IndexingHandler;
-use crate::engine::hooks::HandlerKind;
+use crate::engine::hooks::{self, HandlerKind};
 use crate::engine::selecting;
 use crate::indices::index::ObjectKey;
 use crate::state::progression::{format_time, HandlerState};
@@ -42,9 +42,9 @@ pub async fn index(ctx: &ResourceContext, memory: &mut IndexingMemory, event: &R
         calls.push((handler, state, call));
     }
     // All at once (Kopf's lifecycle for indexing): one trip for all the indices.
-    let outcomes = futures::future::join_all(
-        (calls.iter()).map(|(_, _, call)| ctx.hooks.invoke(call.clone())),
-    )
+    let outcomes = futures::future::join_all((calls.iter()).map(|(handler, _, call)| {
+        hooks::invoke_metered(&*ctx.hooks, call.clone(), &handler.id, "indexing")
+    }))
     .await;
     let mut called = Vec::new();
     for ((handler, state, _), invoked) in calls.into_iter().zip(outcomes) {

@@ -7,7 +7,7 @@ use crate::engine::context::{Change, Cycle, Memory, ResourceContext};
 use crate::engine::daemons::{Daemons, ObjectDaemons};
 use crate::engine::executing::{self, SharedPatch};
 use crate::engine::handlers::{Match, Reason, SpawningHandler};
-use crate::engine::hooks::HandlerKind;
+use crate::engine::hooks::{self, HandlerKind};
 use crate::engine::selecting::{self, Verdicts};
 use crate::object_log;
 use crate::state::diffs::{self, Diff};
@@ -346,7 +346,7 @@ pub async fn process_watching(ctx: &Arc<ResourceContext>, event: &RawEvent) -> P
     let watching = selecting::for_event(ctx, HandlerKind::Watching, &ctx.watching, event).await;
     for (handler, call) in watching {
         // Errors are logged by the Python side and otherwise ignored: events are not retried.
-        let invoked = ctx.hooks.invoke(call).await;
+        let invoked = hooks::invoke_metered(&*ctx.hooks, call, &handler.id, "watching").await;
         invoked.apply_to(&handler.id, &mut patch);
     }
     patch

@@ -99,7 +99,9 @@ impl Dispatcher {
         // The objects listed since the listing began: the others known are gone.
         let mut listed: HashSet<ObjectId> = HashSet::new();
         let backlog = Arc::new(Semaphore::new(LISTING_BACKLOG));
+        let mut known = Known::new(&this.ctx);
         loop {
+            known.update(&routes);
             let watched = tokio::select! {
                 watched = events.recv() => match watched {
                     Some(watched) => watched,
@@ -129,6 +131,7 @@ impl Dispatcher {
                             event_type: EventType::Vanished,
                             object: Arc::new(body),
                         };
+                        known.queued(1);
                         this.route(&mut routes, key, (event, false, None));
                     }
                     listed = HashSet::new(); // not kept at the listing's size meanwhile
@@ -159,8 +162,10 @@ impl Dispatcher {
                     }
                 };
             }
+            known.queued(1);
             this.route(&mut routes, key, (event, counted, place));
         }
+        known.forget();
         // The stream has ended (the operator stops): stop the daemons, and meanwhile
         // let the workers finish their cycles.
         if let Some(listing) = &this.listing {
@@ -231,6 +236,47 @@ impl Dispatcher {
     ) {
         let worker = Worker::new(self.clone(), key, rx, memory);
         tasks::spawn_in(&mut routes.workers, worker.run());
+    }
+}
+
+/// What the metrics (if enabled) show of one dispatcher: the objects it knows (with a worker
+/// or at rest) and the events in their queues, as its share of the resource's gauges.
+struct Known {
+    resource: String,
+    objects: i64,
+}
+
+impl Known {
+    fn new(ctx: &ResourceContext) -> Self {
+        let resource = match crate::metrics::get() {
+            Some(_) => ctx.resource.name(),
+            None => String::new(),
+        };
+        Known {
+            resource,
+            objects: 0,
+        }
+    }
+
+    fn update(&mut self, routes: &Routes) {
+        if let Some(metrics) = crate::metrics::get() {
+            let objects = (routes.queues.len() + routes.resting.len()) as i64;
+            metrics.objects_watched(&self.resource, objects - self.objects);
+            self.objects = objects;
+        }
+    }
+
+    fn queued(&self, events: i64) {
+        if let Some(metrics) = crate::metrics::get() {
+            metrics.events_queued(&self.resource, events);
+        }
+    }
+
+    fn forget(&mut self) {
+        if let Some(metrics) = crate::metrics::get() {
+            metrics.objects_watched(&self.resource, -self.objects);
+            self.objects = 0;
+        }
     }
 }
 
@@ -341,6 +387,11 @@ impl Worker {
             let mut batch: Vec<Queued> = first.into_iter().map(|event| *event).collect();
             while let Ok(event) = self.rx.try_recv() {
                 batch.push(*event);
+            }
+            if let Some(metrics) = crate::metrics::get().filter(|_| !batch.is_empty()) {
+                let resource = self.ctx().resource.name();
+                metrics.events_queued(&resource, -(batch.len() as i64));
+                metrics.events_collapsed(&resource, batch.len() as u64 - 1);
             }
             return Some(batch);
         }
@@ -599,6 +650,9 @@ impl Worker {
                     object,
                     "Sleeping was interrupted by new changes, {left} seconds left."
                 );
+                if let Some(metrics) = crate::metrics::get() {
+                    metrics.events_queued(&self.ctx().resource.name(), -1);
+                }
                 self.absorb(vec![*queued]).await;
                 Slept::Interrupted
             }

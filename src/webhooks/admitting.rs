@@ -7,7 +7,7 @@ use super::reviews::{respond, Review, ReviewError};
 use super::serving::{AdmissionRequest, Reviewer};
 use crate::client::resources::Resource;
 use crate::engine::handlers::{Match, WebhookHandler};
-use crate::engine::hooks::{AdmissionCall, HandlerKind, Hooks, Invocation, Rejection};
+use crate::engine::hooks::{self, AdmissionCall, HandlerKind, Hooks, Invocation, Rejection};
 use crate::state::diffs;
 use crate::util::dicts;
 use futures::future::BoxFuture;
@@ -138,7 +138,8 @@ impl Admission {
         let mut warnings: Vec<String> = vec![];
         let mut patch = Value::Object(Default::default());
         for handler in chosen {
-            let invoked = self.hooks.invoke(invocation(handler)).await;
+            let call = invocation(handler);
+            let invoked = hooks::invoke_metered(&*self.hooks, call, &handler.id, "admission").await;
             warnings.extend(invoked.warnings);
             if let Some(own) = &invoked.patch {
                 dicts::merge_patch_into_patch(&mut patch, own);

@@ -1,0 +1,381 @@
+//! The engine's figures for Prometheus (opt-in: `kopf run --metrics [HOST:]PORT`, or
+//! `settings.metrics.address`): handler calls, API requests, watch streams, queues, daemons
+//! and timers, the pause state, admission reviews. Nothing is recorded unless enabled: each
+//! recording point asks `get()` first, so an operator without metrics pays one atomic load.
+//!
+//! Labels are bounded: resources, handler ids, kinds, verbs and codes — never object names.
+
+pub mod serving;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::registry::Registry;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+static METRICS: OnceLock<Metrics> = OnceLock::new();
+
+/// The figures, if metrics are enabled in this process.
+pub fn get() -> Option<&'static Metrics> {
+    METRICS.get()
+}
+
+/// Start recording (idempotent): from now on, `get()` gives the figures.
+pub fn enable() -> &'static Metrics {
+    METRICS.get_or_init(Metrics::new)
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct HandlerLabels {
+    pub resource: String,
+    pub handler: String,
+    pub kind: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct OutcomeLabels {
+    pub resource: String,
+    pub handler: String,
+    pub kind: String,
+    pub outcome: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ResourceLabels {
+    pub resource: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct CauseLabels {
+    pub resource: String,
+    pub cause: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RequestLabels {
+    pub verb: String,
+    pub code: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct VerbLabels {
+    pub verb: String,
+}
+
+type Histograms<L> = Family<L, Histogram, fn() -> Histogram>;
+
+/// Durations from 1 ms to about 65 s.
+fn seconds() -> Histogram {
+    Histogram::new(exponential_buckets(0.001, 2.0, 17))
+}
+
+/// Lateness from 1 ms to about 16 s.
+fn lateness() -> Histogram {
+    Histogram::new(exponential_buckets(0.001, 2.0, 15))
+}
+
+/// How one handler call ended, as the `outcome` label says it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CallOutcome {
+    Success,
+    /// `kopf.TemporaryError`: retried after its delay.
+    Temporary,
+    /// `kopf.PermanentError`: not retried.
+    Permanent,
+    /// Any other exception (retried or not, by the handler's `errors=` mode).
+    Exception,
+    /// Stopped by force (a daemon's cancellation): no outcome.
+    Cancelled,
+}
+
+impl CallOutcome {
+    fn label(self) -> &'static str {
+        match self {
+            CallOutcome::Success => "success",
+            CallOutcome::Temporary => "temporary",
+            CallOutcome::Permanent => "permanent",
+            CallOutcome::Exception => "exception",
+            CallOutcome::Cancelled => "cancelled",
+        }
+    }
+}
+
+pub struct Metrics {
+    registry: Registry,
+    handler_calls: Family<OutcomeLabels, Counter>,
+    handler_duration: Histograms<HandlerLabels>,
+    handler_retries: Family<HandlerLabels, Counter>,
+    objects_watched: Family<ResourceLabels, Gauge>,
+    events_queued: Family<ResourceLabels, Gauge>,
+    events_collapsed: Family<ResourceLabels, Counter>,
+    watch_restarts: Family<CauseLabels, Counter>,
+    relists: Family<CauseLabels, Counter>,
+    api_requests: Family<RequestLabels, Counter>,
+    api_duration: Histograms<VerbLabels>,
+    daemons_running: Family<ResourceLabels, Gauge>,
+    timers_running: Family<ResourceLabels, Gauge>,
+    timer_lateness: Histograms<HandlerLabels>,
+    paused: Gauge,
+    admission_requests: Family<OutcomeLabels, Counter>,
+}
+
+impl Metrics {
+    fn new() -> Self {
+        let mut registry = Registry::with_prefix("kopf");
+        let metrics = Metrics {
+            registry: Registry::default(),
+            handler_calls: Family::default(),
+            handler_duration: Family::new_with_constructor(seconds),
+            handler_retries: Family::default(),
+            objects_watched: Family::default(),
+            events_queued: Family::default(),
+            events_collapsed: Family::default(),
+            watch_restarts: Family::default(),
+            relists: Family::default(),
+            api_requests: Family::default(),
+            api_duration: Family::new_with_constructor(seconds),
+            daemons_running: Family::default(),
+            timers_running: Family::default(),
+            timer_lateness: Family::new_with_constructor(lateness),
+            paused: Gauge::default(),
+            admission_requests: Family::default(),
+        };
+        let m = &metrics;
+        registry.register(
+            "handler_calls",
+            "Handler calls by resource, handler, kind and outcome",
+            m.handler_calls.clone(),
+        );
+        registry.register(
+            "handler_duration_seconds",
+            "How long handler calls took",
+            m.handler_duration.clone(),
+        );
+        registry.register(
+            "handler_retries",
+            "Handler calls that were retries of a failed one",
+            m.handler_retries.clone(),
+        );
+        registry.register(
+            "objects_watched",
+            "Objects known from the watch streams, by resource",
+            m.objects_watched.clone(),
+        );
+        registry.register(
+            "events_queued",
+            "Watch events waiting in the objects' queues, by resource",
+            m.events_queued.clone(),
+        );
+        registry.register(
+            "events_collapsed",
+            "Watch events superseded by a later one of the same object before processing",
+            m.events_collapsed.clone(),
+        );
+        registry.register(
+            "watch_restarts",
+            "Watch streams re-opened, by resource and cause",
+            m.watch_restarts.clone(),
+        );
+        registry.register(
+            "relists",
+            "Resources listed again (410 Gone, resuming from a pause), by resource and cause",
+            m.relists.clone(),
+        );
+        registry.register(
+            "api_requests",
+            "Requests to the API server by verb and status code (2xx: any success; \
+             timeout, error: no response)",
+            m.api_requests.clone(),
+        );
+        registry.register(
+            "api_request_duration_seconds",
+            "How long requests to the API server took (to the response's headers)",
+            m.api_duration.clone(),
+        );
+        registry.register(
+            "daemons_running",
+            "Daemons running, by resource",
+            m.daemons_running.clone(),
+        );
+        registry.register(
+            "timers_running",
+            "Timers running, by resource",
+            m.timers_running.clone(),
+        );
+        registry.register(
+            "timer_lateness_seconds",
+            "How late timer calls started after their scheduled instant",
+            m.timer_lateness.clone(),
+        );
+        registry.register(
+            "paused",
+            "1 while the operator is paused (by peering or the leader Lease), else 0",
+            m.paused.clone(),
+        );
+        registry.register(
+            "admission_requests",
+            "Admission handler calls by resource, webhook, kind and outcome",
+            m.admission_requests.clone(),
+        );
+        Metrics {
+            registry,
+            ..metrics
+        }
+    }
+
+    /// The exposition, in the OpenMetrics text format.
+    pub fn encode(&self) -> String {
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &self.registry)
+            .expect("writing to a String does not fail");
+        text
+    }
+
+    pub fn handler_call(
+        &self,
+        labels: HandlerLabels,
+        outcome: CallOutcome,
+        retry: bool,
+        took: Duration,
+    ) {
+        self.handler_duration
+            .get_or_create(&labels)
+            .observe(took.as_secs_f64());
+        if retry {
+            self.handler_retries.get_or_create(&labels).inc();
+        }
+        let HandlerLabels {
+            resource,
+            handler,
+            kind,
+        } = labels;
+        let outcome = outcome.label().to_owned();
+        let labels = OutcomeLabels {
+            resource,
+            handler,
+            kind,
+            outcome,
+        };
+        let counter = if labels.kind == "admission" {
+            &self.admission_requests
+        } else {
+            &self.handler_calls
+        };
+        counter.get_or_create(&labels).inc();
+    }
+
+    pub fn objects_watched(&self, resource: &str, delta: i64) {
+        (self
+            .objects_watched
+            .get_or_create(&resource_labels(resource)))
+        .inc_by(delta);
+    }
+
+    pub fn events_queued(&self, resource: &str, delta: i64) {
+        (self.events_queued.get_or_create(&resource_labels(resource))).inc_by(delta);
+    }
+
+    pub fn events_collapsed(&self, resource: &str, count: u64) {
+        (self
+            .events_collapsed
+            .get_or_create(&resource_labels(resource)))
+        .inc_by(count);
+    }
+
+    pub fn watch_restart(&self, resource: &str, cause: &str) {
+        (self
+            .watch_restarts
+            .get_or_create(&cause_labels(resource, cause)))
+        .inc();
+    }
+
+    pub fn relist(&self, resource: &str, cause: &str) {
+        (self.relists.get_or_create(&cause_labels(resource, cause))).inc();
+    }
+
+    pub fn api_request(&self, verb: &str, code: &str, took: Duration) {
+        let labels = RequestLabels {
+            verb: verb.to_owned(),
+            code: code.to_owned(),
+        };
+        self.api_requests.get_or_create(&labels).inc();
+        let labels = VerbLabels {
+            verb: verb.to_owned(),
+        };
+        (self.api_duration.get_or_create(&labels)).observe(took.as_secs_f64());
+    }
+
+    pub fn spawned(&self, resource: &str, timer: bool, delta: i64) {
+        let family = if timer {
+            &self.timers_running
+        } else {
+            &self.daemons_running
+        };
+        family
+            .get_or_create(&resource_labels(resource))
+            .inc_by(delta);
+    }
+
+    pub fn timer_lateness(&self, labels: HandlerLabels, late: Duration) {
+        (self.timer_lateness.get_or_create(&labels)).observe(late.as_secs_f64());
+    }
+
+    pub fn set_paused(&self, paused: bool) {
+        self.paused.set(i64::from(paused));
+    }
+}
+
+fn resource_labels(resource: &str) -> ResourceLabels {
+    ResourceLabels {
+        resource: resource.to_owned(),
+    }
+}
+
+fn cause_labels(resource: &str, cause: &str) -> CauseLabels {
+    CauseLabels {
+        resource: resource.to_owned(),
+        cause: cause.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_exposition_names_follow_the_conventions() {
+        let metrics = Metrics::new();
+        let labels = HandlerLabels {
+            resource: "kopfexamples.v1.kopf.dev".into(),
+            handler: "create_fn".into(),
+            kind: "changing".into(),
+        };
+        metrics.handler_call(
+            labels.clone(),
+            CallOutcome::Success,
+            false,
+            Duration::from_millis(3),
+        );
+        metrics.handler_call(labels, CallOutcome::Temporary, true, Duration::from_secs(1));
+        metrics.api_request("PATCH", "2xx", Duration::from_millis(5));
+        metrics.set_paused(true);
+        let text = metrics.encode();
+        assert!(text.contains(
+            "kopf_handler_calls_total{resource=\"kopfexamples.v1.kopf.dev\",handler=\"create_fn\",kind=\"changing\",outcome=\"success\"} 1"
+        ), "{text}");
+        assert!(text.contains("kopf_handler_retries_total{"), "{text}");
+        assert!(
+            text.contains("# TYPE kopf_handler_duration_seconds histogram"),
+            "{text}"
+        );
+        assert!(
+            text.contains("kopf_api_requests_total{verb=\"PATCH\",code=\"2xx\"} 1"),
+            "{text}"
+        );
+        assert!(text.contains("kopf_paused 1"), "{text}");
+        assert!(text.ends_with("# EOF\n"), "{text}");
+    }
+}
