@@ -16,20 +16,37 @@ pub fn limit_malloc_arenas() {
     }
 }
 
-/// How often the free memory is handed back (a trim walks the heaps: a few milliseconds).
+/// How often the free memory may be handed back (a trim walks the heaps: a few milliseconds).
 const TRIM_INTERVAL: std::time::Duration = std::time::Duration::from_secs(10);
 
-/// Hand the allocator's free pages back to the system every few seconds, while the
-/// operator runs (a task of the current tokio runtime).
+/// Hand the allocator's free pages back to the system every few seconds while the operator
+/// runs (a task of the current tokio runtime) — but only after some activity: when the
+/// resident size has changed since the previous trim. At rest nothing is freed, and the
+/// walk of a large heap would be the only thing that wakes the process.
 pub fn trim_periodically() -> tokio::task::JoinHandle<()> {
     crate::util::tasks::spawn(async {
+        let mut after_last_trim = None;
         loop {
             tokio::time::sleep(TRIM_INTERVAL).await;
-            #[cfg(all(target_os = "linux", target_env = "gnu"))]
-            // SAFETY: malloc_trim only releases free memory of the allocator's own heaps.
-            unsafe {
-                libc::malloc_trim(0);
+            let resident = resident_pages();
+            if resident.is_none() || resident != after_last_trim {
+                trim();
+                after_last_trim = resident_pages();
             }
         }
     })
+}
+
+fn trim() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only releases free memory of the allocator's own heaps.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
+/// The process's resident size in pages (none where `/proc` is not there: then every time).
+fn resident_pages() -> Option<u64> {
+    let statm = std::fs::read_to_string("/proc/self/statm").ok()?;
+    statm.split_whitespace().nth(1)?.parse().ok()
 }
