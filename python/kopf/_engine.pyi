@@ -77,6 +77,8 @@ class Scope:
     def execute_blocking(self, children: str, lifecycle: str) -> str:
         """The same, waiting in a thread (without the GIL)."""
 
+def discover(connection: str) -> Awaitable[str]: ...
+def review_access(connection: str, attributes: str) -> Awaitable[str]: ...
 def touch_peering(connection: str, request: str) -> Awaitable[str]:
     """Write (or with lifetime 0, remove) our record in the peering objects: JSON ``[[where, found], ...]``."""
 

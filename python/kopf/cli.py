@@ -11,9 +11,9 @@ from typing import Any
 
 import click
 
-from kopf import _engine, _loading, _logging, _peering, _running
+from kopf import _engine, _loading, _logging, _peering, _rbac, _running
 from kopf._errors import LoginError, OperatorError
-from kopf._handlers import OperatorRegistry, set_default_registry
+from kopf._handlers import OperatorRegistry, get_default_registry, set_default_registry
 from kopf._settings import OperatorSettings
 from kopf._versions import __version__
 
@@ -159,3 +159,70 @@ def resume(id: str | None, namespaces: Collection[str], clusterwide: bool, peeri
     """ Resume the resource handling in the operator(s). """
     _peering_command(id=id, name=peering_name, priority=0, lifetime=0,
                      namespaces=namespaces, clusterwide=clusterwide)
+
+
+@main.group()
+def rbac() -> None:
+    """ The RBAC rules the operator's handlers need: generate them, or verify the current credentials (not in Kopf). """
+
+
+def _rbac_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """What the rules depend on: the handlers, and the options `kopf run` would get."""
+    options: list[Callable[[Callable[..., Any]], Callable[..., Any]]] = [
+        click.option('--lease', 'lease_name', type=str, envvar='KOPF_RUN_LEASE', help="as `kopf run --lease`"),
+        click.option('-P', '--peering', 'peering_name', type=str, envvar='KOPF_RUN_PEERING', default='default',
+                     show_default=True, help="as `kopf run --peering`"),
+        click.option('--standalone', is_flag=True, help="as `kopf run --standalone`: no peering"),
+        click.option('--account-namespace', type=str, default=None,
+                     help="the ServiceAccount's namespace (by default: the only --namespace, else 'default')"),
+        click.option('--name', 'account', type=str, default='kopf-operator', show_default=True,
+                     help="the ServiceAccount's and its roles' name"),
+        click.option('-A', '--all-namespaces', 'clusterwide', is_flag=True),
+        click.option('-n', '--namespace', 'namespaces', multiple=True),
+        click.option('-m', '--module', 'modules', multiple=True),
+        click.argument('paths', nargs=-1),
+    ]
+    for option in options:
+        fn = option(fn)
+    return logging_options(fn)
+
+
+def _rbac_run(coro_fn: Callable[..., Any], *, paths: Collection[str], modules: Collection[str],
+              namespaces: Collection[str], clusterwide: bool, account: str, account_namespace: str | None,
+              standalone: bool, peering_name: str, lease_name: str | None, **extra: Any) -> Any:
+    if namespaces and clusterwide:
+        raise click.UsageError("Either --namespace or --all-namespaces can be used, not both.")
+    preload(paths=paths, modules=modules)
+    settings = OperatorSettings()
+    names = list(namespaces)
+    only = names[0] if len(names) == 1 and not any(c in names[0] for c in '*?!,') else None
+    coro = coro_fn(
+        registry=get_default_registry(), namespaces=namespaces, clusterwide=clusterwide or not namespaces,
+        standalone=standalone, peering_name=peering_name, lease_name=lease_name,
+        lease_namespace=_running._lease_namespace(settings, namespaces), account=account,
+        account_namespace=account_namespace or only or 'default', **extra,
+    )
+    try:
+        return asyncio.run(coro)
+    except (OperatorError, LoginError) as e:
+        raise click.ClickException(str(e)) from e
+
+
+@rbac.command()
+@_rbac_options
+def generate(paths: Collection[str], modules: Collection[str], **options: Any) -> None:
+    """ Print the ServiceAccount, (Cluster)Roles and bindings that the handlers need, as YAML. """
+    source = ', '.join([*paths, *(f"-m {m}" for m in modules)]) or 'no handlers'
+    click.echo(_rbac_run(_rbac.generate, paths=paths, modules=modules, source=source, **options), nl=False)
+
+
+@rbac.command()
+@_rbac_options
+def verify(paths: Collection[str], modules: Collection[str], **options: Any) -> None:
+    """ Check that the current credentials have what the handlers need; exit 1 if not. """
+    missing = _rbac_run(_rbac.verify, paths=paths, modules=modules, **options)
+    for line in missing:
+        click.echo(f"Missing: {line}")
+    if missing:
+        raise SystemExit(1)
+    click.echo("All the permissions that the handlers need are granted.")

@@ -1,8 +1,10 @@
-//! One-shot commands of the CLI that only talk to the API: `kopf freeze` and `kopf resume`.
+//! One-shot commands of the CLI that only talk to the API: `kopf freeze` and `kopf resume`;
+//! `kopf rbac generate` (the served resources) and `kopf rbac verify` (access reviews).
 
 use crate::client::connection::{self, ConnectionInfo};
 use crate::client::credentials::Credentials;
 use crate::client::discovery::{self, DiscoveryError};
+use crate::client::resources::Resource;
 use crate::ha::peering::{self, TouchRequest};
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
@@ -15,23 +17,74 @@ pub fn touch_peering<'py>(
     connection: &str,
     request: &str,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let info: ConnectionInfo = serde_json::from_str(connection)
-        .map_err(|e| PyValueError::new_err(format!("invalid connection info: {e}")))?;
+    let info = connection_info(connection)?;
     let request: TouchRequest = serde_json::from_str(request)
         .map_err(|e| PyValueError::new_err(format!("invalid peering request: {e}")))?;
     pyo3_async_runtimes::tokio::future_into_py(py, async move {
-        let failed = |message: String| PyRuntimeError::new_err(message);
-        let client = connection::client(&info, None)
-            .await
-            .map_err(|e| failed(e.to_string()))?;
-        let resources = discovery::scan(&client).await.map_err(|source| {
-            let server = info.server.clone();
-            failed(DiscoveryError { server, source }.to_string())
-        })?;
+        let (client, resources) = connect(&info).await?;
         let credentials = Credentials::fixed(client);
         let results = peering::touch_all(&credentials, &resources, &request)
             .await
-            .map_err(|e| failed(e.to_string()))?;
+            .map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
         Ok(serde_json::to_string(&results).expect("pairs of strings and booleans serialise"))
     })
+}
+
+/// The resources the server serves (as the operator discovers them at start); an
+/// awaitable of their JSON list.
+#[pyfunction]
+pub fn discover<'py>(py: Python<'py>, connection: &str) -> PyResult<Bound<'py, PyAny>> {
+    let info = connection_info(connection)?;
+    pyo3_async_runtimes::tokio::future_into_py(py, async move {
+        let (_, resources) = connect(&info).await?;
+        Ok(serde_json::to_string(&resources).expect("resources serialise"))
+    })
+}
+
+/// Whether the current credentials may do each of these (SelfSubjectAccessReviews:
+/// `resourceAttributes` objects); an awaitable of a JSON list of booleans.
+#[pyfunction]
+pub fn review_access<'py>(
+    py: Python<'py>,
+    connection: &str,
+    attributes: &str,
+) -> PyResult<Bound<'py, PyAny>> {
+    let info = connection_info(connection)?;
+    let attributes: Vec<serde_json::Value> = serde_json::from_str(attributes)
+        .map_err(|e| PyValueError::new_err(format!("invalid access reviews: {e}")))?;
+    pyo3_async_runtimes::tokio::future_into_py(py, async move {
+        let (client, _) = connect(&info).await?;
+        let credentials = Credentials::fixed(client);
+        let url = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews";
+        let mut allowed = Vec::with_capacity(attributes.len());
+        for resource_attributes in attributes {
+            let review = serde_json::json!({
+                "apiVersion": "authorization.k8s.io/v1",
+                "kind": "SelfSubjectAccessReview",
+                "spec": {"resourceAttributes": resource_attributes},
+            });
+            let answer = (credentials.post(url, &review).await)
+                .map_err(|e| PyRuntimeError::new_err(format!("POST {url}: {e}")))?;
+            allowed.push(answer.pointer("/status/allowed") == Some(&serde_json::Value::Bool(true)));
+        }
+        Ok(serde_json::to_string(&allowed).expect("booleans serialise"))
+    })
+}
+
+fn connection_info(connection: &str) -> PyResult<ConnectionInfo> {
+    serde_json::from_str(connection)
+        .map_err(|e| PyValueError::new_err(format!("invalid connection info: {e}")))
+}
+
+/// A client of these credentials, and what its server serves.
+async fn connect(info: &ConnectionInfo) -> PyResult<(kube::Client, Vec<Resource>)> {
+    let failed = |message: String| PyRuntimeError::new_err(message);
+    let client = connection::client(info, None)
+        .await
+        .map_err(|e| failed(e.to_string()))?;
+    let resources = discovery::scan(&client).await.map_err(|source| {
+        let server = info.server.clone();
+        failed(DiscoveryError { server, source }.to_string())
+    })?;
+    Ok((client, resources))
 }

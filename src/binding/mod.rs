@@ -26,6 +26,8 @@ fn _engine(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<indices::IndexView>()?;
     m.add_class::<webhooks::WebhookServing>()?;
     m.add_function(wrap_pyfunction!(commands::touch_peering, m)?)?;
+    m.add_function(wrap_pyfunction!(commands::discover, m)?)?;
+    m.add_function(wrap_pyfunction!(commands::review_access, m)?)?;
     m.add_function(wrap_pyfunction!(webhooks::describe_certificate, m)?)?;
     m.add_function(wrap_pyfunction!(check_cron, m)?)?;
     Ok(())

@@ -653,7 +653,11 @@ impl Runner {
                 loop {
                     let reset = *self.object.idle_reset.lock().expect("not poisoned");
                     let left = idle - reset.elapsed().as_secs_f64();
-                    if left <= 0.0 || !self.stopper.sleep(left).await {
+                    if left <= 0.0 {
+                        break;
+                    }
+                    due = None; // waiting for idleness: not late by the schedule
+                    if !self.stopper.sleep(left).await {
                         break;
                     }
                 }

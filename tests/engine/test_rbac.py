@@ -1,0 +1,128 @@
+"""`kopf rbac generate` and `kopf rbac verify` on the real control plane: the generated
+account runs the operator; without one of its rules, `verify` names it, and so does the
+operator's error."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+from conftest import kubectl
+from operators import OperatorProcess, account_kubeconfig, write_script
+
+HANDLERS = """
+    import kopf
+
+    @kopf.on.create('greetings')
+    def create_fn(spec, **_):
+        return {'greeted': spec.get('who')}
+
+    @kopf.on.event('greetings')
+    def seen(name, logger, **_):
+        logger.info(f"seen {name}")
+
+    @kopf.timer('greetings', interval=0.5)
+    def tick(patch, **_):
+        patch.status['ticked'] = True
+
+    @kopf.index('greetings')
+    def by_name(name, **_):
+        return {name: True}
+"""
+
+
+def rbac(*args: str, kubeconfig: Path | None = None) -> subprocess.CompletedProcess[str]:
+    kopf = Path(sys.executable).with_name("kopf")
+    env = {**os.environ, "KUBECONFIG": str(kubeconfig)} if kubeconfig is not None else None
+    return subprocess.run([str(kopf), "rbac", *args], capture_output=True, text=True, check=False,
+                          timeout=60, env=env)
+
+
+def greeting(name: str, namespace: str) -> str:
+    return json.dumps({"apiVersion": "demo.kopf.dev/v1", "kind": "Greeting",
+                       "metadata": {"name": name, "namespace": namespace}, "spec": {"who": name}})
+
+
+def test_generated_rules_run_the_operator_and_a_missing_one_is_named(
+        crd: None, namespace: str, tmp_path: Path) -> None:
+    script = write_script(tmp_path, HANDLERS)
+    account = f"op-{namespace}"
+    options = ["-n", namespace, "--name", account, "--standalone", str(script)]
+    generated = rbac("generate", *options)
+    assert generated.returncode == 0, generated.stderr
+    documents = [d for d in yaml.safe_load_all(generated.stdout) if d]
+    kinds = [d["kind"] for d in documents]
+    assert kinds == ["ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"], kinds
+    role = next(d for d in documents if d["kind"] == "Role")
+    rules = {(r["apiGroups"][0], r["resources"][0]): r["verbs"] for r in role["rules"]}
+    assert rules == {("demo.kopf.dev", "greetings"): ["list", "patch", "watch"],
+                     ("demo.kopf.dev", "greetings/status"): ["patch"],
+                     ("", "events"): ["create"]}
+    cluster_role = next(d for d in documents if d["kind"] == "ClusterRole")
+    assert [(r["resources"], r["verbs"]) for r in cluster_role["rules"]] == \
+        [(["customresourcedefinitions"], ["list", "watch"])]
+    assert "# list, watch: index 'by_name' (the watch-stream)" in generated.stdout
+    assert "# patch: timer 'tick' (results and patches of status)" in generated.stdout
+
+    kubectl("apply", "-f", "-", input=generated.stdout)
+    try:
+        kubeconfig = account_kubeconfig(account, tmp_path, namespace)
+        verified = rbac("verify", *options, kubeconfig=kubeconfig)
+        assert verified.returncode == 0, verified.stdout + verified.stderr
+        assert "All the permissions that the handlers need are granted." in verified.stdout
+
+        operator = OperatorProcess(["run", "-n", namespace, "--standalone", str(script)], cwd=tmp_path,
+                                   env={"KUBECONFIG": str(kubeconfig)})
+        try:
+            kubectl("create", "-f", "-", input=greeting("r1", namespace))
+            operator.wait_for(r"Handler 'create_fn' succeeded")
+            operator.wait_for(r"Timer 'tick' succeeded", count=2)
+            operator.wait_for(r"seen r1")
+        finally:
+            assert operator.stop() == 0
+        assert "403" not in operator.output and "Forbidden" not in operator.output, operator.output
+        status = json.loads(kubectl("get", "greeting", "r1", "-n", namespace, "-o", "json"))["status"]
+        assert status["create_fn"] == {"greeted": "r1"} and status["ticked"] is True
+
+        # Without the patching of the objects: verify names the rule and who needs it.
+        trimmed: dict[str, Any] = {**role, "rules": [r if r["resources"] != ["greetings"] else
+                                                     {**r, "verbs": ["list", "watch"]} for r in role["rules"]]}
+        kubectl("apply", "-f", "-", input=json.dumps(trimmed))
+        verified = rbac("verify", *options, kubeconfig=kubeconfig)
+        assert verified.returncode == 1, verified.stdout + verified.stderr
+        missing = [line for line in verified.stdout.splitlines() if line.startswith("Missing: ")]
+        assert missing == [f"Missing: patch greetings (demo.kopf.dev) in the namespace {namespace!r}: needed by "
+                           "handler 'create_fn' (finalizers, progress, results, its patches); "
+                           "on.event handler 'seen' (finalizers, progress, results, its patches); "
+                           "timer 'tick' (finalizers, progress, results, its patches)"], verified.stdout
+
+        # ... and so does the operator's error (the API server's words, with the request).
+        operator = OperatorProcess(["run", "-n", namespace, "--standalone", str(script)], cwd=tmp_path,
+                                   env={"KUBECONFIG": str(kubeconfig)})
+        try:
+            kubectl("create", "-f", "-", input=greeting("r2", namespace))
+            operator.wait_for(r'PATCH \S+/greetings/r2 -> .*cannot patch resource \\?"greetings\\?" '
+                              r'in API group \\?"demo.kopf.dev\\?" in the namespace', timeout=60)
+        finally:
+            operator.stop()
+    finally:
+        kubectl("delete", "clusterrole,clusterrolebinding", account, "--ignore-not-found")
+
+
+def test_the_operating_example_gets_its_rules(crd: None) -> None:
+    example = Path(__file__).parents[2] / "examples" / "operating" / "operator.py"
+    generated = rbac("generate", "-A", "--name", "greeter", "--standalone", str(example))
+    assert generated.returncode == 0, generated.stderr
+    documents = [d for d in yaml.safe_load_all(generated.stdout) if d]
+    assert [d["kind"] for d in documents] == ["ServiceAccount", "ClusterRole", "ClusterRoleBinding"]
+    assert documents[0]["metadata"] == {"name": "greeter", "namespace": "default"}
+    rules = {(r["apiGroups"][0], r["resources"][0]): r["verbs"] for r in documents[1]["rules"]}
+    assert rules[("demo.kopf.dev", "greetings")] == ["list", "patch", "watch"]
+    assert rules[("", "events")] == ["create"]
+    for handler in ("handler 'greet'", "handler 'regreet/spec.who'", "timer 'remind'"):
+        assert f"# list, watch: {handler} (the watch-stream)" in generated.stdout, generated.stdout
