@@ -81,6 +81,7 @@ class Bridge:
         self.memobase = memo
         self.memos = ObjectMemos(memo)
         self.stoppers: dict[int, DaemonStopper] = {}  # by the core's daemon tokens
+        self._resources: dict[tuple[str, str, str], Resource] = {}
         self.live_bodies: dict[str, dict[str, Any]] = {}  # what daemons & timers see, by object
         self.live_users: dict[str, int] = {}  # how many daemons & timers use each live body
         self._ready = ready
@@ -422,26 +423,17 @@ class Bridge:
             return shared, shared['logger'], shared['patch']
         raw = self._raw_body(call)
         daemon = call.get('daemon')
-        body = Body(raw)
-        patch = Patch(body=body)
+        if daemon is None:
+            kwargs = self._object_kwargs(call, raw)
+        else:
+            # A daemon's or timer's calls all see its live body: its views are made once.
+            stopper = self._stopper(daemon['token'])
+            if stopper.kwargs is None:
+                stopper.kwargs = self._object_kwargs(call, raw)
+            kwargs = dict(stopper.kwargs)
+        body, logger = kwargs['body'], kwargs['logger']
+        patch = kwargs['patch'] = Patch(body=body)
         watching = call['kind'] == 'watching'
-        logger_cls = _LOGGERS.get(call['kind'], ObjectLogger)
-        logger = logger_cls(body=raw, settings=self.settings)
-        kwargs: dict[str, Any] = {
-            'logger': logger,
-            'memo': self.memos.of(body.meta.uid or ''),
-            'resource': Resource.from_engine(call['resource']),
-            'patch': patch,
-            'body': body,
-            'spec': body.spec,
-            'meta': body.meta,
-            'status': body.status,
-            'uid': body.meta.uid,
-            'name': body.meta.name,
-            'namespace': body.meta.namespace,
-            'labels': body.meta.labels,
-            'annotations': body.meta.annotations,
-        }
         if watching:
             kwargs |= {'type': call['event_type'], 'event': {'type': call['event_type'], 'object': raw}}
         elif daemon is not None:
@@ -466,6 +458,33 @@ class Bridge:
         if self.indices:
             kwargs |= self.indices
         return kwargs, logger, patch
+
+    def _object_kwargs(self, call: Invocation, raw: dict[str, Any]) -> dict[str, Any]:
+        """The kwargs about the object: its body's views, logger, memo, resource."""
+        body = Body(raw)
+        meta = body.meta
+        return {
+            'logger': _LOGGERS.get(call['kind'], ObjectLogger)(body=raw, settings=self.settings),
+            'memo': self.memos.of(meta.uid or ''),
+            'resource': self._resource(call['resource']),
+            'body': body,
+            'spec': body.spec,
+            'meta': meta,
+            'status': body.status,
+            'uid': meta.uid,
+            'name': meta.name,
+            'namespace': meta.namespace,
+            'labels': meta.labels,
+            'annotations': meta.annotations,
+        }
+
+    def _resource(self, data: ResourceInfo) -> Resource:
+        """The same ``kopf.Resource`` for all calls about one resource (made once)."""
+        key = (data['group'], data['version'], data['plural'])
+        found = self._resources.get(key)
+        if found is None:
+            found = self._resources[key] = Resource.from_engine(data)
+        return found
 
     def _callbacks_match(self, handler: ResourceHandler, call: Invocation, kwargs: dict[str, Any]) -> bool:
         """Only the callbacks: the static parts of the filters were checked by the core."""

@@ -45,6 +45,7 @@ class DaemonStopper:
         self.task: asyncio.Task[Any] | None = None
         self.cancelled = False
         self.key: str | None = None  # the object whose live body the daemon uses
+        self.kwargs: dict[str, Any] | None = None  # its calls' kwargs about that body (by the bridge)
 
     def __repr__(self) -> str:
         return f'<{self.__class__.__name__}: {self.is_set()}, reason={self.reason}>'

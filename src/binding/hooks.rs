@@ -8,6 +8,7 @@ use super::scopes::Scope;
 use super::storages::PyCustomStorages;
 use crate::client::connection::ConnectionInfo;
 use crate::client::credentials::LoginError;
+use crate::client::resources::Resource;
 use crate::client::watching::EventType;
 use crate::engine::handlers::Reason;
 use crate::engine::hooks::{
@@ -22,8 +23,8 @@ use futures::future::BoxFuture;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
 use serde_json::Value;
-use std::collections::HashSet;
-use std::sync::Arc;
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
 use tokio::sync::Semaphore;
 
 pub struct PyHooks {
@@ -186,15 +187,27 @@ fn diff_list<'py>(py: Python<'py>, diff: &Diff) -> PyResult<Bound<'py, PyList>> 
     Ok(items)
 }
 
+/// The resources as Python dicts, each made once: every call names its resource, and a
+/// resource's dict is a few dozen objects (its verbs, names, subresources).
+static RESOURCES: Mutex<Option<HashMap<Resource, Py<PyAny>>>> = Mutex::new(None);
+
+fn resource_dict<'py>(py: Python<'py>, resource: &Resource) -> PyResult<Bound<'py, PyAny>> {
+    let mut cache = RESOURCES.lock().expect("not poisoned");
+    let cache = cache.get_or_insert_with(HashMap::new);
+    if let Some(found) = cache.get(resource) {
+        return Ok(found.bind(py).clone());
+    }
+    let made = pythonize::pythonize(py, resource)?;
+    cache.insert(resource.clone(), made.clone().unbind());
+    Ok(made)
+}
+
 /// The invocation as a dict for `Bridge.invoke()`.
 fn invocation_dict<'py>(py: Python<'py>, call: &Invocation) -> PyResult<Bound<'py, PyDict>> {
     let dict = PyDict::new(py);
     dict.set_item("kind", kind_name(call.kind))?;
     dict.set_item("handler", call.handler)?;
-    dict.set_item(
-        "resource",
-        pythonize::pythonize(py, call.resource.as_ref())?,
-    )?;
+    dict.set_item("resource", resource_dict(py, &call.resource)?)?;
     // A daemon's unchanged body is not sent again: the Python side keeps the live one.
     if call.daemon.as_ref().is_none_or(|d| d.fresh) {
         dict.set_item("body", to_py(py, &call.body)?)?;
@@ -331,7 +344,7 @@ impl Hooks for PyHooks {
         &self,
         kind: HandlerKind,
         handler: usize,
-        resources: Vec<crate::client::resources::Resource>,
+        resources: Vec<Resource>,
     ) -> BoxFuture<'static, Vec<bool>> {
         self.verdicts("select_resources", resources.len(), move |py| {
             let request = PyDict::new(py);
@@ -344,7 +357,7 @@ impl Hooks for PyHooks {
 
     fn server_selectors(
         &self,
-        resources: Vec<crate::client::resources::Resource>,
+        resources: Vec<Resource>,
     ) -> BoxFuture<'static, Result<Vec<ServerSelectors>, String>> {
         self.call(
             "server_selectors",
