@@ -81,7 +81,7 @@ class Bridge:
         self.memobase = memo
         self.memos = ObjectMemos(memo)
         self.stoppers: dict[int, DaemonStopper] = {}  # by the core's daemon tokens
-        self._resources: dict[tuple[str, str, str], Resource] = {}
+        self._resources: dict[int, tuple[ResourceInfo, Resource]] = {}
         self.live_bodies: dict[str, dict[str, Any]] = {}  # what daemons & timers see, by object
         self.live_users: dict[str, int] = {}  # how many daemons & timers use each live body
         self._ready = ready
@@ -479,12 +479,13 @@ class Bridge:
         }
 
     def _resource(self, data: ResourceInfo) -> Resource:
-        """The same ``kopf.Resource`` for all calls about one resource (made once)."""
-        key = (data['group'], data['version'], data['plural'])
-        found = self._resources.get(key)
-        if found is None:
-            found = self._resources[key] = Resource.from_engine(data)
-        return found
+        """The same ``kopf.Resource`` for all calls about one resource (made once). The core
+        sends one dict per resource as it is now (a changed CRD: a new dict), kept alive
+        there, so the dict's identity names it."""
+        found = self._resources.get(id(data))
+        if found is None or found[0] is not data:
+            found = self._resources[id(data)] = (data, Resource.from_engine(data))
+        return found[1]
 
     def _callbacks_match(self, handler: ResourceHandler, call: Invocation, kwargs: dict[str, Any]) -> bool:
         """Only the callbacks: the static parts of the filters were checked by the core."""
