@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 from conftest import kubectl, kubectl_json
 from operators import OperatorProcess, get, write_script
+from test_metrics import free_port, scrape, value
 
 HANDLERS = """
 import kopf
@@ -53,9 +54,11 @@ def managed(namespace: str) -> Iterator[str]:
     kubectl("delete", "validatingwebhookconfigurations,mutatingwebhookconfigurations", name, "--ignore-not-found")
 
 
-def operator(tmp_path: Path, namespace: str, managed: str, source: str = HANDLERS) -> OperatorProcess:
+def operator(tmp_path: Path, namespace: str, managed: str, source: str = HANDLERS,
+             options: tuple[str, ...] = ()) -> OperatorProcess:
     script = write_script(tmp_path, f"MANAGED = {managed!r}\n" + source)
-    process = OperatorProcess(["run", "-n", namespace, "--standalone", "--verbose", str(script)], cwd=tmp_path)
+    process = OperatorProcess(["run", "-n", namespace, "--standalone", "--verbose", *options, str(script)],
+                              cwd=tmp_path)
     process.wait_for(r"Reconfiguring the mutating webhook", timeout=30)
     return process
 
@@ -73,7 +76,8 @@ def create(manifest: str, *args: str) -> subprocess.CompletedProcess[str]:
 
 def test_requests_are_admitted_rejected_and_mutated(crd: None, namespace: str, managed: str,
                                                     tmp_path: Path) -> None:
-    process = operator(tmp_path, namespace, managed)
+    port = free_port()
+    process = operator(tmp_path, namespace, managed, options=("--metrics", f"127.0.0.1:{port}"))
     try:
         refused = create(greeting("grumpy", namespace, mood="grumpy"))
         assert refused.returncode != 0
@@ -98,6 +102,15 @@ def test_requests_are_admitted_rejected_and_mutated(crd: None, namespace: str, m
         assert status.returncode != 0
         assert "denied the request: No grumpy status." in status.stderr, status.stderr
         assert "Webhook 'check_status' failed permanently: No grumpy status." in process.output
+
+        # The reviews in the metrics: by webhook and outcome (an AdmissionError is permanent).
+        samples = scrape(port)
+        reviews = "kopf_admission_requests_total"
+        assert value(samples, reviews, handler="check", kind="admission", outcome="permanent") == 1
+        assert value(samples, reviews, handler="check", outcome="success") == 2  # dry, happy
+        assert value(samples, reviews, handler="check_status", outcome="permanent") == 1
+        assert value(samples, reviews, handler="stamp", outcome="success") >= 2
+        assert value(samples, "kopf_handler_calls_total", kind="admission") == 0
     finally:
         process.stop()
 
