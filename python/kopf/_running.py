@@ -62,14 +62,25 @@ def _raise_flag(flag: Flag | None) -> None:
         flag.set()
 
 
+def specific_namespaces(patterns: Collection[str]) -> list[str] | None:
+    """The namespaces as plain names, watched one by one (as the core decides it:
+    ``src/client/namespaces.rs``); none if any pattern is a glob, a negation or a list."""
+    names = list(patterns)
+    return None if any(c in name for name in names for c in '*?!,') else names
+
+
+def only_namespace(patterns: Collection[str]) -> str | None:
+    """The operator's only namespace, if it is exactly one named one."""
+    names = specific_namespaces(patterns)
+    return names[0] if names is not None and len(names) == 1 else None
+
+
 def _lease_namespace(settings: OperatorSettings, namespaces: Collection[str]) -> str:
     """Where the election's Lease is: as set, or the pod's namespace, or the operator's
     only (exactly named) namespace, or ``default``."""
     if settings.leadership.lease_namespace:
         return settings.leadership.lease_namespace
-    names = list(namespaces)
-    only = names[0] if len(names) == 1 and not any(c in names[0] for c in '*?!,') else None
-    return os.environ.get('POD_NAMESPACE') or only or 'default'
+    return os.environ.get('POD_NAMESPACE') or only_namespace(namespaces) or 'default'
 
 
 async def operator(

@@ -194,13 +194,11 @@ def _rbac_run(coro_fn: Callable[..., Any], *, paths: Collection[str], modules: C
         raise click.UsageError("Either --namespace or --all-namespaces can be used, not both.")
     preload(paths=paths, modules=modules)
     settings = OperatorSettings()
-    names = list(namespaces)
-    only = names[0] if len(names) == 1 and not any(c in names[0] for c in '*?!,') else None
     coro = coro_fn(
         registry=get_default_registry(), namespaces=namespaces, clusterwide=clusterwide or not namespaces,
         standalone=standalone, peering_name=peering_name, lease_name=lease_name,
         lease_namespace=_running._lease_namespace(settings, namespaces), account=account,
-        account_namespace=account_namespace or only or 'default', **extra,
+        account_namespace=account_namespace or _running.only_namespace(namespaces) or 'default', **extra,
     )
     try:
         return asyncio.run(coro)

@@ -24,7 +24,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
 use serde_json::Value;
 use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, LazyLock, Mutex};
 use tokio::sync::Semaphore;
 
 pub struct PyHooks {
@@ -189,11 +189,10 @@ fn diff_list<'py>(py: Python<'py>, diff: &Diff) -> PyResult<Bound<'py, PyList>> 
 
 /// The resources as Python dicts, each made once: every call names its resource, and a
 /// resource's dict is a few dozen objects (its verbs, names, subresources).
-static RESOURCES: Mutex<Option<HashMap<Resource, Py<PyAny>>>> = Mutex::new(None);
+static RESOURCES: LazyLock<Mutex<HashMap<Resource, Py<PyAny>>>> = LazyLock::new(Default::default);
 
 fn resource_dict<'py>(py: Python<'py>, resource: &Resource) -> PyResult<Bound<'py, PyAny>> {
     let mut cache = RESOURCES.lock().expect("not poisoned");
-    let cache = cache.get_or_insert_with(HashMap::new);
     if let Some(found) = cache.get(resource) {
         return Ok(found.bind(py).clone());
     }
