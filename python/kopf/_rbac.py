@@ -22,6 +22,7 @@ from kopf._activities import authenticate
 from kopf._errors import OperatorError
 from kopf._handlers import OperatorRegistry, TimerHandler, WebhookType
 from kopf._references import Resource
+from kopf._running import specific_namespaces
 from kopf._settings import OperatorSettings
 
 logger = logging.getLogger('kopf._core.engines.rbac')
@@ -76,12 +77,6 @@ def _order(item: tuple[tuple[str | None, str, str], Rule]) -> tuple[str, str, st
     return namespace or '', group, resource
 
 
-def _specific(patterns: Collection[str]) -> list[str] | None:
-    """Plain namespace names (watched one by one); none if there are globs or negations."""
-    names = [name.strip() for pattern in patterns for name in pattern.split(',')]
-    return None if any(c in name for name in names for c in '*?!') else names
-
-
 def plan(*, registry: OperatorRegistry, resources: list[Resource], namespaces: Collection[str],
          clusterwide: bool, standalone: bool, peering_name: str, lease_name: str | None,
          lease_namespace: str, account: str, account_namespace: str,
@@ -89,7 +84,7 @@ def plan(*, registry: OperatorRegistry, resources: list[Resource], namespaces: C
     """The rules, as the engine started with these options would need them."""
     settings = settings if settings is not None else OperatorSettings()
     result = Plan(account=account, account_namespace=account_namespace)
-    specific = None if clusterwide else _specific(namespaces)
+    specific = None if clusterwide else specific_namespaces(namespaces)
     # Namespaced objects: watched in each named namespace, or cluster-wide (with globs, the
     # engine watches cluster-wide and filters the namespaces itself).
     in_namespaces: list[str | None] = list(specific) if specific else [None]

@@ -86,3 +86,11 @@ def test_the_yaml_says_why_each_rule_is_there() -> None:
     assert documents[4]['roleRef'] == {'apiGroup': 'rbac.authorization.k8s.io', 'kind': 'Role', 'name': 'op'}
     assert "  # list, watch: handler 'greet' (the watch-stream)\n" in text
     assert "  # create: timer 'tick' (kopf.event/info/warn/exception" in text
+
+
+def test_namespace_lists_are_watched_cluster_wide_as_the_engine_does() -> None:
+    registry = kopf.OperatorRegistry()
+    kopf.on.event('greetings', registry=registry)(lambda **_: None)
+    found = rules(registry, namespaces=['ns1,ns2'])
+    assert found[(None, 'demo.kopf.dev', 'greetings')] == ['list', 'patch', 'watch']
+    assert not [key for key in found if key[0] in ('ns1', 'ns2', 'ns1,ns2')]
