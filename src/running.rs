@@ -16,7 +16,7 @@ use crate::engine::handlers::{
 use crate::engine::hooks::{HandlerKind, Hooks};
 use crate::engine::lifecycles::Lifecycle;
 use crate::engine::queueing::Dispatcher;
-use crate::ha::leadership::Leadership;
+use crate::ha::leadership::{Leadership, LeaseLock};
 use crate::ha::pausing::Pause;
 use crate::ha::peering::{self, Peering, PeeringError, Target};
 use crate::indices::{Indices, InitialListing};
@@ -296,14 +296,15 @@ pub async fn run(
     let pause = Pause::new(targets.len() + usize::from(electing));
     let mut peerings = JoinSet::new();
     if let Some(name) = &lease.lease_name {
+        let lock = LeaseLock {
+            name: name.clone(),
+            namespace: (lease.lease_namespace.clone()).unwrap_or_else(|| "default".into()),
+            duration: lease.lease_duration,
+        };
         let leadership = Leadership {
             credentials: credentials.clone(),
             settings: lease.clone(),
-            name: name.clone(),
-            namespace: lease
-                .lease_namespace
-                .clone()
-                .unwrap_or_else(|| "default".into()),
+            lock: Arc::new(lock),
             identity: settings.peering.identity.clone(),
             pause: pause.clone(),
             voter: targets.len(),

@@ -1,8 +1,9 @@
 //! Lease-based leader election (`coordination.k8s.io/v1` Lease), opt-in: of several
 //! replicas of an operator, only the one holding the Lease handles objects; the others
 //! wait, and one of them takes over when the holder stops renewing. The rules are
-//! client-go's: a Lease is taken over when its record has not changed for its duration
-//! (by our own clock, so clock skew between hosts does not matter); a holder that has not
+//! client-go's (for any `Lock`: Skafos' ConfigMap too): a lock is taken over when its
+//! record has not changed for its duration (by our own clock, so clock skew between
+//! hosts does not matter); a holder that has not
 //! renewed within the renew deadline (shorter than the duration) stops handling at once,
 //! so two replicas never handle at the same time.
 
@@ -17,7 +18,29 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-/// What one look at the Lease found out.
+/// The object that records who leads: a Lease here; Skafos' ConfigMap elsewhere. The
+/// election's rules are the same for all: only the record's shape differs.
+pub trait Lock: Send + Sync {
+    /// For logs, e.g. `the lease 'ns/name'`.
+    fn describe(&self) -> String;
+    /// The URL of the object's collection (the object is `{collection}/{name}`).
+    fn collection(&self) -> String;
+    fn name(&self) -> &str;
+    /// A new record, held by `identity` since `now` (Kubernetes' MicroTime).
+    fn create(&self, identity: &str, now: &str) -> Value;
+    /// Who holds it (empty: nobody).
+    fn holder(&self, record: &Value) -> String;
+    /// How long a record stays valid, if it says so itself.
+    fn duration(&self, record: &Value) -> Option<f64>;
+    /// Renew the record for `identity`, or take it over (`acquired`) from whoever held it.
+    fn renew(&self, record: &mut Value, identity: &str, now: &str, acquired: bool);
+    /// Give it up: no holder.
+    fn release(&self, record: &mut Value);
+    /// Whether the API answered an attempt (for those who follow the API's health).
+    fn answered(&self, _reachable: bool) {}
+}
+
+/// What one look at the lock found out.
 #[derive(Debug, PartialEq)]
 enum Attempt {
     /// We hold it (just acquired or renewed).
@@ -26,7 +49,7 @@ enum Attempt {
     HeldBy(String),
 }
 
-/// The last version of the Lease we saw, and when we first saw it (our clock).
+/// The last version of the lock we saw, and when we first saw it (our clock).
 struct Observed {
     version: String,
     since: Instant,
@@ -35,21 +58,21 @@ struct Observed {
 pub struct Leadership {
     pub credentials: Arc<Credentials>,
     pub settings: LeadershipSettings,
-    pub name: String,
-    pub namespace: String,
+    pub lock: Arc<dyn Lock>,
     pub identity: String,
     pub pause: Arc<Pause>,
     pub voter: usize,
 }
 
 impl Leadership {
-    /// Compete for the Lease until `stop`; release it then if we hold it.
+    /// Compete for the lock until `stop`; release it then if we hold it.
     pub async fn run(self, mut stop: watch::Receiver<bool>) {
         let deadline = Duration::from_secs_f64(self.settings.renew_deadline);
         let retry = Duration::from_secs_f64(self.settings.retry_period);
         let mut observed: Option<Observed> = None;
         let mut leading_until: Option<Instant> = None;
         let mut last_holder: Option<String> = None;
+        let what = self.lock.describe();
         loop {
             let started = Instant::now();
             let expiry = async {
@@ -64,12 +87,14 @@ impl Leadership {
                 () = expiry => None,
                 _ = stop.wait_for(|stopped| *stopped) => break,
             };
+            if let Some(outcome) = &outcome {
+                self.lock.answered(matches!(outcome, Ok(Ok(_))));
+            }
             match outcome {
                 Some(Ok(Ok(Attempt::Held))) => {
                     if leading_until.is_none() {
                         tracing::info!(target: LEADERSHIP,
-                            "Leading: the lease {} is held by {}; handling starts.",
-                            self.lease(),
+                            "Leading: {what} is held by {}; handling starts.",
                             self.identity
                         );
                     }
@@ -85,20 +110,19 @@ impl Leadership {
                     }
                     if last_holder.as_deref() != Some(&holder) {
                         tracing::info!(target: LEADERSHIP,
-                            "Not leading: the lease {} is held by {holder}; waiting.",
-                            self.lease()
+                            "Not leading: {what} is held by {holder}; waiting."
                         );
                         last_holder = Some(holder);
                     }
                 }
                 Some(Ok(Err(error))) => tracing::warn!(target: LEADERSHIP,
-                    "The lease {} could not be read or renewed: {}",
-                    self.lease(),
+                    "{} could not be read or renewed: {}",
+                    capitalized(&what),
                     crate::util::errors::chain(&error)
                 ),
                 Some(Err(_)) => tracing::warn!(target: LEADERSHIP,
-                    "The lease {}: the API did not answer in {} seconds.",
-                    self.lease(),
+                    "{}: the API did not answer in {} seconds.",
+                    capitalized(&what),
                     self.settings.renew_deadline
                 ),
                 None => {}
@@ -122,40 +146,27 @@ impl Leadership {
         }
     }
 
-    fn lease(&self) -> String {
-        format!("'{}/{}'", self.namespace, self.name)
-    }
-
-    fn url(&self, name: Option<&str>) -> String {
-        let base = format!(
-            "/apis/coordination.k8s.io/v1/namespaces/{}/leases",
-            self.namespace
-        );
-        match name {
-            Some(name) => format!("{base}/{name}"),
-            None => base,
-        }
+    fn url(&self) -> String {
+        format!("{}/{}", self.lock.collection(), self.lock.name())
     }
 
     fn step_down(&self, why: String) {
         self.pause.lead_until(self.voter, None);
-        tracing::warn!(target: LEADERSHIP, "Lost the lease {}: {why}; handling stops.", self.lease());
+        tracing::warn!(target: LEADERSHIP, "Lost {}: {why}; handling stops.", self.lock.describe());
     }
 
-    /// Take the Lease (if free, expired or ours) or renew it.
+    /// Take the lock (if free, expired or ours) or renew it.
     async fn attempt(&self, observed: &mut Option<Observed>) -> Result<Attempt, kube::Error> {
         let now = micro_time();
-        let seconds = self.settings.lease_duration.ceil() as i64;
-        let lease = match self.credentials.get(&self.url(Some(&self.name))).await {
-            Ok(lease) => lease,
+        let mut record = match self.credentials.get(&self.url()).await {
+            Ok(record) => record,
             Err(kube::Error::Api(status)) if status.code == 404 => {
-                let lease = json!({
-                    "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-                    "metadata": {"name": self.name, "namespace": self.namespace},
-                    "spec": {"holderIdentity": self.identity, "leaseDurationSeconds": seconds,
-                             "acquireTime": now, "renewTime": now, "leaseTransitions": 0},
-                });
-                return match self.credentials.post(&self.url(None), &lease).await {
+                let record = self.lock.create(&self.identity, &now);
+                return match self
+                    .credentials
+                    .post(&self.lock.collection(), &record)
+                    .await
+                {
                     Ok(_) => Ok(Attempt::Held),
                     Err(kube::Error::Api(status)) if status.code == 409 => {
                         Ok(Attempt::HeldBy("another replica".into()))
@@ -165,7 +176,7 @@ impl Leadership {
             }
             Err(error) => return Err(error),
         };
-        let version = (lease.pointer("/metadata/resourceVersion"))
+        let version = (record.pointer("/metadata/resourceVersion"))
             .and_then(Value::as_str)
             .unwrap_or_default()
             .to_owned();
@@ -175,35 +186,17 @@ impl Leadership {
                 since: Instant::now(),
             });
         }
-        let spec = lease.get("spec").cloned().unwrap_or_else(|| json!({}));
-        let holder = (spec.get("holderIdentity").and_then(Value::as_str))
-            .unwrap_or_default()
-            .to_owned();
-        let duration = (spec.get("leaseDurationSeconds").and_then(Value::as_f64))
-            .unwrap_or(self.settings.lease_duration);
+        let holder = self.lock.holder(&record);
+        let duration = (self.lock.duration(&record)).unwrap_or(self.settings.lease_duration);
         let since = observed.as_ref().map_or_else(Instant::now, |o| o.since);
         let expired = since + Duration::from_secs_f64(duration.max(0.0)) <= Instant::now();
         if !holder.is_empty() && holder != self.identity && !expired {
             return Ok(Attempt::HeldBy(holder));
         }
-        let mut renewed = lease.clone();
-        renewed["spec"]["holderIdentity"] = json!(self.identity);
-        renewed["spec"]["leaseDurationSeconds"] = json!(seconds);
-        renewed["spec"]["renewTime"] = json!(now);
-        if holder != self.identity {
-            let transitions = spec
-                .get("leaseTransitions")
-                .and_then(Value::as_i64)
-                .unwrap_or(0);
-            renewed["spec"]["acquireTime"] = json!(now);
-            renewed["spec"]["leaseTransitions"] = json!(transitions + 1);
-        }
+        let acquired = holder != self.identity;
+        self.lock.renew(&mut record, &self.identity, &now, acquired);
         // The version in `metadata` makes it a compare-and-swap: 409 if it changed meanwhile.
-        match self
-            .credentials
-            .put(&self.url(Some(&self.name)), &renewed)
-            .await
-        {
+        match self.credentials.put(&self.url(), &record).await {
             Ok(_) => Ok(Attempt::Held),
             Err(kube::Error::Api(status)) if status.code == 409 => {
                 Ok(Attempt::HeldBy("another replica".into()))
@@ -212,29 +205,107 @@ impl Leadership {
         }
     }
 
-    /// Give the Lease up (no holder), so that another replica takes it at once.
+    /// Give the lock up (no holder), so that another replica takes it at once.
     async fn release(&self) {
-        let url = self.url(Some(&self.name));
+        let url = self.url();
         let result = async {
-            let mut lease = self.credentials.get(&url).await?;
-            let holder = lease
-                .pointer("/spec/holderIdentity")
-                .and_then(Value::as_str);
-            if holder == Some(self.identity.as_str()) {
-                lease["spec"]["holderIdentity"] = Value::Null;
-                self.credentials.put(&url, &lease).await?;
+            let mut record = self.credentials.get(&url).await?;
+            if self.lock.holder(&record) == self.identity {
+                self.lock.release(&mut record);
+                self.credentials.put(&url, &record).await?;
             }
             Ok::<(), kube::Error>(())
         }
         .await;
+        let what = self.lock.describe();
         match result {
-            Ok(()) => tracing::info!(target: LEADERSHIP, "Released the lease {}.", self.lease()),
+            Ok(()) => tracing::info!(target: LEADERSHIP, "Released {what}."),
             Err(error) => tracing::warn!(target: LEADERSHIP,
-                "The lease {} could not be released (it will expire): {}",
-                self.lease(),
+                "{} could not be released (it will expire): {}",
+                capitalized(&what),
                 crate::util::errors::chain(&error)
             ),
         }
+    }
+}
+
+/// A `coordination.k8s.io/v1` Lease, as client-go keeps it.
+pub struct LeaseLock {
+    pub name: String,
+    pub namespace: String,
+    pub duration: f64,
+}
+
+impl Lock for LeaseLock {
+    fn describe(&self) -> String {
+        format!("the lease '{}/{}'", self.namespace, self.name)
+    }
+
+    fn collection(&self) -> String {
+        format!(
+            "/apis/coordination.k8s.io/v1/namespaces/{}/leases",
+            self.namespace
+        )
+    }
+
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn create(&self, identity: &str, now: &str) -> Value {
+        json!({
+            "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+            "metadata": {"name": self.name, "namespace": self.namespace},
+            "spec": {"holderIdentity": identity, "leaseDurationSeconds": self.seconds(),
+                     "acquireTime": now, "renewTime": now, "leaseTransitions": 0},
+        })
+    }
+
+    fn holder(&self, record: &Value) -> String {
+        (record
+            .pointer("/spec/holderIdentity")
+            .and_then(Value::as_str))
+        .unwrap_or_default()
+        .to_owned()
+    }
+
+    fn duration(&self, record: &Value) -> Option<f64> {
+        record
+            .pointer("/spec/leaseDurationSeconds")
+            .and_then(Value::as_f64)
+    }
+
+    fn renew(&self, record: &mut Value, identity: &str, now: &str, acquired: bool) {
+        if !record.get("spec").is_some_and(Value::is_object) {
+            record["spec"] = json!({});
+        }
+        let spec = &mut record["spec"];
+        spec["holderIdentity"] = json!(identity);
+        spec["leaseDurationSeconds"] = json!(self.seconds());
+        spec["renewTime"] = json!(now);
+        if acquired {
+            let transitions = (spec.get("leaseTransitions").and_then(Value::as_i64)).unwrap_or(0);
+            spec["acquireTime"] = json!(now);
+            spec["leaseTransitions"] = json!(transitions + 1);
+        }
+    }
+
+    fn release(&self, record: &mut Value) {
+        record["spec"]["holderIdentity"] = Value::Null;
+    }
+}
+
+impl LeaseLock {
+    fn seconds(&self) -> i64 {
+        self.duration.ceil() as i64
+    }
+}
+
+fn capitalized(text: &str) -> String {
+    let mut chars = text.chars();
+    match chars.next() {
+        Some(first) => first.to_uppercase().chain(chars).collect(),
+        None => String::new(),
     }
 }
 
