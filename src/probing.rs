@@ -2,12 +2,11 @@
 //! results of the `@kopf.on.probe` handlers as JSON, re-run at most every 10 seconds.
 
 use crate::engine::hooks::Hooks;
+use crate::util::endpoints;
 use crate::util::logging::ENGINE;
-use crate::util::tasks;
 use http_body_util::Full;
 use hyper::body::{Bytes, Incoming};
 use hyper::{Method, Request, Response, StatusCode};
-use hyper_util::rt::TokioIo;
 use serde_json::Value;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -57,26 +56,9 @@ pub async fn serve(
         value: Value::Object(Default::default()),
         at: None,
     }));
-    Ok(tasks::spawn(async move {
-        loop {
-            let Ok((stream, _)) = listener.accept().await else {
-                continue;
-            };
-            let (hooks, cache, path) = (hooks.clone(), cache.clone(), path.clone());
-            tasks::spawn(async move {
-                let service = hyper::service::service_fn(move |request: Request<Incoming>| {
-                    let (hooks, cache, path) = (hooks.clone(), cache.clone(), path.clone());
-                    async move {
-                        Ok::<_, std::convert::Infallible>(
-                            respond(request, &path, hooks, &cache).await,
-                        )
-                    }
-                });
-                let _ = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(TokioIo::new(stream), service)
-                    .await;
-            });
-        }
+    Ok(endpoints::serve(listener, move |request| {
+        let (hooks, cache, path) = (hooks.clone(), cache.clone(), path.clone());
+        async move { respond(request, &path, hooks, &cache).await }
     }))
 }
 

@@ -1,12 +1,11 @@
 //! The `/metrics` endpoint: plain HTTP, `GET /metrics` answers the exposition.
 
 use super::Metrics;
+use crate::util::endpoints;
 use crate::util::logging::ENGINE;
-use crate::util::tasks;
 use http_body_util::Full;
 use hyper::body::{Bytes, Incoming};
 use hyper::{Method, Request, Response, StatusCode};
-use hyper_util::rt::TokioIo;
 use tokio::net::TcpListener;
 
 const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -52,22 +51,8 @@ pub async fn serve(given: &str) -> Result<tokio::task::JoinHandle<()>, MetricsEr
         })?;
     let metrics = super::enable();
     tracing::info!(target: ENGINE, "Serving metrics at http://{address}/metrics");
-    Ok(tasks::spawn(async move {
-        loop {
-            let Ok((stream, _)) = listener.accept().await else {
-                continue;
-            };
-            tasks::spawn(async move {
-                let service = hyper::service::service_fn(move |request: Request<Incoming>| {
-                    std::future::ready(Ok::<_, std::convert::Infallible>(respond(
-                        &request, metrics,
-                    )))
-                });
-                let _ = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(TokioIo::new(stream), service)
-                    .await;
-            });
-        }
+    Ok(endpoints::serve(listener, move |request| {
+        std::future::ready(respond(&request, metrics))
     }))
 }
 
