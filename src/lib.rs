@@ -12,6 +12,8 @@
 //! - `ha`: the pause, and Kopf's peering and Lease election that switch it;
 //! - `indices`: the in-memory indices (`@kopf.index`) and the gate of their readiness;
 //! - `engine`: per-object queues, causes and handlers, daemons and timers;
+//! - `webhooks`, `listening`: admission webhooks; Skafos' listener API (streams, ConfigMap
+//!   election, health port);
 //! - `probing`: the liveness endpoint;
 //! - `running`: the operator as a whole, from discovery to the dispatchers;
 //! - `binding` (feature `python`): the only code that touches Python.
@@ -23,6 +25,7 @@ pub mod client;
 pub mod engine;
 pub mod ha;
 pub mod indices;
+pub mod listening;
 pub mod metrics;
 pub mod probing;
 pub mod running;

@@ -389,6 +389,8 @@ pub async fn run(
             namespace: None,
             settings: settings.watching.clone(),
             paused: None,
+            resume_from: None,
+            health: None,
         };
         tasks::spawn(async move {
             if watcher.run_if_permitted(crd_tx).await.is_err() {
@@ -560,6 +562,8 @@ impl Serving {
                 namespace,
                 settings: watching.clone(),
                 paused: Some(self.paused.clone()),
+                resume_from: None,
+                health: None,
             };
             let patterns = self.patterns.clone();
             tasks::spawn_in(&mut watchers, watcher.run(tx));

@@ -30,6 +30,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("indices",),
     ("engine",),
     ("webhooks",),
+    ("listening",),
     ("probing",),
     ("running",),
     ("binding",),

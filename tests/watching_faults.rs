@@ -152,6 +152,8 @@ async fn collect(
             ..Default::default()
         },
         paused: None,
+        resume_from: None,
+        health: None,
     };
     let (tx, mut rx) = mpsc::channel::<RawEvent>(100);
     let task = tokio::spawn(watcher.run(tx).with_subscriber(capture.subscriber()));

@@ -77,6 +77,19 @@ class Scope:
     def execute_blocking(self, children: str, lifecycle: str) -> str:
         """The same, waiting in a thread (without the GIL)."""
 
+@final
+class EventStream:
+    """One resource's events for Skafos' listeners (``skafos.stream_watch``), by the core."""
+
+    def __init__(self, connection: str, spec: str) -> None: ...
+    def next(self, timeout: float) -> tuple[int, str, dict[str, Any]] | None:
+        """The next ``(number, type, object)``, or ``None`` after ``timeout`` or when stopped."""
+    def may_handle(self, number: int) -> bool: ...
+    def done(self, number: int) -> None: ...
+    def stop(self) -> None: ...
+    def close(self) -> None:
+        """Stop, and release the election's lock with the handled version."""
+
 def discover(connection: str) -> Awaitable[str]: ...
 def review_access(connection: str, attributes: str) -> Awaitable[str]: ...
 def touch_peering(connection: str, request: str) -> Awaitable[str]:

@@ -6,6 +6,7 @@ mod calls;
 mod commands;
 mod hooks;
 mod indices;
+mod listening;
 mod logs;
 mod memory;
 mod operator;
@@ -25,6 +26,7 @@ fn _engine(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<scopes::Scope>()?;
     m.add_class::<indices::IndexView>()?;
     m.add_class::<webhooks::WebhookServing>()?;
+    m.add_class::<listening::EventStream>()?;
     m.add_function(wrap_pyfunction!(commands::touch_peering, m)?)?;
     m.add_function(wrap_pyfunction!(commands::discover, m)?)?;
     m.add_function(wrap_pyfunction!(commands::review_access, m)?)?;

@@ -69,6 +69,49 @@ pub trait Feed: Send + 'static {
     fn synced() -> Option<Self>
     where
         Self: Sized;
+    /// An `ERROR` event of the stream (a `Status`), if this kind of receiver wants to know;
+    /// the watcher deals with it anyway (a 410 relists, others re-watch).
+    fn failed(_status: Value) -> Option<Self>
+    where
+        Self: Sized,
+    {
+        None
+    }
+}
+
+/// Whether a stream is connected, and since when it is (or is not): its requests reach
+/// the API server, or fail.
+#[derive(Debug)]
+pub struct StreamHealth {
+    state: std::sync::Mutex<(bool, std::time::Instant)>,
+}
+
+impl Default for StreamHealth {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl StreamHealth {
+    /// Not connected yet, as of now.
+    pub fn new() -> Self {
+        Self {
+            state: std::sync::Mutex::new((false, std::time::Instant::now())),
+        }
+    }
+
+    pub fn report(&self, connected: bool) {
+        let mut state = self.state.lock().expect("not poisoned");
+        if state.0 != connected {
+            *state = (connected, std::time::Instant::now());
+        }
+    }
+
+    /// Connected, or not for less than `grace`.
+    pub fn is_healthy(&self, grace: Duration) -> bool {
+        let (connected, since) = *self.state.lock().expect("not poisoned");
+        connected || since.elapsed() < grace
+    }
 }
 
 impl Feed for RawEvent {
@@ -100,6 +143,8 @@ pub struct Forbidden;
 enum Start {
     /// From the listing's version.
     From(String),
+    /// From a version given at the start (no listing was made).
+    Resumed(String),
     /// With the initial events in the stream itself (no listing was made).
     InitialEvents,
     ReceiverGone,
@@ -120,6 +165,10 @@ pub struct Watcher {
     pub settings: WatchingSettings,
     /// The operator's pause (peering): no stream while it is on.
     pub paused: Option<watch::Receiver<bool>>,
+    /// Start by watching from this version (events after it), not by listing.
+    pub resume_from: Option<String>,
+    /// Told whether the requests reach the server.
+    pub health: Option<Arc<StreamHealth>>,
 }
 
 impl Watcher {
@@ -138,21 +187,28 @@ impl Watcher {
             optional && matches!(error, kube::Error::Api(status) if status.code == 403)
         };
         let mut failures: u32 = 0;
+        let mut resume = self.resume_from.clone();
         'relist: loop {
             self.wait_resumed().await;
-            let listed = tokio::select! {
-                listed = self.list(&tx), if !self.settings.initial_streaming => listed,
-                () = std::future::ready(()), if self.settings.initial_streaming => Ok(Start::InitialEvents),
-                () = self.paused_now() => {
-                    self.restarted(Restart::Relist, "paused");
-                    continue 'relist;
+            let listed = if let Some(version) = resume.take() {
+                Ok(Start::Resumed(version))
+            } else {
+                tokio::select! {
+                    listed = self.list(&tx), if !self.settings.initial_streaming => listed,
+                    () = std::future::ready(()), if self.settings.initial_streaming => Ok(Start::InitialEvents),
+                    () = self.paused_now() => {
+                        self.restarted(Restart::Relist, "paused");
+                        continue 'relist;
+                    }
                 }
             };
             // None: the initial events are still to come in the stream itself.
             let mut version = match listed {
                 Ok(Start::InitialEvents) => None,
+                Ok(Start::Resumed(version)) => Some(version),
                 Ok(Start::From(version)) => {
                     failures = 0;
+                    self.report(true);
                     if let Some(synced) = T::synced() {
                         if tx.send(synced).await.is_err() {
                             return Ok(());
@@ -163,6 +219,7 @@ impl Watcher {
                 Ok(Start::ReceiverGone) => return Ok(()),
                 Err(error) if forbidden(&error) => return Err(Forbidden),
                 Err(error) => {
+                    self.report(false);
                     self.warn(&format!(
                         "Listing failed: {}",
                         crate::util::errors::chain(&error)
@@ -205,6 +262,7 @@ impl Watcher {
                     }
                     Err(error) if forbidden(&error) => return Err(Forbidden),
                     Err(error) => {
+                        self.report(false);
                         self.warn(&format!(
                             "Watching failed: {}",
                             crate::util::errors::chain(&error)
@@ -258,6 +316,12 @@ impl Watcher {
                 Restart::Relist => metrics.relist(&self.resource.name(), cause),
                 Restart::Rewatch => metrics.watch_restart(&self.resource.name(), cause),
             }
+        }
+    }
+
+    fn report(&self, connected: bool) {
+        if let Some(health) = &self.health {
+            health.report(connected);
         }
     }
 
@@ -407,6 +471,7 @@ impl Watcher {
             .credentials
             .watch(&format!("{url}?{}", self.query(&params)))
             .await?;
+        self.report(true);
         let mut stream = std::pin::pin!(stream);
         let inactivity = Duration::from_secs_f64(self.settings.inactivity_timeout);
         loop {
@@ -436,8 +501,17 @@ impl Watcher {
                     *version = Some(bookmark.metadata.resource_version);
                     continue;
                 }
-                WatchEvent::Error(e) if e.code == 410 => return Ok(Some(Restart::Relist)),
-                WatchEvent::Error(e) => return Err(kube::Error::Api(e)),
+                WatchEvent::Error(e) => {
+                    if let Some(failed) = T::failed(status_of(&e)) {
+                        if tx.send(failed).await.is_err() {
+                            return Ok(None);
+                        }
+                    }
+                    if e.code == 410 {
+                        return Ok(Some(Restart::Relist));
+                    }
+                    return Err(kube::Error::Api(e));
+                }
             };
             if let Some(v) =
                 crate::util::dicts::meta(&object, "resourceVersion").and_then(Value::as_str)
@@ -455,6 +529,19 @@ impl Watcher {
             }
         }
     }
+}
+
+/// An `ERROR` event's object as the server sent it: a `Status`.
+fn status_of(error: &kube::core::Status) -> Value {
+    let mut status = serde_json::to_value(error).unwrap_or_else(|_| serde_json::json!({}));
+    if let Some(fields) = status.as_object_mut() {
+        fields.insert("kind".into(), "Status".into());
+        fields.insert("apiVersion".into(), "v1".into());
+        fields
+            .entry("metadata")
+            .or_insert_with(|| serde_json::json!({}));
+    }
+    status
 }
 
 fn urlencode(s: &str) -> String {

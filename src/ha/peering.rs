@@ -332,6 +332,8 @@ impl Peering {
             namespace: self.target.namespace.clone(),
             settings: watching,
             paused: None,
+            resume_from: None,
+            health: None,
         };
         let (tx, mut rx) = mpsc::channel::<RawEvent>(16);
         let streaming = tasks::spawn(watcher.run(tx));

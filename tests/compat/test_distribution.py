@@ -84,7 +84,8 @@ def test_the_sdist_builds_and_installs_with_a_rust_toolchain(sdist: Path, tmp_pa
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     version = run(bin / "kopf", "--version", cwd=tmp_path)
     assert version.returncode == 0 and "kopf-rs" in version.stdout, version.stdout + version.stderr
-    imported = run(bin / "python", "-c", "import kopf, kopf._engine; print(kopf.__file__)", cwd=tmp_path)
+    imports = "import kopf, kopf._engine, skafos.stream_watch; print(kopf.__file__)"
+    imported = run(bin / "python", "-c", imports, cwd=tmp_path)
     assert imported.returncode == 0 and str(tmp_path / "venv") in imported.stdout, imported.stderr
 
 

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from audit import AuditLog
 from conftest import apply, kubectl
+from forwarding import pipe
 from operators import OperatorProcess, eventually, get, write_script
 from webhooks import validating_webhook
 
@@ -70,22 +71,8 @@ class ConnectProxy:
         host, port = target.rsplit(":", 1)
         upstream = socket.create_connection((host, int(port)))
         client.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
-        threading.Thread(target=self._pipe, args=(upstream, client), daemon=True).start()
-        self._pipe(client, upstream)
-
-    @staticmethod
-    def _pipe(source: socket.socket, sink: socket.socket) -> None:
-        try:
-            while data := source.recv(65536):
-                sink.sendall(data)
-        except OSError:
-            pass
-        finally:
-            for end in (source, sink):
-                try:
-                    end.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
+        threading.Thread(target=pipe, args=(upstream, client), daemon=True).start()
+        pipe(client, upstream)
 
     def close(self) -> None:
         self.server.close()
