@@ -2,4 +2,4 @@
 from kopf import cli
 
 if __name__ == '__main__':
-    cli.main()
+    cli.command()

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import atexit
 import dataclasses
 import functools
 import os
+import sys
+import threading
 from collections.abc import Callable, Collection
 from typing import Any
 
@@ -224,3 +227,27 @@ def verify(paths: Collection[str], modules: Collection[str], **options: Any) -> 
     if missing:
         raise SystemExit(1)
     click.echo("All the permissions that the handlers need are granted.")
+
+
+def command() -> None:
+    """The ``kopf`` command (and ``python -m kopf``): ``main()``, then the process exits as
+    Python would (non-daemon threads awaited, ``atexit`` functions run, streams flushed) but
+    without tearing the interpreter down: the core's threads may still hold the GIL's state
+    then, and a teardown under them can crash a process that has stopped cleanly."""
+    try:
+        main()
+    except SystemExit as e:
+        code = e.code
+    else:
+        code = 0
+    if code is not None and not isinstance(code, int):
+        print(code, file=sys.stderr)
+        code = 1
+    threading._shutdown()  # type: ignore[attr-defined]  # as Python's own exit does first
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(code or 0)
