@@ -19,6 +19,7 @@ use crate::engine::queueing::Dispatcher;
 use crate::ha::leadership::{Leadership, LeaseLock};
 use crate::ha::pausing::Pause;
 use crate::ha::peering::{self, Peering, PeeringError, Target};
+use crate::ha::sharding::Sharding;
 use crate::indices::{Indices, InitialListing};
 use crate::settings::LeadershipProblem;
 use crate::settings::{ServerSelectors, Settings};
@@ -78,6 +79,8 @@ pub enum RunError {
     Peering(#[from] PeeringError),
     #[error("Leader election: {0}")]
     Leadership(#[from] LeadershipProblem),
+    #[error("Automatic sharding: {0}")]
+    Sharding(String),
 }
 
 /// The resources a handler's selector picks; callable selectors are asked in Python.
@@ -289,16 +292,50 @@ pub async fn run(
     let settings = Arc::new(spec.settings.clone());
     let targets = peering_targets(&credentials, &spec, &resources).await?;
     let lease = &settings.leadership;
-    if let (Some(_), Some(problem)) = (&lease.lease_name, lease.problem()) {
+    let auto = settings.sharding.auto;
+    if let (true, Some(problem)) = (lease.lease_name.is_some() || auto, lease.problem()) {
         return Err(problem.into());
     }
-    let electing = lease.lease_name.is_some();
+    let lease_namespace = (lease.lease_namespace.clone()).unwrap_or_else(|| "default".into());
+    let mut lease_name = lease.lease_name.clone();
+    let mut sharding = None;
+    if auto {
+        if lease_name.is_some() {
+            return Err(RunError::Sharding("a replica serves either its shard (--shards auto) or everything as the leader (--lease NAME), not both".into()));
+        }
+        let (range, shards) = watch::channel(None);
+        let members = Sharding {
+            credentials: credentials.clone(),
+            settings: lease.clone(),
+            group: settings.sharding.group.clone(),
+            identity: settings.peering.identity.clone(),
+            pause: Pause::new(0), // replaced below, once the voters are counted
+            voter: targets.len(),
+            range,
+        };
+        let supported = members.supported().await.map_err(|error| {
+            RunError::Sharding(format!(
+                "the shards' leases in the namespace {lease_namespace:?} cannot be listed: {}",
+                errors::chain(&error)
+            ))
+        })?;
+        if supported {
+            sharding = Some((members, shards));
+        } else {
+            let name = format!("{}-leader", settings.sharding.group);
+            tracing::warn!(target: ENGINE,
+                "The API server does not filter lists and watches by shards (it needs Kubernetes 1.36+ with the ShardedListAndWatch feature gate): instead of sharing the objects, the replicas elect one leader by the lease '{lease_namespace}/{name}'; the others wait."
+            );
+            lease_name = Some(name);
+        }
+    }
+    let electing = lease_name.is_some() || sharding.is_some();
     let pause = Pause::new(targets.len() + usize::from(electing));
     let mut peerings = JoinSet::new();
-    if let Some(name) = &lease.lease_name {
+    if let Some(name) = &lease_name {
         let lock = LeaseLock {
             name: name.clone(),
-            namespace: (lease.lease_namespace.clone()).unwrap_or_else(|| "default".into()),
+            namespace: lease_namespace.clone(),
             duration: lease.lease_duration,
         };
         let leadership = Leadership {
@@ -311,6 +348,14 @@ pub async fn run(
         };
         tasks::spawn_in(&mut peerings, leadership.run(stop.clone()));
     }
+    let shards = sharding.map(|(members, shards)| {
+        let members = Sharding {
+            pause: pause.clone(),
+            ..members
+        };
+        tasks::spawn_in(&mut peerings, members.run(stop.clone()));
+        shards
+    });
     for (voter, target) in targets.into_iter().enumerate() {
         let peering = Peering {
             credentials: credentials.clone(),
@@ -350,6 +395,7 @@ pub async fn run(
         patterns: spec.namespaces.clone(),
         paused: paused.clone(),
         pause: pause.clone(),
+        shards,
         daemons: Vec::new(),
         watchers: BTreeMap::new(),
         dispatchers: JoinSet::new(),
@@ -391,6 +437,7 @@ pub async fn run(
             paused: None,
             resume_from: None,
             health: None,
+            shards: None,
         };
         tasks::spawn(async move {
             if watcher.run_if_permitted(crd_tx).await.is_err() {
@@ -494,6 +541,8 @@ struct Serving {
     /// The operator's pause (peering): watchers stop streaming, daemons stop.
     paused: watch::Receiver<bool>,
     pause: Arc<Pause>,
+    /// The shard served now, with automatic sharding.
+    shards: Option<watch::Receiver<Option<String>>>,
     daemons: Vec<Arc<Daemons>>,
     watchers: BTreeMap<String, JoinSet<()>>,
     dispatchers: JoinSet<()>,
@@ -564,6 +613,7 @@ impl Serving {
                 paused: Some(self.paused.clone()),
                 resume_from: None,
                 health: None,
+                shards: self.shards.clone(),
             };
             let patterns = self.patterns.clone();
             tasks::spawn_in(&mut watchers, watcher.run(tx));

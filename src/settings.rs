@@ -14,6 +14,7 @@ pub struct Settings {
     pub background: BackgroundSettings,
     pub peering: PeeringSettings,
     pub leadership: LeadershipSettings,
+    pub sharding: ShardingSettings,
     pub scanning: ScanningSettings,
     pub metrics: MetricsSettings,
 }
@@ -24,6 +25,16 @@ pub struct Settings {
 pub struct MetricsSettings {
     /// Where `/metrics` is served; none: no metrics are kept.
     pub address: Option<String>,
+}
+
+/// `kopf run --shards auto` / `settings.sharding` (not in Kopf; opt-in): the replicas split
+/// the objects among themselves; their Leases follow `leadership`'s timings and namespace.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+pub struct ShardingSettings {
+    pub auto: bool,
+    /// The replicas that share the objects: their Leases are labelled with it.
+    pub group: String,
 }
 
 /// Whether new and removed CRDs are noticed at runtime (else only those found at start).

@@ -154,6 +154,7 @@ async fn collect(
         paused: None,
         resume_from: None,
         health: None,
+        shards: None,
     };
     let (tx, mut rx) = mpsc::channel::<RawEvent>(100);
     let task = tokio::spawn(watcher.run(tx).with_subscriber(capture.subscriber()));

@@ -79,7 +79,7 @@ def _order(item: tuple[tuple[str | None, str, str], Rule]) -> tuple[str, str, st
 
 def plan(*, registry: OperatorRegistry, resources: list[Resource], namespaces: Collection[str],
          clusterwide: bool, standalone: bool, peering_name: str, lease_name: str | None,
-         lease_namespace: str, account: str, account_namespace: str,
+         lease_namespace: str, account: str, account_namespace: str, shards: str | None = None,
          settings: OperatorSettings | None = None) -> Plan:
     """The rules, as the engine started with these options would need them."""
     settings = settings if settings is not None else OperatorSettings()
@@ -136,6 +136,12 @@ def plan(*, registry: OperatorRegistry, resources: list[Resource], namespaces: C
     if lease_name is not None:
         result.need('coordination.k8s.io', 'leases', [lease_namespace], ['get', 'create', 'update'],
                     f"the leader Lease {lease_name!r}")
+    if shards == 'auto' or settings.sharding.auto:
+        group = settings.sharding.group
+        result.need('coordination.k8s.io', 'leases', [lease_namespace],
+                    ['get', 'list', 'create', 'update', 'delete'],
+                    f"automatic sharding: the replicas' Leases of the group {group!r} "
+                    f"(or the Lease {group}-leader where the API server cannot shard)")
 
     kinds = {h.reason for h in registry._webhooks}
     for kind in sorted(kinds):

@@ -8,6 +8,7 @@ import concurrent.futures
 import json
 import logging
 import os
+import re
 import signal
 import threading
 import warnings
@@ -83,6 +84,21 @@ def _lease_namespace(settings: OperatorSettings, namespaces: Collection[str]) ->
     return os.environ.get('POD_NAMESPACE') or only_namespace(namespaces) or 'default'
 
 
+_DNS_LABEL = re.compile(r'[a-z0-9]([-a-z0-9]{0,38}[a-z0-9])?')
+
+
+def _check_sharding(settings: OperatorSettings) -> None:
+    """Automatic sharding and what contradicts it, refused before anything starts."""
+    if not settings.sharding.auto:
+        return
+    if settings.watching.shard_selectors:
+        raise OperatorError("Automatic sharding (--shards auto) chooses each replica's shard itself: "
+                            "settings.watching.shard_selectors cannot be used with it.")
+    if not _DNS_LABEL.fullmatch(settings.sharding.group):
+        raise OperatorError(f"settings.sharding.group must be a DNS label of at most 40 characters "
+                            f"(lowercase letters, digits, '-'): {settings.sharding.group!r}.")
+
+
 async def operator(
         *,
         lifecycle: Any = None,
@@ -96,6 +112,7 @@ async def operator(
         priority: int | None = None,
         peering_name: str | None = None,
         lease_name: str | None = None,
+        shards: str | None = None,
         metrics_address: str | None = None,
         liveness_endpoint: str | None = None,
         clusterwide: bool = False,
@@ -144,6 +161,10 @@ async def operator(
         settings.peering.name = peering_name
     if lease_name is not None:
         settings.leadership.lease_name = lease_name
+    if shards is not None:
+        if shards != 'auto':
+            raise TypeError(f"shards= can only be 'auto' (the replicas share the objects), not {shards!r}.")
+        settings.sharding.auto = True
     if metrics_address is not None:
         settings.metrics.address = metrics_address
     if standalone is not None:
@@ -181,6 +202,7 @@ async def operator(
                 'liveness_endpoint': liveness_endpoint,
                 'admission_managed': settings.admission.managed}
         _webhooks.check_configured(settings.admission.server, registry._webhooks)
+        _check_sharding(settings)
         _webhooks.connection_var.set(connection)
         running = engine.run(json.dumps(spec), json.dumps(connection), bridge, storages)
         engine_task = asyncio.create_task(_as_coroutine(running))

@@ -75,6 +75,19 @@ class LeadershipSettings:
 
 
 @dataclasses.dataclass
+class ShardingSettings:
+    """Automatic sharding (not in Kopf; opt-in): the replicas of one operator share the objects,
+    each watching only its part of them (Kubernetes' sharded list & watch). They find each
+    other by Leases (one per replica, with ``leadership``'s timings and namespace), split the
+    objects evenly among the live ones, and split them again when one joins or leaves; a part
+    changes hands only once its previous replica has stopped handling it."""
+    auto: bool = False
+    """Share the objects among the replicas (``kopf run --shards auto``)."""
+    group: str = 'kopf'
+    """The replicas that share the objects (a DNS label): their Leases are labelled with it."""
+
+
+@dataclasses.dataclass
 class MetricsSettings:
     """Prometheus metrics of the engine (not in Kopf; opt-in)."""
     address: str | None = None
@@ -229,6 +242,7 @@ class OperatorSettings:
     networking: NetworkingSettings = dataclasses.field(default_factory=NetworkingSettings)
     persistence: PersistenceSettings = dataclasses.field(default_factory=PersistenceSettings)
     leadership: LeadershipSettings = dataclasses.field(default_factory=LeadershipSettings)
+    sharding: ShardingSettings = dataclasses.field(default_factory=ShardingSettings)
     admission: AdmissionSettings = dataclasses.field(default_factory=AdmissionSettings)
     metrics: MetricsSettings = dataclasses.field(default_factory=MetricsSettings)
 
@@ -293,9 +307,10 @@ class OperatorSettings:
                 'mandatory': self.peering.mandatory,
                 'standalone': self.peering.standalone,
                 'clusterwide': self.peering.clusterwide,
-                'sharded': bool(self.watching.shard_selectors),
+                'sharded': bool(self.watching.shard_selectors) or self.sharding.auto,
             },
             'leadership': dataclasses.asdict(self.leadership),
+            'sharding': dataclasses.asdict(self.sharding),
             'metrics': dataclasses.asdict(self.metrics),
             'networking': {
                 'request_timeout': self.networking.request_timeout,

@@ -87,6 +87,8 @@ def preload(paths: Collection[str], modules: Collection[str]) -> None:
 @click.option('-P', '--peering', 'peering_name', type=str, envvar='KOPF_RUN_PEERING')
 @click.option('-p', '--priority', type=int)
 @click.option('--lease', 'lease_name', type=str, envvar='KOPF_RUN_LEASE')
+@click.option('--shards', type=click.Choice(['auto']), envvar='KOPF_RUN_SHARDS',
+              help="Share the objects among the replicas, each watching its shard (not in Kopf).")
 @click.option('--metrics', 'metrics_address', type=str, envvar='KOPF_RUN_METRICS', metavar='[HOST:]PORT',
               help="Serve Prometheus metrics at http://HOST:PORT/metrics (not in Kopf).")
 @click.option('-m', '--module', 'modules', multiple=True)
@@ -94,7 +96,7 @@ def preload(paths: Collection[str], modules: Collection[str]) -> None:
 @click.make_pass_decorator(CLIControls, ensure=True)
 def run(__controls: CLIControls, paths: list[str], modules: list[str], peering_name: str | None,
         priority: int | None, dev: bool | None, standalone: bool | None, namespaces: Collection[str],
-        clusterwide: bool, liveness_endpoint: str | None, lease_name: str | None,
+        clusterwide: bool, liveness_endpoint: str | None, lease_name: str | None, shards: str | None,
         metrics_address: str | None) -> None:
     """ Start an operator process and handle all the requests. """
     priority = 666 if dev else priority
@@ -108,7 +110,7 @@ def run(__controls: CLIControls, paths: list[str], modules: list[str], peering_n
     loop = __controls.loop
     coro = _running.operator(
         standalone=standalone, namespaces=namespaces, clusterwide=clusterwide, priority=priority,
-        peering_name=peering_name, lease_name=lease_name, metrics_address=metrics_address,
+        peering_name=peering_name, lease_name=lease_name, shards=shards, metrics_address=metrics_address,
         liveness_endpoint=liveness_endpoint,
         registry=__controls.registry, settings=__controls.settings, stop_flag=__controls.stop_flag,
         ready_flag=__controls.ready_flag, vault=__controls.vault,
@@ -173,6 +175,8 @@ def _rbac_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     """What the rules depend on: the handlers, and the options `kopf run` would get."""
     options: list[Callable[[Callable[..., Any]], Callable[..., Any]]] = [
         click.option('--lease', 'lease_name', type=str, envvar='KOPF_RUN_LEASE', help="as `kopf run --lease`"),
+        click.option('--shards', type=click.Choice(['auto']), envvar='KOPF_RUN_SHARDS',
+                     help="as `kopf run --shards`"),
         click.option('-P', '--peering', 'peering_name', type=str, envvar='KOPF_RUN_PEERING', default='default',
                      show_default=True, help="as `kopf run --peering`"),
         click.option('--standalone', is_flag=True, help="as `kopf run --standalone`: no peering"),

@@ -432,6 +432,16 @@ impl Credentials {
         self.post_with(url, object, None).await
     }
 
+    /// Delete an object with these `DeleteOptions` (e.g. a precondition on its version).
+    pub async fn delete(
+        &self,
+        url: &str,
+        options: &serde_json::Value,
+    ) -> Result<serde_json::Value, kube::Error> {
+        self.send(http::Method::DELETE, url, "application/json", options, None)
+            .await
+    }
+
     /// Create an object; `backoffs`, if given, replace `error_backoffs` for its retries.
     pub async fn post_with(
         &self,

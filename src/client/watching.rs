@@ -169,6 +169,9 @@ pub struct Watcher {
     pub resume_from: Option<String>,
     /// Told whether the requests reach the server.
     pub health: Option<Arc<StreamHealth>>,
+    /// The shard served now (automatic sharding): read whenever the stream (re)starts, in
+    /// place of the settings' shard selector. It changes only while the operator is paused.
+    pub shards: Option<watch::Receiver<Option<String>>>,
 }
 
 impl Watcher {
@@ -346,8 +349,12 @@ impl Watcher {
         if let Some(fields) = &selectors.field {
             pairs.push(("fieldSelector", fields.clone()));
         }
-        if let Some(shard) = &selectors.shard {
-            pairs.push(("shardSelector", shard.clone()));
+        let shard = match &self.shards {
+            Some(shards) => shards.borrow().clone(),
+            None => selectors.shard.clone(),
+        };
+        if let Some(shard) = shard {
+            pairs.push(("shardSelector", shard));
         }
         let encoded: Vec<String> = pairs
             .iter()
@@ -544,7 +551,8 @@ fn status_of(error: &kube::core::Status) -> Value {
     status
 }
 
-fn urlencode(s: &str) -> String {
+/// A query parameter's value, percent-encoded.
+pub fn urlencode(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for b in s.bytes() {
         match b {

@@ -569,7 +569,9 @@ impl Runner {
             SpawningKind::Timer => "timer",
         };
         let call = self.invocation(attempts);
+        let busy = self.daemons.pause.busy();
         let invoked = hooks::invoke_metered(self.hooks(), call, &self.handler.id, kind).await;
+        drop(busy);
         if invoked.cancelled {
             return None;
         }

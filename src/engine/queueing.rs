@@ -350,7 +350,9 @@ impl Worker {
             }
             // Boxed, as the cycle: an idle worker's future (thousands of them linger after a
             // listing) then holds only the wait for news, not the room of the calls (3.6 KB).
+            let busy = self.dispatcher.pause.busy();
             Box::pin(self.absorb(batch)).await;
+            drop(busy);
             let Some(event) = self.current() else {
                 continue;
             };
@@ -464,6 +466,8 @@ impl Worker {
             return Flow::Exit;
         }
         let deleted = event.event_type == EventType::Deleted;
+        // Until the handlers' patch is applied (not while sleeping for a delayed handler).
+        let busy = dispatcher.pause.busy();
         let _permit = match &dispatcher.limiter {
             Some(limiter) => Some(limiter.clone().acquire_owned().await.expect("never closed")),
             None => None,
@@ -486,6 +490,7 @@ impl Worker {
                 Default::default()
             }
             Err(error) => {
+                drop(busy);
                 self.throttle(&object, &CycleError::Storage(error)).await;
                 return Flow::Next;
             }
@@ -513,10 +518,12 @@ impl Worker {
             Ok(None) => {}
             Err(error) => {
                 self.memory.remaining_patch = Some(unapplied);
+                drop(busy);
                 self.throttle(&object, &error).await;
                 return Flow::Next;
             }
         }
+        drop(busy);
         if had_patch && delay.is_some() {
             // Our own patch brings a new cycle anyway. (Kopf says so only for a real delay.)
             if let Some(delay) = delay.filter(|d| *d > 0.0) {

@@ -310,7 +310,7 @@ fn capitalized(text: &str) -> String {
 }
 
 /// Kubernetes' MicroTime: RFC 3339 in UTC with microseconds.
-fn micro_time() -> String {
+pub(crate) fn micro_time() -> String {
     Utc::now().to_rfc3339_opts(SecondsFormat::Micros, true)
 }
 

@@ -1,7 +1,8 @@
 //! Layer 4, high availability: the operator's pause (`pausing`) and who votes on it —
 //! Kopf's peering between operators (`peering`) and Lease-based leader election
-//! (`leadership`). Uses `util`, `state`, `settings` and `client`.
+//! (`leadership`), and automatic sharding among replicas (`sharding`). Uses `util`, `state`, `settings` and `client`.
 
 pub mod leadership;
 pub mod pausing;
 pub mod peering;
+pub mod sharding;

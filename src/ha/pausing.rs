@@ -1,7 +1,8 @@
 //! The operator's pause: on while any voter says so — a peering object with a peer of a
 //! higher or the same priority, or a Lease election not won (or not renewed in time).
 //! While paused, the watch-streams stop and the daemons are stopped; queued events are
-//! dropped (the streams list everything again on resuming).
+//! dropped (the streams list everything again on resuming). What was already running when
+//! the pause came is counted (`busy()`), so that a shard is handed over only when it is quiet.
 
 use std::sync::{Arc, Mutex};
 use tokio::sync::watch;
@@ -14,6 +15,17 @@ pub struct Pause {
     /// directly where handlers are called, so that a holder that was frozen (and has not
     /// noticed yet) does not act on an expired lease.
     valid_until: Mutex<Option<Instant>>,
+    /// Handling in progress (processing cycles, handler and daemon calls).
+    busy: watch::Sender<usize>,
+}
+
+/// One piece of handling in progress, counted while it lives.
+pub struct Busy(Arc<Pause>);
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        self.0.busy.send_modify(|count| *count -= 1);
+    }
 }
 
 impl Pause {
@@ -23,7 +35,19 @@ impl Pause {
             votes: Mutex::new(vec![true; voters]),
             switch: watch::channel(voters > 0).0,
             valid_until: Mutex::new(None),
+            busy: watch::channel(0).0,
         })
+    }
+
+    /// Count this piece of handling as in progress until the guard is dropped.
+    pub fn busy(self: &Arc<Self>) -> Busy {
+        self.busy.send_modify(|count| *count += 1);
+        Busy(self.clone())
+    }
+
+    /// Nothing is being handled: what started before a pause has finished.
+    pub fn is_quiet(&self) -> bool {
+        *self.busy.borrow() == 0
     }
 
     pub fn subscribe(&self) -> watch::Receiver<bool> {
@@ -79,6 +103,18 @@ mod tests {
             !*Pause::new(0).subscribe().borrow(),
             "no peering: never paused"
         );
+    }
+
+    #[test]
+    fn handling_in_progress_is_counted_until_it_ends() {
+        let pause = Pause::new(1);
+        assert!(pause.is_quiet());
+        let first = pause.busy();
+        let second = pause.busy();
+        drop(first);
+        assert!(!pause.is_quiet());
+        drop(second);
+        assert!(pause.is_quiet());
     }
 
     #[tokio::test(start_paused = true)]

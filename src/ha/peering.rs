@@ -334,6 +334,7 @@ impl Peering {
             paused: None,
             resume_from: None,
             health: None,
+            shards: None,
         };
         let (tx, mut rx) = mpsc::channel::<RawEvent>(16);
         let streaming = tasks::spawn(watcher.run(tx));

@@ -282,6 +282,7 @@ impl Streaming {
                 paused: None,
                 resume_from: start.clone(),
                 health: Some(self.health.clone()),
+                shards: None,
             };
             let mut changes = Changes::new(
                 self.resource.api_version(),

@@ -20,11 +20,14 @@ pub const OBJECTS: &str = "kopf.objects";
 pub const ENGINE: &str = "kopf._core.engine";
 pub const PEERING: &str = "kopf._core.engines.peering";
 pub const LEADERSHIP: &str = "kopf._core.engines.leadership";
+pub const SHARDING: &str = "kopf._core.engines.sharding";
 pub const WATCHING: &str = "kopf._cogs.clients.watching";
 pub const ADMISSION: &str = "kopf._core.engines.admission";
 
 /// Every logger the core writes to.
-pub const LOGGERS: &[&str] = &[OBJECTS, ENGINE, PEERING, LEADERSHIP, WATCHING, ADMISSION];
+pub const LOGGERS: &[&str] = &[
+    OBJECTS, ENGINE, PEERING, LEADERSHIP, SHARDING, WATCHING, ADMISSION,
+];
 
 /// Which object a log line or an event is about.
 #[derive(Debug, Clone, Default, PartialEq)]

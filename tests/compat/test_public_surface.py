@@ -191,7 +191,7 @@ def test_dataclass_fields_are_kopfs(kopf_source: Path) -> None:
     classes = kopf_settings_fields(kopf_source)
     extra = {}
     for field in dataclasses.fields(kopf.OperatorSettings):
-        if field.name in ("leadership", "metrics"):  # ours (Lease election, --metrics), in the README
+        if field.name in ("leadership", "sharding", "metrics"):  # ours (--lease, --shards, --metrics), in the README
             continue
         section = type(getattr(kopf.OperatorSettings(), field.name))
         kopfs = set(classes[section.__name__])

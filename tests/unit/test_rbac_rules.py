@@ -71,6 +71,14 @@ def test_peering_and_the_lease_and_admission_configurations() -> None:
     assert clusterwide[(None, 'kopf.dev', 'clusterkopfpeerings')] == ['get', 'list', 'patch', 'watch']
 
 
+def test_automatic_shards_keep_their_leases() -> None:
+    registry = kopf.OperatorRegistry()
+    kopf.on.create('greetings', registry=registry)(lambda **_: None)
+    found = rules(registry, shards='auto', lease_namespace='ops')
+    assert found[('ops', 'coordination.k8s.io', 'leases')] == ['create', 'delete', 'get', 'list', 'update']
+    assert ('ops', 'coordination.k8s.io', 'leases') not in rules(registry, lease_namespace='ops')
+
+
 def test_the_yaml_says_why_each_rule_is_there() -> None:
     registry = kopf.OperatorRegistry()
     kopf.on.create('greetings', id='greet', registry=registry)(lambda **_: None)

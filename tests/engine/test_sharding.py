@@ -1,0 +1,219 @@
+"""Automatic sharding (`kopf run --shards auto`, not in Kopf): replicas find each other by
+Leases, split the objects' uid hashes among the live ones, re-split when one dies or joins,
+and hand a range over only once its previous replica has stopped handling it."""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import time
+import urllib.parse
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from audit import AuditLog
+from conftest import apply, kubectl
+from operators import OperatorProcess, account_kubeconfig, eventually, write_script, yaml_documents
+
+EXAMPLES = Path(__file__).parents[2] / "examples"
+DURATION, DEADLINE, RETRY = 4.0, 3.0, 0.5
+
+
+def greetings(namespace: str, names: list[str]) -> str:
+    return json.dumps({"apiVersion": "v1", "kind": "List", "items": [
+        {"apiVersion": "demo.kopf.dev/v1", "kind": "Greeting",
+         "metadata": {"name": name, "namespace": namespace}} for name in names]})
+
+
+def sharded_script(tmp_path: Path, namespace: str) -> Path:
+    return write_script(tmp_path, f"""
+        import os
+        import kopf
+
+        @kopf.on.startup()
+        def configure(settings, **_):
+            settings.sharding.group = 'test-shards'
+            settings.leadership.lease_namespace = {namespace!r}
+            settings.leadership.lease_duration = {DURATION}
+            settings.leadership.renew_deadline = {DEADLINE}
+            settings.leadership.retry_period = {RETRY}
+
+        @kopf.on.create('greetings')
+        def greet(name, logger, **_):
+            logger.info(f"GREETED {{name}} BY {{os.environ['POD_ID']}}")
+            return {{'by': os.environ['POD_ID']}}
+    """)
+
+
+def start(script: Path, namespace: str, tmp_path: Path, identity: str) -> OperatorProcess:
+    return OperatorProcess(["run", "-n", namespace, "--standalone", "--shards", "auto", str(script)],
+                           cwd=tmp_path, env={"POD_ID": identity})
+
+
+def serving(replica: OperatorProcess, of: int) -> bool:
+    return re.search(rf"Serving shard \d of {of}: shardRange", replica.output) is not None
+
+
+def greeted(replicas: list[OperatorProcess]) -> Counter[str]:
+    return Counter(name for replica in replicas for name in re.findall(r"GREETED (\S+) BY", replica.output))
+
+
+def test_replicas_share_the_objects_and_resplit_when_one_dies_or_joins(
+        crd: None, namespace: str, tmp_path: Path) -> None:
+    audit = AuditLog()
+    script = sharded_script(tmp_path, namespace)
+    replicas = [start(script, namespace, tmp_path, f"replica-{i}") for i in range(3)]
+    try:
+        eventually(lambda: all(serving(r, 3) for r in replicas), timeout=60, what="3 replicas with a shard each")
+        batch1 = [f"a{i:03}" for i in range(300)]
+        kubectl("create", "-f", "-", input=greetings(namespace, batch1))
+        eventually(lambda: set(batch1) <= set(greeted(replicas)), timeout=120, what="300 greetings handled")
+        per_replica = [len(re.findall(r"GREETED a\d+ BY", r.output)) for r in replicas]
+        assert all(count > 50 for count in per_replica), per_replica  # about a third each
+
+        # A replica dies without a word: its range is taken over after its lease expires.
+        replicas[2].process.send_signal(signal.SIGKILL)
+        replicas[2].process.wait()
+        killed = time.monotonic()
+        survivors = replicas[:2]
+        eventually(lambda: all(serving(r, 2) for r in survivors), timeout=30, what="2 replicas re-split")
+        resplit = time.monotonic() - killed
+        batch2 = [f"b{i:03}" for i in range(60)]
+        kubectl("create", "-f", "-", input=greetings(namespace, batch2))
+        eventually(lambda: set(batch2) <= set(greeted(replicas)), timeout=60, what="the second batch handled")
+        # The bound: the lease's duration plus a retry period (and the test's polling).
+        assert resplit < DURATION + RETRY + 3, resplit
+
+        # A fourth replica joins: the ranges are split in three again.
+        joined = start(script, namespace, tmp_path, "replica-3")
+        replicas.append(joined)
+        live = [replicas[0], replicas[1], joined]
+        eventually(lambda: all(serving(r, 3) for r in live), timeout=30, what="3 replicas again")
+        batch3 = [f"c{i:03}" for i in range(60)]
+        kubectl("create", "-f", "-", input=greetings(namespace, batch3))
+        eventually(lambda: set(batch3) <= set(greeted(replicas)), timeout=60, what="the third batch handled")
+        assert re.search(r"GREETED c\d+ BY replica-3", joined.output), "the new replica has a share"
+        time.sleep(2)  # time for a second handling, if any were to come
+    finally:
+        codes = [r.stop() for r in replicas if r.process.poll() is None]
+    assert codes == [0, 0, 0]
+    counts = greeted(replicas)
+    assert set(counts) == set(batch1 + batch2 + batch3)
+    assert [name for name, count in counts.items() if count != 1] == [], "each handled once"
+    statuses = json.loads(kubectl("get", "greetings", "-n", namespace, "-o", "json"))["items"]
+    assert all(s.get("status", {}).get("greet", {}).get("by") for s in statuses)
+
+    # Graceful exits leave the group (the leases deleted); the dead one's stays until it is
+    # long expired. The streams asked the API server for the shards.
+    for replica in replicas[:2] + [joined]:
+        assert "Left the group 'test-shards'" in replica.output
+    shards = {urllib.parse.parse_qs(urllib.parse.urlparse(r["requestURI"]).query).get("shardSelector", [""])[0]
+              for r in audit.requests(agent="kopf-rs/", namespace=namespace)
+              if r.get("objectRef", {}).get("resource") == "greetings" and r["verb"] in ("list", "watch")}
+    assert "shardRange(object.metadata.uid, '0x0000000000000000', '0x5555555555555555')" in shards
+    assert "shardRange(object.metadata.uid, '0x8000000000000000', '0x10000000000000000')" in shards
+    assert "" not in shards, "never unsharded"
+
+
+def test_a_handler_still_running_holds_its_range_until_it_finishes(
+        crd: None, namespace: str, tmp_path: Path) -> None:
+    """Fenced hand-over: a replica that must give a range up stops handling, and claims the
+    smaller range only when the handler it had started has finished; the newcomer waits."""
+    script = write_script(tmp_path, f"""
+        import os, time
+        import kopf
+
+        @kopf.on.startup()
+        def configure(settings, **_):
+            settings.sharding.group = 'slow-shards'
+            settings.leadership.lease_namespace = {namespace!r}
+            settings.leadership.lease_duration = {DURATION}
+            settings.leadership.renew_deadline = {DEADLINE}
+            settings.leadership.retry_period = {RETRY}
+
+        @kopf.on.create('greetings')
+        def greet(name, logger, **_):
+            logger.info(f"STARTED {{name}} BY {{os.environ['POD_ID']}}")
+            time.sleep(8 if name.startswith('slow') else 0)
+            logger.info(f"FINISHED {{name}} BY {{os.environ['POD_ID']}}")
+    """)
+    first = start(script, namespace, tmp_path, "first")
+    replicas = [first]
+    try:
+        first.wait_for(r"Serving shard 1 of 1")
+        kubectl("create", "-f", "-", input=greetings(namespace, [f"slow{i}" for i in range(4)]))
+        first.wait_for(r"STARTED slow")
+        second = start(script, namespace, tmp_path, "second")
+        replicas.append(second)
+        first.wait_for(r"Handing over shardRange")
+        second.wait_for(r"Serving shard \d of 2", timeout=40)
+        finished = [line for line in first.output.splitlines() if "FINISHED slow" in line]
+        assert finished, "the newcomer started before the running handler finished"
+        eventually(lambda: serving(first, 2), what="the first replica with its half")
+    finally:
+        codes = [r.stop() for r in replicas]
+    assert codes == [0, 0]
+
+
+def test_contradicting_options_are_refused_at_once(tmp_path: Path, namespace: str) -> None:
+    script = write_script(tmp_path, """
+        import kopf
+
+        @kopf.on.startup()
+        def configure(settings, **_):
+            settings.watching.shard_selectors['greetings'] = "shardRange(object.metadata.uid, '0x0', '0x8')"
+
+        @kopf.on.create('greetings')
+        def greet(**_):
+            pass
+    """)
+    operator = OperatorProcess(["run", "-n", namespace, "--standalone", "--shards", "auto", str(script)], cwd=tmp_path)
+    assert operator.process.wait(timeout=60) == 1
+    assert "settings.watching.shard_selectors cannot be used with it" in operator.output
+    operator.stop()
+
+    script.with_name("empty.py").write_text("import kopf\n")
+    both = OperatorProcess(["run", "-n", namespace, "--standalone", "--shards", "auto", "--lease", "x",
+                            str(script.with_name("empty.py"))], cwd=tmp_path)
+    assert both.process.wait(timeout=60) == 1
+    assert "either its shard (--shards auto) or everything as the leader (--lease NAME)" in both.output
+    both.stop()
+
+    bad = OperatorProcess(["run", "-n", namespace, "--shards", "sometimes", str(script)], cwd=tmp_path)
+    assert bad.process.wait(timeout=60) == 2
+    assert "'sometimes' is not 'auto'" in bad.output
+    bad.stop()
+
+
+def test_the_auto_sharding_examples_replicas_share_with_its_rbac(
+        crd: None, namespace: str, tmp_path: Path) -> None:
+    """examples/sharding/auto: two replicas (as the Deployment's pods) with the example's
+    service account: each greeting greeted once, both replicas having a share."""
+    manifests = yaml_documents(EXAMPLES / "sharding" / "auto" / "deployment.yaml")
+    apply([m for m in manifests if m["kind"] != "Deployment"])  # no kubelet here to run pods
+    kubectl("delete", "leases", "-n", "default", "-l", "kopf.dev/shard-group=auto-greeter", check=False)
+    kubeconfig = account_kubeconfig("auto-greeter", tmp_path)
+    replicas = [OperatorProcess(["run", "-n", namespace, "--standalone", "--shards", "auto",
+                                 str(EXAMPLES / "sharding" / "auto" / "operator.py")],
+                                cwd=tmp_path, env={"KUBECONFIG": str(kubeconfig), "POD_ID": f"auto-greeter-{i}",
+                                                   "POD_NAMESPACE": "default"})
+                for i in range(2)]
+    try:
+        eventually(lambda: all(serving(r, 2) for r in replicas), timeout=60, what="2 replicas with a shard each")
+        names = [f"x{i:02}" for i in range(40)]
+        kubectl("create", "-f", "-", input=greetings(namespace, names))
+
+        def statuses() -> dict[str, Any]:
+            items = json.loads(kubectl("get", "greetings", "-n", namespace, "-o", "json"))["items"]
+            return {i["metadata"]["name"]: i.get("status", {}).get("greet") for i in items}
+        found = eventually(lambda: all((s := statuses()).values()) and len(s) == 40 and s, timeout=60,
+                           what="40 greetings greeted")
+    finally:
+        codes = [replica.stop() for replica in replicas]
+    assert codes == [0, 0]
+    by = Counter(status["replica"] for status in found.values())
+    assert set(by) == {"auto-greeter-0", "auto-greeter-1"}, by
+    for replica in replicas:
+        assert "Forbidden" not in replica.output and "HTTP 403" not in replica.output
