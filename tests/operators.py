@@ -73,6 +73,16 @@ def get(kind: str, name: str, namespace: str) -> dict[str, Any]:
     return json.loads(kubectl("get", kind, name, "-n", namespace, "-o", "json"))
 
 
+def greeted_statuses(namespace: str, count: int, timeout: float = 60) -> dict[str, Any]:
+    """Once `count` greetings all have `status.greet`: their names to it."""
+    def statuses() -> dict[str, Any]:
+        items = json.loads(kubectl("get", "greetings", "-n", namespace, "-o", "json"))["items"]
+        return {i["metadata"]["name"]: i.get("status", {}).get("greet") for i in items}
+    found: dict[str, Any] = eventually(lambda: len(s := statuses()) == count and all(s.values()) and s,
+                                       timeout=timeout, what=f"{count} greetings greeted")
+    return found
+
+
 def eventually(check: Callable[[], Any], timeout: float = 30, what: str = "the condition") -> Any:
     deadline = time.monotonic() + timeout
     last: Any = None

@@ -247,10 +247,13 @@ impl Sharding {
             // rivals writes last sees the other's claim here, and gives way).
             let members = self.members(state).await?;
             if self.claimed_by_others(state, &members, &target) {
-                tracing::info!(target: SHARDING,
-                    "Another replica claims a part of {}; waiting.", target.selector());
+                if !std::mem::replace(&mut state.waiting, true) {
+                    tracing::info!(target: SHARDING,
+                        "Another replica claims a part of {}; waiting.", target.selector());
+                }
                 return Ok(());
             }
+            state.waiting = false;
             self.range.send_replace(Some(target.selector()));
             state.serving = Serving::Range(target);
             state.valid_until =
@@ -424,6 +427,8 @@ struct State {
     own: String,
     observed: HashMap<String, Observed>,
     durations: HashMap<String, f64>,
+    /// Said that another replica's claim is in the way (said once per wait).
+    waiting: bool,
 }
 
 impl State {

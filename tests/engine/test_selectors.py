@@ -14,7 +14,7 @@ from typing import Any
 
 from audit import AuditLog
 from conftest import apply, kubectl
-from operators import OperatorProcess, account_kubeconfig, eventually, write_script, yaml_documents
+from operators import OperatorProcess, account_kubeconfig, eventually, greeted_statuses, write_script, yaml_documents
 
 AGENT = "kopf-rs/"
 EXAMPLES = Path(__file__).parents[2] / "examples"
@@ -131,12 +131,7 @@ def test_the_sharding_examples_replicas_split_the_objects_with_its_rbac(
             replica.wait_for(rf"Serving shard {ordinal} of 2: shardRange")
         names = [f"x{i:02}" for i in range(40)]
         kubectl("create", "-f", "-", input=greetings(namespace, names))
-
-        def statuses() -> dict[str, Any]:
-            items = json.loads(kubectl("get", "greetings", "-n", namespace, "-o", "json"))["items"]
-            return {i["metadata"]["name"]: i.get("status", {}).get("greet") for i in items}
-        found = eventually(lambda: all((s := statuses()).values()) and len(s) == 40 and s, timeout=60,
-                           what="40 greetings greeted")
+        found = greeted_statuses(namespace, 40)
     finally:
         codes = [replica.stop() for replica in replicas]
     assert codes == [0, 0]

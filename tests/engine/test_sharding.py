@@ -11,11 +11,10 @@ import time
 import urllib.parse
 from collections import Counter
 from pathlib import Path
-from typing import Any
 
 from audit import AuditLog
 from conftest import apply, kubectl
-from operators import OperatorProcess, account_kubeconfig, eventually, write_script, yaml_documents
+from operators import OperatorProcess, account_kubeconfig, eventually, greeted_statuses, write_script, yaml_documents
 
 EXAMPLES = Path(__file__).parents[2] / "examples"
 DURATION, DEADLINE, RETRY = 4.0, 3.0, 0.5
@@ -27,24 +26,20 @@ def greetings(namespace: str, names: list[str]) -> str:
          "metadata": {"name": name, "namespace": namespace}} for name in names]})
 
 
-def sharded_script(tmp_path: Path, namespace: str) -> Path:
+def sharded_script(tmp_path: Path, namespace: str, group: str, handlers: str) -> Path:
+    """A script whose replicas share in `group`, with short lease timings, and `handlers`."""
     return write_script(tmp_path, f"""
-        import os
+        import os, time
         import kopf
 
         @kopf.on.startup()
         def configure(settings, **_):
-            settings.sharding.group = 'test-shards'
+            settings.sharding.group = {group!r}
             settings.leadership.lease_namespace = {namespace!r}
             settings.leadership.lease_duration = {DURATION}
             settings.leadership.renew_deadline = {DEADLINE}
             settings.leadership.retry_period = {RETRY}
-
-        @kopf.on.create('greetings')
-        def greet(name, logger, **_):
-            logger.info(f"GREETED {{name}} BY {{os.environ['POD_ID']}}")
-            return {{'by': os.environ['POD_ID']}}
-    """)
+    """ + handlers)
 
 
 def start(script: Path, namespace: str, tmp_path: Path, identity: str) -> OperatorProcess:
@@ -63,7 +58,12 @@ def greeted(replicas: list[OperatorProcess]) -> Counter[str]:
 def test_replicas_share_the_objects_and_resplit_when_one_dies_or_joins(
         crd: None, namespace: str, tmp_path: Path) -> None:
     audit = AuditLog()
-    script = sharded_script(tmp_path, namespace)
+    script = sharded_script(tmp_path, namespace, "test-shards", """
+        @kopf.on.create('greetings')
+        def greet(name, logger, **_):
+            logger.info(f"GREETED {name} BY {os.environ['POD_ID']}")
+            return {'by': os.environ['POD_ID']}
+    """)
     replicas = [start(script, namespace, tmp_path, f"replica-{i}") for i in range(3)]
     try:
         eventually(lambda: all(serving(r, 3) for r in replicas), timeout=60, what="3 replicas with a shard each")
@@ -121,23 +121,12 @@ def test_a_handler_still_running_holds_its_range_until_it_finishes(
         crd: None, namespace: str, tmp_path: Path) -> None:
     """Fenced hand-over: a replica that must give a range up stops handling, and claims the
     smaller range only when the handler it had started has finished; the newcomer waits."""
-    script = write_script(tmp_path, f"""
-        import os, time
-        import kopf
-
-        @kopf.on.startup()
-        def configure(settings, **_):
-            settings.sharding.group = 'slow-shards'
-            settings.leadership.lease_namespace = {namespace!r}
-            settings.leadership.lease_duration = {DURATION}
-            settings.leadership.renew_deadline = {DEADLINE}
-            settings.leadership.retry_period = {RETRY}
-
+    script = sharded_script(tmp_path, namespace, "slow-shards", """
         @kopf.on.create('greetings')
         def greet(name, logger, **_):
-            logger.info(f"STARTED {{name}} BY {{os.environ['POD_ID']}}")
+            logger.info(f"STARTED {name} BY {os.environ['POD_ID']}")
             time.sleep(8 if name.startswith('slow') else 0)
-            logger.info(f"FINISHED {{name}} BY {{os.environ['POD_ID']}}")
+            logger.info(f"FINISHED {name} BY {os.environ['POD_ID']}")
     """)
     first = start(script, namespace, tmp_path, "first")
     replicas = [first]
@@ -204,12 +193,7 @@ def test_the_auto_sharding_examples_replicas_share_with_its_rbac(
         eventually(lambda: all(serving(r, 2) for r in replicas), timeout=60, what="2 replicas with a shard each")
         names = [f"x{i:02}" for i in range(40)]
         kubectl("create", "-f", "-", input=greetings(namespace, names))
-
-        def statuses() -> dict[str, Any]:
-            items = json.loads(kubectl("get", "greetings", "-n", namespace, "-o", "json"))["items"]
-            return {i["metadata"]["name"]: i.get("status", {}).get("greet") for i in items}
-        found = eventually(lambda: all((s := statuses()).values()) and len(s) == 40 and s, timeout=60,
-                           what="40 greetings greeted")
+        found = greeted_statuses(namespace, 40)
     finally:
         codes = [replica.stop() for replica in replicas]
     assert codes == [0, 0]
