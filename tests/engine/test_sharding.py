@@ -5,18 +5,24 @@ and hand a range over only once its previous replica has stopped handling it."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import signal
+import subprocess
 import time
 import urllib.parse
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
+import yaml
 from audit import AuditLog
 from conftest import apply, kubectl
 from operators import OperatorProcess, account_kubeconfig, eventually, greeted_statuses, write_script, yaml_documents
 
 EXAMPLES = Path(__file__).parents[2] / "examples"
+CLUSTER = Path(__file__).parents[1] / "cluster" / "cluster"
 DURATION, DEADLINE, RETRY = 4.0, 3.0, 0.5
 
 
@@ -55,6 +61,22 @@ def greeted(replicas: list[OperatorProcess]) -> Counter[str]:
     return Counter(name for replica in replicas for name in re.findall(r"GREETED (\S+) BY", replica.output))
 
 
+def daemon_intervals(replicas: list[OperatorProcess], ended: dict[int, float]) -> dict[str, list[tuple[float, float]]]:
+    """Each object's daemon runs, (start, stop), from all replicas' logs; a run that did not
+    stop ended when its replica did (`ended`: a killed one's time, by index)."""
+    runs: dict[str, list[tuple[float, float]]] = {}
+    for index, replica in enumerate(replicas):
+        started: dict[str, float] = {}
+        for what, name, at in re.findall(r"DAEMON (START|STOP) (\S+) AT ([\d.]+)", replica.output):
+            if what == "START":
+                started[name] = float(at)
+            else:
+                runs.setdefault(name, []).append((started.pop(name), float(at)))
+        for name, start in started.items():
+            runs.setdefault(name, []).append((start, ended.get(index, float("inf"))))
+    return runs
+
+
 def test_replicas_share_the_objects_and_resplit_when_one_dies_or_joins(
         crd: None, namespace: str, tmp_path: Path) -> None:
     audit = AuditLog()
@@ -63,6 +85,12 @@ def test_replicas_share_the_objects_and_resplit_when_one_dies_or_joins(
         def greet(name, logger, **_):
             logger.info(f"GREETED {name} BY {os.environ['POD_ID']}")
             return {'by': os.environ['POD_ID']}
+
+        @kopf.daemon('greetings')
+        async def guard(name, stopped, logger, **_):
+            logger.info(f"DAEMON START {name} AT {time.time():.6f}")
+            await stopped.wait()
+            logger.info(f"DAEMON STOP {name} AT {time.time():.6f}")
     """)
     replicas = [start(script, namespace, tmp_path, f"replica-{i}") for i in range(3)]
     try:
@@ -76,7 +104,7 @@ def test_replicas_share_the_objects_and_resplit_when_one_dies_or_joins(
         # A replica dies without a word: its range is taken over after its lease expires.
         replicas[2].process.send_signal(signal.SIGKILL)
         replicas[2].process.wait()
-        killed = time.monotonic()
+        killed, killed_at = time.monotonic(), time.time()
         survivors = replicas[:2]
         eventually(lambda: all(serving(r, 2) for r in survivors), timeout=30, what="2 replicas re-split")
         resplit = time.monotonic() - killed
@@ -104,6 +132,14 @@ def test_replicas_share_the_objects_and_resplit_when_one_dies_or_joins(
     assert [name for name, count in counts.items() if count != 1] == [], "each handled once"
     statuses = json.loads(kubectl("get", "greetings", "-n", namespace, "-o", "json"))["items"]
     assert all(s.get("status", {}).get("greet", {}).get("by") for s in statuses)
+    # Each object's daemon ran on one replica at a time: stopped (or killed) on the one
+    # before it started on the next.
+    intervals = daemon_intervals(replicas, ended={2: killed_at})
+    assert set(intervals) == set(counts)
+    for name, runs in intervals.items():
+        runs.sort()
+        assert all(later[0] >= earlier[1] for earlier, later in zip(runs, runs[1:], strict=False)), (name, runs)
+    assert sum(len(runs) for runs in intervals.values()) > len(intervals), "daemons moved between replicas"
 
     # Graceful exits leave the group (the leases deleted); the dead one's stays until it is
     # long expired. The streams asked the API server for the shards.
@@ -201,3 +237,52 @@ def test_the_auto_sharding_examples_replicas_share_with_its_rbac(
     assert set(by) == {"auto-greeter-0", "auto-greeter-1"}, by
     for replica in replicas:
         assert "Forbidden" not in replica.output and "HTTP 403" not in replica.output
+
+
+@pytest.fixture
+def unsharded(cluster: dict[str, str], tmp_path: Path) -> Iterator[Path]:
+    """A kubeconfig of a second API server of the same cluster, without server-side sharding."""
+    config = yaml.safe_load(Path(os.environ["KUBECONFIG"]).read_text())
+    for entry in config["clusters"]:
+        server = urllib.parse.urlparse(entry["cluster"]["server"])
+        entry["cluster"]["server"] = f"https://{server.hostname}:{server.port + 5}"
+    path = tmp_path / "unsharded.kubeconfig"
+    path.write_text(yaml.safe_dump(config))
+    with open(tmp_path / "unsharded-apiserver.log", "wb") as log:
+        server_process = subprocess.Popen([str(CLUSTER), "unsharded"], stdout=log, stderr=subprocess.STDOUT)
+    try:
+        eventually(lambda: kubectl("--kubeconfig", str(path), "get", "--raw", "/readyz", check=False).strip() == "ok",
+                   timeout=120, what="the second API server ready")
+        yield path
+    finally:
+        server_process.terminate()
+        server_process.wait(timeout=60)
+
+
+def test_without_server_side_sharding_the_replicas_elect_one_leader(
+        crd: None, namespace: str, tmp_path: Path, unsharded: Path) -> None:
+    script = sharded_script(tmp_path, namespace, "fallback", """
+        @kopf.on.create('greetings')
+        def greet(name, logger, **_):
+            logger.info(f"GREETED {name} BY {os.environ['POD_ID']}")
+            return {'by': os.environ['POD_ID']}
+    """)
+    replicas = [OperatorProcess(["run", "-n", namespace, "--standalone", "--shards", "auto", str(script)],
+                                cwd=tmp_path, env={"POD_ID": f"fallback-{i}", "KUBECONFIG": str(unsharded)})
+                for i in range(2)]
+    try:
+        for replica in replicas:
+            replica.wait_for(r"The API server does not filter lists and watches by shards .* the replicas elect "
+                             rf"one leader by the lease '{namespace}/fallback-leader'; the others wait\.")
+        eventually(lambda: any(f"Leading: the lease '{namespace}/fallback-leader' is held by" in r.output
+                               for r in replicas), what="a leader")
+        names = [f"f{i:02}" for i in range(20)]
+        kubectl("create", "-f", "-", input=greetings(namespace, names))
+        statuses = greeted_statuses(namespace, 20)
+        time.sleep(1)  # time for a second handling, if any were to come
+    finally:
+        codes = [r.stop() for r in replicas]
+    assert codes == [0, 0]
+    assert len({status["by"] for status in statuses.values()}) == 1, "all by the one leader"
+    assert sorted(greeted(replicas).elements()) == sorted(names), "each handled once"
+    assert not any(serving(r, 1) or serving(r, 2) for r in replicas)
