@@ -73,6 +73,12 @@ def get(kind: str, name: str, namespace: str) -> dict[str, Any]:
     return json.loads(kubectl("get", kind, name, "-n", namespace, "-o", "json"))
 
 
+def refused(output: str) -> bool:
+    """Whether the output tells of a request the API server refused (403). Not a bare "403":
+    timestamps' milliseconds and counters have it too."""
+    return re.search(r"forbidden|HTTP 403|code: 403", output, re.IGNORECASE) is not None
+
+
 def greeted_statuses(namespace: str, count: int, timeout: float = 60) -> dict[str, Any]:
     """Once `count` greetings all have `status.greet`: their names to it."""
     def statuses() -> dict[str, Any]:

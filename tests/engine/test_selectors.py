@@ -14,7 +14,15 @@ from typing import Any
 
 from audit import AuditLog
 from conftest import apply, kubectl
-from operators import OperatorProcess, account_kubeconfig, eventually, greeted_statuses, write_script, yaml_documents
+from operators import (
+    OperatorProcess,
+    account_kubeconfig,
+    eventually,
+    greeted_statuses,
+    refused,
+    write_script,
+    yaml_documents,
+)
 
 AGENT = "kopf-rs/"
 EXAMPLES = Path(__file__).parents[2] / "examples"
@@ -140,4 +148,4 @@ def test_the_sharding_examples_replicas_split_the_objects_with_its_rbac(
     for ordinal, replica in enumerate(replicas):
         handled = re.findall(r"\[[^/]+/(x\d+)\] Handler 'greet' succeeded", replica.output)
         assert sorted(handled) == sorted(n for n, s in found.items() if s["shard"] == ordinal)
-        assert "Forbidden" not in replica.output and "HTTP 403" not in replica.output
+        assert not refused(replica.output), replica.output
