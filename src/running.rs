@@ -19,7 +19,7 @@ use crate::engine::queueing::Dispatcher;
 use crate::ha::leadership::{Leadership, LeaseLock};
 use crate::ha::pausing::Pause;
 use crate::ha::peering::{self, Peering, PeeringError, Target};
-use crate::ha::sharding::Sharding;
+use crate::ha::sharding::{self, Sharding};
 use crate::indices::{Indices, InitialListing};
 use crate::settings::LeadershipProblem;
 use crate::settings::{ServerSelectors, Settings};
@@ -298,29 +298,21 @@ pub async fn run(
     }
     let lease_namespace = (lease.lease_namespace.clone()).unwrap_or_else(|| "default".into());
     let mut lease_name = lease.lease_name.clone();
-    let mut sharding = None;
+    let mut shard_channel = None;
     if auto {
         if lease_name.is_some() {
             return Err(RunError::Sharding("a replica serves either its shard (--shards auto) or everything as the leader (--lease NAME), not both".into()));
         }
-        let (range, shards) = watch::channel(None);
-        let members = Sharding {
-            credentials: credentials.clone(),
-            settings: lease.clone(),
-            group: settings.sharding.group.clone(),
-            identity: settings.peering.identity.clone(),
-            pause: Pause::new(0), // replaced below, once the voters are counted
-            voter: targets.len(),
-            range,
-        };
-        let supported = members.supported().await.map_err(|error| {
-            RunError::Sharding(format!(
-                "the shards' leases in the namespace {lease_namespace:?} cannot be listed: {}",
-                errors::chain(&error)
-            ))
-        })?;
+        let supported = sharding::supported(&credentials, &lease_namespace)
+            .await
+            .map_err(|error| {
+                RunError::Sharding(format!(
+                    "the shards' leases in the namespace {lease_namespace:?} cannot be listed: {}",
+                    errors::chain(&error)
+                ))
+            })?;
         if supported {
-            sharding = Some((members, shards));
+            shard_channel = Some(watch::channel(None));
         } else {
             let name = format!("{}-leader", settings.sharding.group);
             tracing::warn!(target: ENGINE,
@@ -329,7 +321,7 @@ pub async fn run(
             lease_name = Some(name);
         }
     }
-    let electing = lease_name.is_some() || sharding.is_some();
+    let electing = lease_name.is_some() || shard_channel.is_some();
     let pause = Pause::new(targets.len() + usize::from(electing));
     let mut peerings = JoinSet::new();
     if let Some(name) = &lease_name {
@@ -348,10 +340,15 @@ pub async fn run(
         };
         tasks::spawn_in(&mut peerings, leadership.run(stop.clone()));
     }
-    let shards = sharding.map(|(members, shards)| {
+    let shards = shard_channel.map(|(range, shards)| {
         let members = Sharding {
+            credentials: credentials.clone(),
+            settings: lease.clone(),
+            group: settings.sharding.group.clone(),
+            identity: settings.peering.identity.clone(),
             pause: pause.clone(),
-            ..members
+            voter: targets.len(),
+            range,
         };
         tasks::spawn_in(&mut peerings, members.run(stop.clone()));
         shards

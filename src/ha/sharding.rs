@@ -141,28 +141,13 @@ impl Sharding {
     }
 
     fn collection(&self) -> String {
-        format!(
-            "/apis/coordination.k8s.io/v1/namespaces/{}/leases",
-            self.namespace()
-        )
+        leases(&self.namespace())
     }
 
     /// This replica's Lease: the group's name and a hash of the identity (which may hold
     /// characters that names may not).
     pub fn lease_name(&self) -> String {
         format!("{}-shard-{:016x}", self.group, fnv1a(&self.identity))
-    }
-
-    /// Whether the API server filters by shards (its lists then say which shard they are).
-    pub async fn supported(&self) -> Result<bool, kube::Error> {
-        let selector = Range::part(0, 1).selector();
-        let url = format!(
-            "{}?limit=1&shardSelector={}",
-            self.collection(),
-            urlencode(&selector)
-        );
-        let list = self.credentials.get(&url).await?;
-        Ok(list.pointer("/metadata/shardInfo").is_some())
     }
 
     /// Take part in the group until `stop`; leave it then (the Lease deleted), so that the
@@ -455,6 +440,23 @@ impl State {
         let expiry = seen.since + Duration::from_secs_f64(duration.max(0.0));
         Instant::now().checked_duration_since(expiry)
     }
+}
+
+/// Whether the API server filters by shards: its lists then say which shard they are
+/// (asked of the Leases in `namespace`, which the replicas need to read anyway).
+pub async fn supported(credentials: &Credentials, namespace: &str) -> Result<bool, kube::Error> {
+    let selector = Range::part(0, 1).selector();
+    let url = format!(
+        "{}?limit=1&shardSelector={}",
+        leases(namespace),
+        urlencode(&selector)
+    );
+    let list = credentials.get(&url).await?;
+    Ok(list.pointer("/metadata/shardInfo").is_some())
+}
+
+fn leases(namespace: &str) -> String {
+    format!("/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases")
 }
 
 /// The 64-bit FNV-1a hash (stable across versions and hosts, unlike std's hasher).
