@@ -559,7 +559,10 @@ impl Runner {
 
     /// Call the function once; apply its results; `None` if the call was cancelled.
     async fn call(&self, attempts: &mut Attempts) -> Option<crate::state::progression::Outcome> {
+        // Counted before the pause is checked: a pause that comes later waits for the call.
+        let busy = self.daemons.pause.busy();
         if !self.daemons.pause.is_active() {
+            drop(busy);
             // Paused (or a lease not renewed in time): the pause stops this runner soon.
             self.stopper.sleep(f64::from(u32::MAX)).await;
             return None;
@@ -569,7 +572,6 @@ impl Runner {
             SpawningKind::Timer => "timer",
         };
         let call = self.invocation(attempts);
-        let busy = self.daemons.pause.busy();
         let invoked = hooks::invoke_metered(self.hooks(), call, &self.handler.id, kind).await;
         drop(busy);
         if invoked.cancelled {

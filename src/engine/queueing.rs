@@ -10,7 +10,7 @@ use crate::client::watching::{EventType, RawEvent, Watched};
 use crate::engine::context::{object_key, Memory, ResourceContext, Resting};
 use crate::engine::daemons::{Daemons, ObjectDaemons};
 use crate::engine::{indexing, processing};
-use crate::ha::pausing::Pause;
+use crate::ha::pausing::{Busy, Pause};
 use crate::indices::InitialListing;
 use crate::object_log;
 use crate::state::patches::Patch;
@@ -343,6 +343,8 @@ impl Worker {
     /// memory (none if it is gone).
     async fn run(mut self) -> Finished {
         while let Some(batch) = self.next_batch().await {
+            // Counted before the pause is checked: a pause that comes later waits for it.
+            let busy = self.dispatcher.pause.busy();
             if !self.dispatcher.pause.is_active() {
                 self.latest = None; // dropped: everything is listed again on resuming
                 self.indexed(&batch);
@@ -350,13 +352,11 @@ impl Worker {
             }
             // Boxed, as the cycle: an idle worker's future (thousands of them linger after a
             // listing) then holds only the wait for news, not the room of the calls (3.6 KB).
-            let busy = self.dispatcher.pause.busy();
             Box::pin(self.absorb(batch)).await;
-            drop(busy);
             let Some(event) = self.current() else {
                 continue;
             };
-            if let Flow::Exit = Box::pin(self.cycle(event)).await {
+            if let Flow::Exit = Box::pin(self.cycle(event, busy)).await {
                 break;
             }
         }
@@ -457,7 +457,9 @@ impl Worker {
 
     /// One processing cycle of the latest state: handlers, then their patch, then the
     /// sleep until the delayed handlers are due.
-    async fn cycle(&mut self, event: RawEvent) -> Flow {
+    /// `busy` counts it as handling in progress until the handlers' patch is applied (not
+    /// while sleeping for a delayed handler or throttling).
+    async fn cycle(&mut self, event: RawEvent, busy: Busy) -> Flow {
         let dispatcher = self.dispatcher.clone();
         let ctx = &dispatcher.ctx;
         if event.event_type == EventType::Vanished {
@@ -466,8 +468,6 @@ impl Worker {
             return Flow::Exit;
         }
         let deleted = event.event_type == EventType::Deleted;
-        // Until the handlers' patch is applied (not while sleeping for a delayed handler).
-        let busy = dispatcher.pause.busy();
         let _permit = match &dispatcher.limiter {
             Some(limiter) => Some(limiter.clone().acquire_owned().await.expect("never closed")),
             None => None,

@@ -204,14 +204,15 @@ impl Sharding {
         let members = self.members(state).await?;
         let (index, count) = self.place(state, &members);
         let target = Range::part(index, count);
-        match state.serving {
-            Serving::Range(range) if range != target => self.stop_serving(
-                state,
-                range,
-                format!("the group has {count} live replicas now"),
-            ),
-            Serving::Stopping(_) if self.pause.is_quiet() => state.serving = Serving::Nothing,
-            _ => {}
+        if let Serving::Range(range) = state.serving {
+            if range != target {
+                let why = format!("the group has {count} live replicas now");
+                self.stop_serving(state, range, why);
+            }
+        }
+        // Handling counts itself before it checks the pause: once quiet, it stays quiet.
+        if matches!(state.serving, Serving::Stopping(_)) && self.pause.is_quiet() {
+            state.serving = Serving::Nothing;
         }
         // What we claim: what we serve (or still finish), or what we are to serve if free.
         let claim = match state.serving {
