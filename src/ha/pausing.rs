@@ -50,6 +50,12 @@ impl Pause {
         *self.busy.borrow() == 0
     }
 
+    /// Resolves once nothing is being handled.
+    pub async fn quiet(&self) {
+        let mut busy = self.busy.subscribe();
+        let _ = busy.wait_for(|count| *count == 0).await;
+    }
+
     pub fn subscribe(&self) -> watch::Receiver<bool> {
         self.switch.subscribe()
     }
@@ -115,6 +121,20 @@ mod tests {
         assert!(!pause.is_quiet());
         drop(second);
         assert!(pause.is_quiet());
+    }
+
+    #[tokio::test]
+    async fn the_quiet_is_awaited() {
+        let pause = Pause::new(1);
+        let busy = pause.busy();
+        let waiting = crate::util::tasks::spawn({
+            let pause = pause.clone();
+            async move { pause.quiet().await }
+        });
+        tokio::task::yield_now().await;
+        assert!(!waiting.is_finished());
+        drop(busy);
+        waiting.await.expect("resolved once quiet");
     }
 
     #[tokio::test(start_paused = true)]

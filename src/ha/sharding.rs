@@ -190,9 +190,26 @@ impl Sharding {
                 }
                 _ = stop.wait_for(|stopped| *stopped) => break,
             }
-            let pause = tokio::time::sleep_until(started + retry);
+            // Handing a range over: look again as soon as what ran has finished, not a
+            // retry period later, so that the range changes hands without a gap.
+            // (Only while busy: a look that failed before moving on waits a retry period.)
+            let stopping = matches!(state.serving, Serving::Stopping(_)) && !self.pause.is_quiet();
+            let quiet = async {
+                match stopping {
+                    true => self.pause.quiet().await,
+                    false => std::future::pending().await,
+                }
+            };
+            // In a hand-over (not serving yet, or waiting for a neighbour to give its old
+            // range up), look four times as often: the gap is what the objects wait.
+            let period = match state.serving {
+                Serving::Range(_) => retry,
+                _ => retry / 4,
+            };
+            let pause = tokio::time::sleep_until(started + period);
             tokio::select! {
                 () = pause => {}
+                () = quiet => {}
                 _ = stop.wait_for(|stopped| *stopped) => break,
             }
         }
