@@ -117,10 +117,12 @@ enum Serving {
     Stopping(Range),
 }
 
-/// The last version of a Lease we saw, and when we first saw it (our clock).
+/// The last version of a Lease we saw, when we first saw it (our clock), and for how long
+/// it says it is valid.
 struct Observed {
     version: String,
     since: Instant,
+    duration: f64,
 }
 
 pub struct Sharding {
@@ -155,7 +157,10 @@ impl Sharding {
     pub async fn run(self, mut stop: watch::Receiver<bool>) {
         let deadline = Duration::from_secs_f64(self.settings.renew_deadline);
         let retry = Duration::from_secs_f64(self.settings.retry_period);
-        let mut state = State::default();
+        let mut state = State {
+            own: self.lease_name(),
+            ..State::default()
+        };
         tracing::info!(target: SHARDING,
             "Sharding: this replica is {} in the group '{}' (the lease '{}/{}').",
             self.identity, self.group, self.namespace(), self.lease_name()
@@ -293,7 +298,6 @@ impl Sharding {
             self.collection(),
             urlencode(&format!("{GROUP_LABEL}={}", self.group))
         );
-        state.own = self.lease_name();
         let list = self.credentials.get(&url).await?;
         let members: Vec<Member> = (list.get("items").and_then(Value::as_array))
             .map(|items| items.iter().filter_map(Member::of).collect())
@@ -303,23 +307,17 @@ impl Sharding {
             .observed
             .retain(|name, _| members.iter().any(|m| &m.name == name));
         for member in &members {
-            let seen = state
-                .observed
-                .entry(member.name.clone())
-                .or_insert(Observed {
-                    version: member.version.clone(),
-                    since: now,
-                });
+            let duration = member.duration.unwrap_or(self.settings.lease_duration);
+            let seen = (state.observed.entry(member.name.clone())).or_insert(Observed {
+                version: member.version.clone(),
+                since: now,
+                duration,
+            });
             if seen.version != member.version {
-                *seen = Observed {
-                    version: member.version.clone(),
-                    since: now,
-                };
+                seen.version.clone_from(&member.version);
+                seen.since = now;
             }
-            state.durations.insert(
-                member.name.clone(),
-                member.duration.unwrap_or(self.settings.lease_duration),
-            );
+            seen.duration = duration;
         }
         self.collect_garbage(state, &members).await;
         Ok(members)
@@ -328,7 +326,7 @@ impl Sharding {
     /// Our place among the live replicas (ordered by identity), and how many they are.
     fn place(&self, state: &State, members: &[Member]) -> (usize, usize) {
         let mut identities: Vec<&str> = (members.iter())
-            .filter(|m| m.name != self.lease_name() && state.is_live(m))
+            .filter(|m| m.name != state.own && state.is_live(m))
             .map(|m| m.identity.as_str())
             .chain([self.identity.as_str()])
             .collect();
@@ -427,9 +425,9 @@ struct State {
     valid_until: Option<Instant>,
     /// Our Lease as last written (its version for the next compare-and-swap).
     lease: Option<Value>,
+    /// Our Lease's name.
     own: String,
     observed: HashMap<String, Observed>,
-    durations: HashMap<String, f64>,
     /// Said that another replica's claim is in the way (said once per wait).
     waiting: bool,
 }
@@ -445,17 +443,18 @@ impl State {
 
     /// Expired for three of its durations more: its replica is gone for good.
     fn is_long_gone(&self, member: &Member) -> bool {
-        let duration = self.durations.get(&member.name).copied().unwrap_or(15.0);
+        let Some(seen) = self.observed.get(&member.name) else {
+            return false;
+        };
         member.name != self.own
             && (self.expired_for(member))
-                .is_some_and(|d| d >= Duration::from_secs_f64(3.0 * duration.max(0.0)))
+                .is_some_and(|d| d >= Duration::from_secs_f64(3.0 * seen.duration.max(0.0)))
     }
 
     /// For how long the member's Lease has been expired (none: not expired), by our clock.
     fn expired_for(&self, member: &Member) -> Option<Duration> {
         let seen = self.observed.get(&member.name)?;
-        let duration = self.durations.get(&member.name).copied().unwrap_or(15.0);
-        let expiry = seen.since + Duration::from_secs_f64(duration.max(0.0));
+        let expiry = seen.since + Duration::from_secs_f64(seen.duration.max(0.0));
         Instant::now().checked_duration_since(expiry)
     }
 }
@@ -545,9 +544,9 @@ mod tests {
                 Observed {
                     version: "1".into(),
                     since,
+                    duration: 15.0,
                 },
             );
-            state.durations.insert(name.into(), 15.0);
         }
         assert!(state.is_live(&member("ours", "a")));
         assert!(state.is_live(&member("fresh", "b")));
