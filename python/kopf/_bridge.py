@@ -263,7 +263,7 @@ class Bridge:
         declaring = _subhandling.current.set(sub)
         try:
             if stopper is not None:
-                stopper.task = asyncio.current_task()
+                stopper.task = asyncio.current_task(self._loop)
             outcome = await execute_once(
                 handler=handler, kwargs=kwargs, logger=logger, retry=call['retry'], runtime=call['runtime'],
                 settings=self.settings, default_errors=self._default_errors(call),
@@ -463,17 +463,21 @@ class Bridge:
         """The kwargs about the object: its body's views, logger, memo, resource."""
         body = Body(raw)
         meta = body.meta
+        # The same values as the views' shortcuts give, read without walking their paths.
+        fields = raw.get('metadata')
+        fields = fields if isinstance(fields, dict) else {}
+        uid = fields.get('uid')
         return {
             'logger': _LOGGERS.get(call['kind'], ObjectLogger)(body=raw, settings=self.settings),
-            'memo': self.memos.of(meta.uid or ''),
+            'memo': self.memos.of(uid or ''),
             'resource': self._resource(call['resource']),
             'body': body,
             'spec': body.spec,
             'meta': meta,
             'status': body.status,
-            'uid': meta.uid,
-            'name': meta.name,
-            'namespace': meta.namespace,
+            'uid': uid,
+            'name': fields.get('name'),
+            'namespace': fields.get('namespace'),
             'labels': meta.labels,
             'annotations': meta.annotations,
         }

@@ -6,6 +6,7 @@ use super::calls::{Calls, Closed, Target};
 use super::indices::Converter;
 use super::scopes::Scope;
 use super::storages::PyCustomStorages;
+use super::threads::HandlerThreads;
 use crate::client::connection::ConnectionInfo;
 use crate::client::credentials::LoginError;
 use crate::client::resources::Resource;
@@ -36,12 +37,15 @@ pub struct PyHooks {
     indices: Arc<Indices>,
 }
 
-/// Synchronous handlers run on the core's blocking threads, as many at once as the
-/// operator's executor has threads: Kopf would run them in that executor from its loop,
-/// and going through the loop costs four thread switches per call instead of two.
+/// Synchronous handlers run on threads of the core's own (see `threads`), as many at once
+/// as the operator's executor has threads: Kopf would run them in that executor from its
+/// loop, and going through the loop costs four thread switches per call instead of two.
 struct Threads {
     handlers: HashSet<(&'static str, usize)>,
+    /// A call waits for a slot before it is handed to a thread: a call given up while it
+    /// waits (e.g. its worker stopped) never runs.
     slots: Arc<Semaphore>,
+    pool: Arc<HandlerThreads>,
 }
 
 impl Threads {
@@ -73,6 +77,7 @@ impl Threads {
         Ok(Some(Self {
             handlers,
             slots: Arc::new(Semaphore::new(workers.max(1))),
+            pool: Arc::new(HandlerThreads::new(workers)),
         }))
     }
 }
@@ -327,7 +332,7 @@ impl Hooks for PyHooks {
             .then(|| (self.indices.clone(), self.calls.clone()));
         if let (Some(threads), Some(target)) = (&self.threads, &target) {
             if threads.handlers.contains(target) {
-                return self.invoke_in_thread(invocation, threads.slots.clone(), indexing);
+                return Self::invoke_in_thread(invocation, threads, self.bridge.clone(), indexing);
             }
         }
         self.call(
@@ -481,32 +486,31 @@ fn parse_answer(answer: &Bound<'_, PyAny>, indexing: Option<&Indexing>) -> PyRes
 }
 
 impl PyHooks {
-    /// A synchronous handler on a blocking thread (`Bridge.invoke_in_thread()`), once one
+    /// A synchronous handler on a handler thread (`Bridge.invoke_in_thread()`), once one
     /// of the executor's slots is free.
     fn invoke_in_thread(
-        &self,
         invocation: Invocation,
-        slots: Arc<Semaphore>,
+        threads: &Threads,
+        bridge: Arc<Py<PyAny>>,
         indexing: Option<Indexing>,
     ) -> BoxFuture<'static, Invoked> {
-        let bridge = self.bridge.clone();
+        let (slots, pool) = (threads.slots.clone(), threads.pool.clone());
         Box::pin(async move {
             let Ok(_slot) = slots.acquire_owned().await else {
                 return bridge_failure("the operator's threads are closed".into());
             };
-            let answer = tokio::task::spawn_blocking(move || {
-                Python::attach(|py| {
+            let answer = pool
+                .run(move |py| {
                     let answer = invocation_dict(py, &invocation)
                         .and_then(|call| bridge.call_method1(py, "invoke_in_thread", (call,)))
                         .and_then(|answer| parse_answer(answer.bind(py), indexing.as_ref()));
                     answer.inspect_err(|error| error.print(py))
                 })
-            })
-            .await;
+                .await;
             match answer {
                 Ok(Ok(invoked)) => invoked,
                 Ok(Err(error)) => bridge_failure(error.to_string()),
-                Err(error) => bridge_failure(format!("the handler's thread has failed: {error}")),
+                Err(_) => bridge_failure("the handler's thread has failed".into()),
             }
         })
     }

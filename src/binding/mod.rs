@@ -12,6 +12,7 @@ mod memory;
 mod operator;
 mod scopes;
 mod storages;
+mod threads;
 mod webhooks;
 
 use pyo3::prelude::*;

@@ -1,0 +1,118 @@
+//! The threads that run synchronous handlers: at most as many as the operator's executor
+//! has, started when first needed, each with one Python thread state for its whole life.
+//!
+//! Why not tokio's blocking threads: taking the GIL on a thread that has no Python thread
+//! state creates one and destroys it again on release — a page mapped and unmapped and the
+//! thread's id asked of the kernel on every call — and the blocking pool spreads a burst of
+//! calls over dozens of threads. Here a thread waits without the GIL, takes it once per
+//! call, and takes the next queued call before it waits again.
+
+use pyo3::prelude::*;
+use std::collections::VecDeque;
+use std::sync::{Arc, Condvar, Mutex};
+use tokio::sync::oneshot;
+
+type Job = Box<dyn for<'py> FnOnce(Python<'py>) + Send>;
+
+/// The pool closed before the call ran (the operator is stopping).
+#[derive(Debug)]
+pub struct Closed;
+
+pub struct HandlerThreads {
+    pool: Arc<Pool>,
+}
+
+struct Pool {
+    state: Mutex<State>,
+    wakeup: Condvar,
+    limit: usize,
+}
+
+#[derive(Default)]
+struct State {
+    jobs: VecDeque<Job>,
+    idle: usize,
+    started: usize,
+    closed: bool,
+}
+
+impl HandlerThreads {
+    pub fn new(limit: usize) -> Self {
+        Self {
+            pool: Arc::new(Pool {
+                state: Mutex::default(),
+                wakeup: Condvar::new(),
+                limit: limit.max(1),
+            }),
+        }
+    }
+
+    /// Run `job` with the GIL on one of the threads; its result when it has run.
+    pub async fn run<T: Send + 'static>(
+        &self,
+        job: impl for<'py> FnOnce(Python<'py>) -> T + Send + 'static,
+    ) -> Result<T, Closed> {
+        let (sender, receiver) = oneshot::channel();
+        self.push(Box::new(move |py| {
+            let _ = sender.send(job(py)); // the caller may have given up: fine
+        }))?;
+        receiver.await.map_err(|_| Closed)
+    }
+
+    fn push(&self, job: Job) -> Result<(), Closed> {
+        let mut state = self.pool.state.lock().expect("not poisoned");
+        if state.closed {
+            return Err(Closed);
+        }
+        state.jobs.push_back(job);
+        if state.idle > 0 {
+            self.pool.wakeup.notify_one();
+        } else if state.started < self.pool.limit {
+            let pool = self.pool.clone();
+            let spawned = std::thread::Builder::new()
+                .name("kopf-handlers".into())
+                .spawn(move || pool.serve());
+            // Without a new thread, the running ones take the call when they are done.
+            if spawned.is_ok() {
+                state.started += 1;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Drop for HandlerThreads {
+    /// The threads finish the queued calls, then end (releasing their thread states).
+    fn drop(&mut self) {
+        self.pool.state.lock().expect("not poisoned").closed = true;
+        self.pool.wakeup.notify_all();
+    }
+}
+
+impl Pool {
+    fn serve(&self) {
+        Python::attach(|py| {
+            while let Some(job) = py.detach(|| self.next()) {
+                // A job that panics drops its sender (its caller sees `Closed`); the thread
+                // goes on with the next.
+                let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| job(py)));
+            }
+        });
+    }
+
+    /// The next call, waiting for one; `None` once the pool is closed and drained.
+    fn next(&self) -> Option<Job> {
+        let mut state = self.state.lock().expect("not poisoned");
+        loop {
+            if let Some(job) = state.jobs.pop_front() {
+                return Some(job);
+            }
+            if state.closed {
+                return None;
+            }
+            state.idle += 1;
+            state = self.wakeup.wait(state).expect("not poisoned");
+            state.idle -= 1;
+        }
+    }
+}
