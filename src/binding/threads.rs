@@ -14,7 +14,7 @@ use tokio::sync::oneshot;
 
 type Job = Box<dyn for<'py> FnOnce(Python<'py>) + Send>;
 
-/// The pool closed before the call ran (the operator is stopping).
+/// The pool closed before the call ran (the operator is stopping), or the call panicked.
 #[derive(Debug)]
 pub struct Closed;
 
@@ -82,7 +82,7 @@ impl HandlerThreads {
 }
 
 impl Drop for HandlerThreads {
-    /// The threads finish the queued calls, then end (releasing their thread states).
+    /// The threads finish the queued calls, then end.
     fn drop(&mut self) {
         self.pool.state.lock().expect("not poisoned").closed = true;
         self.pool.wakeup.notify_all();
@@ -91,13 +91,23 @@ impl Drop for HandlerThreads {
 
 impl Pool {
     fn serve(&self) {
-        Python::attach(|py| {
-            while let Some(job) = py.detach(|| self.next()) {
+        // SAFETY: the thread takes a thread state (and the GIL) once, and hands the GIL back
+        // and forth with the state it saved. The state is left behind when the pool closes:
+        // releasing it needs the GIL, and taking the GIL while the interpreter finalizes
+        // ends the thread in a way Rust cannot unwind through.
+        unsafe {
+            pyo3::ffi::PyGILState_Ensure();
+            let mut saved = pyo3::ffi::PyEval_SaveThread();
+            while let Some(job) = self.next() {
+                pyo3::ffi::PyEval_RestoreThread(saved);
                 // A job that panics drops its sender (its caller sees `Closed`); the thread
                 // goes on with the next.
-                let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| job(py)));
+                Python::attach(|py| {
+                    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| job(py)));
+                });
+                saved = pyo3::ffi::PyEval_SaveThread();
             }
-        });
+        }
     }
 
     /// The next call, waiting for one; `None` once the pool is closed and drained.
