@@ -14,7 +14,8 @@ use tokio::sync::oneshot;
 
 type Job = Box<dyn for<'py> FnOnce(Python<'py>) + Send>;
 
-/// The pool closed before the call ran (the operator is stopping), or the call panicked.
+/// The pool closed before the call ran (the operator is stopping), no thread could be
+/// started for it, or the call panicked.
 #[derive(Debug)]
 pub struct Closed;
 
@@ -72,9 +73,15 @@ impl HandlerThreads {
             let spawned = std::thread::Builder::new()
                 .name("kopf-handlers".into())
                 .spawn(move || pool.serve());
-            // Without a new thread, the running ones take the call when they are done.
-            if spawned.is_ok() {
-                state.started += 1;
+            match spawned {
+                Ok(_) => state.started += 1,
+                // No thread at all to take it: the call fails (and is retried as any call
+                // that the bridge could not make); with some, they take it when done.
+                Err(_) if state.started == 0 => {
+                    state.jobs.pop_back();
+                    return Err(Closed);
+                }
+                Err(_) => {}
             }
         }
         Ok(())
