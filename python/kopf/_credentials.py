@@ -9,8 +9,6 @@ import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import yaml
-
 from kopf._errors import LoginError
 
 PRIORITY_OF_CLIENT = 10
@@ -221,6 +219,7 @@ def login_with_kubeconfig(*, settings: Any, **_: Any) -> ConnectionInfo | None:
     current: str | None = None
     sections: dict[str, dict[str, Any]] = {'contexts': {}, 'clusters': {}, 'users': {}}
     inner = {'contexts': 'context', 'clusters': 'cluster', 'users': 'user'}
+    import yaml  # only here: in a cluster (no kubeconfig) it is never needed (~1.4 MiB)
     for path in paths:  # the first file that names an item wins, as in kubectl
         with open(path, encoding='utf-8') as f:
             config = yaml.safe_load(f.read()) or {}

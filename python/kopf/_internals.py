@@ -7,11 +7,14 @@ only after them, and only for names under Kopf's internal packages.
 
 from __future__ import annotations
 
-import importlib.abc
 import importlib.machinery
 import sys
 from collections.abc import Sequence
 from types import ModuleType
+from typing import TYPE_CHECKING, cast
+
+if TYPE_CHECKING:
+    from importlib.abc import Loader
 
 # Kopf 1.45.2's internal modules (by prefix) and what to use instead.
 ALTERNATIVES: dict[str, str] = {
@@ -39,7 +42,10 @@ PACKAGES = ('kopf._cogs.', 'kopf._core.', 'kopf._kits.')
 PLACEHOLDERS = frozenset({'kopf._cogs.aiokits', 'kopf._cogs.clients', 'kopf._core.reactor'})
 
 
-class _Placeholder(importlib.abc.Loader):
+# The import system asks finders and loaders only for these methods: `importlib.abc`'s
+# base classes are not needed, and importing it costs ~1.5 MiB (it brings
+# `importlib.resources`, `pathlib`, `tempfile`, `shutil`) in every operator's process.
+class _Placeholder:
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType | None:
         return None  # the default: an empty module
 
@@ -47,13 +53,13 @@ class _Placeholder(importlib.abc.Loader):
         module.__doc__ = f"Kopf's internal package {module.__name__}: none of its modules is provided here."
 
 
-class InternalPathsFinder(importlib.abc.MetaPathFinder):
+class InternalPathsFinder:
     """Refuses Kopf's internal paths that the regular finders did not find here."""
 
     def find_spec(self, fullname: str, path: Sequence[str] | None,
                   target: ModuleType | None = None) -> importlib.machinery.ModuleSpec | None:
         if fullname in PLACEHOLDERS:
-            return importlib.machinery.ModuleSpec(fullname, _Placeholder(), is_package=True)
+            return importlib.machinery.ModuleSpec(fullname, cast('Loader', _Placeholder()), is_package=True)
         if not fullname.startswith(PACKAGES):
             return None
         alternative = next((text for prefix, text in ALTERNATIVES.items()

@@ -50,16 +50,10 @@ def logging_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
-def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-    try:
-        return version('kopf-rs')
-    except PackageNotFoundError:  # pragma: no cover - running from a source tree
-        return str(_engine.__version__)
-
-
 @click.group(name='kopf', context_settings=dict(auto_envvar_prefix='KOPF'))
-@click.version_option(version=_version(), prog_name='kopf',
+# The wheel's version is the core's (maturin takes it from Cargo.toml): no `importlib.metadata`
+# (~2 MiB of modules in every operator's process) to look it up.
+@click.version_option(version=str(_engine.__version__), prog_name='kopf',
                       message=f'%(prog)s, version %(version)s (kopf-rs; compatible with Kopf {__version__})')
 @click.make_pass_decorator(CLIControls, ensure=True)
 def main(__controls: CLIControls) -> None:
