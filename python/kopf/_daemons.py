@@ -37,11 +37,17 @@ class DaemonStoppingReason(enum.Flag):
 class DaemonStopper:
     """The flag's state (internal): raised by the core, read by the daemon's ``stopped``."""
 
+    # The events are made only for a daemon that waits on them (most timers never do: a
+    # thousand timers would otherwise hold two thousand events); one lock for all stoppers,
+    # since it is taken only when an event is made or the flag is raised.
+    _events_lock = threading.Lock()
+
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
+        self._raised = False
+        self._sync_event: threading.Event | None = None
+        self._async_event: asyncio.Event | None = None
         self.reason: DaemonStoppingReason | None = None
-        self.sync_event = threading.Event()
-        self.async_event = asyncio.Event()
         self.task: asyncio.Task[Any] | None = None
         self.cancelled = False
         self.key: str | None = None  # the object whose live body the daemon uses
@@ -51,16 +57,43 @@ class DaemonStopper:
         return f'<{self.__class__.__name__}: {self.is_set()}, reason={self.reason}>'
 
     def is_set(self) -> bool:
-        return self.sync_event.is_set()
+        return self._raised
+
+    @property
+    def sync_event(self) -> threading.Event:
+        """Set once the flag is raised; for threads to wait on."""
+        with self._events_lock:
+            if self._sync_event is None:
+                self._sync_event = threading.Event()
+                if self._raised:
+                    self._sync_event.set()
+            return self._sync_event
+
+    @property
+    def async_event(self) -> asyncio.Event:
+        """Set once the flag is raised; for coroutines in the operator's loop to wait on."""
+        if self._async_event is None:  # made and set only in the loop: no lock needed
+            self._async_event = asyncio.Event()
+            if self._raised:
+                self._async_event.set()
+        return self._async_event
 
     def set(self, bits: int) -> None:
         """Raise the flag with these reasons; callable from any thread."""
         self.reason = DaemonStoppingReason(bits) if bits else None
-        self.sync_event.set()
+        self._raised = True  # before the lock: an event made after it sees the flag raised
+        with self._events_lock:
+            sync_event = self._sync_event
+        if sync_event is not None:
+            sync_event.set()
         if self._in_loop():
-            self.async_event.set()
+            self._set_async_event()
         else:
-            self._call_in_loop(self.async_event.set)
+            self._call_in_loop(self._set_async_event)
+
+    def _set_async_event(self) -> None:
+        if self._async_event is not None:
+            self._async_event.set()
 
     def cancel(self) -> None:
         """Cancel the daemon's running call (now, or as soon as it starts)."""

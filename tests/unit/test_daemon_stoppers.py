@@ -69,6 +69,20 @@ def test_a_flag_raised_from_a_thread_wakes_async_waiters() -> None:
     asyncio.run(scenario())
 
 
+def test_a_flag_raised_before_anyone_waits_is_seen_by_later_waiters() -> None:
+    # The events are made when first waited on: a flag raised earlier must not be missed.
+    async def scenario() -> None:
+        stopper = DaemonStopper(asyncio.get_running_loop())
+        stopper.set(32)
+        sync_stopped = kopf.SyncDaemonStopperChecker(stopper)
+        async_stopped = kopf.AsyncDaemonStopperChecker(stopper)
+        started = time.monotonic()
+        assert sync_stopped.wait(10) is sync_stopped and sync_stopped
+        assert (await asyncio.wait_for(async_stopped.wait(10), timeout=5)) is async_stopped
+        assert time.monotonic() - started < 5
+        assert async_stopped.reason == kopf.DaemonStoppingReason.DAEMON_SIGNALLED
+    asyncio.run(scenario())
+
 def test_the_base_type_cannot_wait() -> None:
     loop = asyncio.new_event_loop()
     try:
