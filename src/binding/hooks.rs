@@ -17,6 +17,7 @@ use crate::engine::hooks::{
 };
 use crate::indices::Indices;
 use crate::settings::ServerSelectors;
+use crate::state::bodies::CompactBody;
 use crate::state::diffs::Diff;
 use crate::state::progression::Outcome;
 use crate::state::storages::CustomStorages;
@@ -177,6 +178,15 @@ fn to_py<'py>(py: Python<'py>, value: &Value) -> PyResult<Bound<'py, PyAny>> {
     Ok(pythonize::pythonize(py, value)?)
 }
 
+/// A body kept as JSON text, to Python objects directly (no tree in between).
+fn compact_to_py<'py>(py: Python<'py>, body: &CompactBody) -> PyResult<Bound<'py, PyAny>> {
+    let mut json = serde_json::Deserializer::from_str(body.text());
+    Ok(serde_transcode::transcode(
+        &mut json,
+        pythonize::Pythonizer::new(py),
+    )?)
+}
+
 fn diff_list<'py>(py: Python<'py>, diff: &Diff) -> PyResult<Bound<'py, PyList>> {
     let items = PyList::empty(py);
     for item in diff {
@@ -212,11 +222,13 @@ fn invocation_dict<'py>(py: Python<'py>, call: &Invocation) -> PyResult<Bound<'p
     dict.set_item("kind", kind_name(call.kind))?;
     dict.set_item("handler", call.handler)?;
     dict.set_item("resource", resource_dict(py, &call.resource)?)?;
-    // A daemon's unchanged body is not sent again: the Python side keeps the live one.
-    if call.daemon.as_ref().is_none_or(|d| d.fresh) {
-        dict.set_item("body", to_py(py, &call.body)?)?;
-    } else {
-        dict.set_item("body", py.None())?;
+    match &call.daemon {
+        None => dict.set_item("body", to_py(py, &call.body)?)?,
+        Some(daemon) => match &daemon.body {
+            Some(body) => dict.set_item("body", compact_to_py(py, body)?)?,
+            // Unchanged since the daemon's previous call: the Python side keeps the live one.
+            None => dict.set_item("body", py.None())?,
+        },
     }
     // Strings only here, at the edge: Kopf's names of event types and causes.
     dict.set_item("event_type", call.event_type.and_then(EventType::as_kopf))?;
@@ -238,7 +250,7 @@ fn invocation_dict<'py>(py: Python<'py>, call: &Invocation) -> PyResult<Bound<'p
         stopper.set_item("token", daemon.token)?;
         stopper.set_item("key", &daemon.key)?;
         stopper.set_item("reason", daemon.reason)?;
-        stopper.set_item("fresh", daemon.fresh)?;
+        stopper.set_item("fresh", daemon.body.is_some())?;
         dict.set_item("daemon", stopper)?;
     }
     if let Some(admission) = &call.admission {

@@ -9,6 +9,7 @@ use crate::engine::handlers::{SpawningHandler, SpawningKind};
 use crate::engine::hooks::{self, DaemonCall, HandlerKind, Hooks, Invocation};
 use crate::ha::pausing::Pause;
 use crate::object_log;
+use crate::state::bodies::CompactBody;
 use crate::state::patches::Patch;
 use crate::state::progression::format_time;
 use crate::util::logging::ObjectRef;
@@ -106,12 +107,12 @@ struct Daemon {
     stopper: Arc<Stopper>,
     exited: watch::Receiver<bool>,
     /// The object's latest state (for log lines about it).
-    body: watch::Receiver<Arc<Value>>,
+    body: watch::Receiver<Arc<CompactBody>>,
 }
 
 impl Daemon {
     fn object(&self) -> ObjectRef {
-        ObjectRef::of(&self.body.borrow())
+        self.body.borrow().object()
     }
 
     fn done(&self) -> bool {
@@ -138,7 +139,8 @@ struct Running {
 pub struct ObjectDaemons {
     key: String,
     running: Mutex<Running>,
-    body: watch::Sender<Arc<Value>>,
+    /// Compact between events: the runners parse it only for a call or a patch.
+    body: watch::Sender<Arc<CompactBody>>,
     /// The last essential change (for `idle=` timers).
     idle_reset: Mutex<Instant>,
     /// Wakes the object's worker when a daemon exits (to finish a deletion promptly).
@@ -148,7 +150,7 @@ pub struct ObjectDaemons {
 impl ObjectDaemons {
     /// Take the object's latest state; an essential change restarts the idle clocks.
     pub fn refresh(&self, body: &Arc<Value>, essential_change: bool, hooks: &dyn Hooks) {
-        self.body.send_replace(body.clone());
+        self.body.send_replace(Arc::new(CompactBody::of(body)));
         if essential_change {
             *self.idle_reset.lock().expect("not poisoned") = Instant::now();
         }
@@ -205,7 +207,7 @@ impl Daemons {
                 Arc::new(ObjectDaemons {
                     key: key.to_owned(),
                     running: Mutex::default(),
-                    body: watch::channel(body.clone()).0,
+                    body: watch::channel(Arc::new(CompactBody::of(body))).0,
                     idle_reset: Mutex::new(Instant::now()),
                     exited: Notify::new(),
                 })
@@ -477,7 +479,7 @@ struct Runner {
     stopper: Arc<Stopper>,
     exited: watch::Sender<bool>,
     /// The body of the previous call: an unchanged one is not converted for Python again.
-    last_body: Mutex<Option<Arc<Value>>>,
+    last_body: Mutex<Option<Arc<CompactBody>>>,
 }
 
 /// A call's in-memory progress: retries and the first attempt's time (as in Kopf, not persisted).
@@ -500,7 +502,7 @@ impl Runner {
         self.daemons.ctx.hooks.as_ref()
     }
 
-    fn body(&self) -> Arc<Value> {
+    fn body(&self) -> Arc<CompactBody> {
         self.object.body.borrow().clone()
     }
 
@@ -521,13 +523,13 @@ impl Runner {
                 token: self.stopper.token,
                 key: self.object.key.clone(),
                 reason: self.stopper.reason(),
-                fresh,
+                body: fresh.then_some(body),
             }),
             ..Invocation::new(
                 HandlerKind::Spawning,
                 self.handler.index,
                 self.daemons.ctx.resource.clone(),
-                body,
+                Arc::new(Value::Null), // a daemon's body goes in `daemon.body`, compact
             )
         }
     }
@@ -592,7 +594,7 @@ impl Runner {
         if patch.is_empty() {
             return;
         }
-        let body = self.body();
+        let body = self.body().value();
         let result = self.daemons.ctx.patcher.apply(&body, patch).await;
         if let Err(error) = result {
             object_log!(
@@ -617,7 +619,7 @@ impl Runner {
             }
             self.stopper.sleep(outcome.delay.unwrap_or(0.0)).await;
         }
-        let object = ObjectRef::of(&self.body());
+        let object = self.body().object();
         let title = self.handler.title();
         if self.stopper.is_set() {
             object_log!(

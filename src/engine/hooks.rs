@@ -9,6 +9,7 @@ use crate::engine::lifecycles::Lifecycle;
 use crate::indices::datum::Datum;
 use crate::metrics::{CallOutcome, HandlerLabels};
 use crate::settings::ServerSelectors;
+use crate::state::bodies::CompactBody;
 use crate::state::diffs::Diff;
 use crate::state::patches::Patch;
 use crate::state::progression::{deliver_result, Outcome};
@@ -38,8 +39,9 @@ pub struct DaemonCall {
     pub key: String,
     /// The stopping reasons set so far (bits of `kopf.DaemonStoppingReason`).
     pub reason: u32,
-    /// The body differs from the one this daemon's previous call had (else it is not sent).
-    pub fresh: bool,
+    /// The object's body if it differs from the one this daemon's previous call had (else
+    /// it is not sent: the Python side keeps it); compact, converted only at the edge.
+    pub body: Option<Arc<CompactBody>>,
 }
 
 /// What an admission handler's call carries besides the object: the request's details.

@@ -253,6 +253,28 @@ def test_interval_timer_patches_status_and_retries_errors(crd: None, namespace: 
     assert exit_code == 0
 
 
+def test_a_timer_sees_the_objects_latest_body(crd: None, namespace: str, tmp_path: Path) -> None:
+    # Between calls the core keeps the body as compact JSON and sends it only when it changed.
+    script = write_script(tmp_path, """
+        import kopf
+
+        @kopf.timer('greetings', interval=0.3)
+        def reader(spec, meta, body, name, logger, **_):
+            n = body['spec']['n'] + 1
+            logger.info(f"reads {spec['who']} {meta['labels']['mood']} {n} {spec['ratio']} of {name}")
+    """)
+    operator = OperatorProcess(["run", "-n", namespace, "--verbose", str(script)], cwd=tmp_path)
+    try:
+        kubectl("create", "-f", "-", input=greeting("t2", namespace, {"mood": "calm"}, who="Alice", n=1, ratio=0.5))
+        operator.wait_for(r"reads Alice calm 2 0.5 of t2")
+        kubectl("patch", "greeting", "t2", "-n", namespace, "--type=merge",
+                "-p", '{"metadata": {"labels": {"mood": "loud"}}, "spec": {"who": "Bob", "n": 41, "ratio": 1e-3}}')
+        operator.wait_for(r"reads Bob loud 42 0.001 of t2")
+    finally:
+        exit_code = operator.stop()
+    assert "Traceback" not in operator.output
+    assert exit_code == 0
+
 def test_idle_timer_waits_for_the_object_to_settle(crd: None, namespace: str, tmp_path: Path) -> None:
     script = write_script(tmp_path, """
         import time
