@@ -18,6 +18,7 @@ from kopf import _indices, _selectors, _subhandling
 from kopf import _lifecycles as lifecycles
 from kopf._activities import authenticate, run_activity
 from kopf._daemons import AsyncDaemonStopperChecker, DaemonStopper, SyncDaemonStopperChecker
+from kopf._engine import CoreBody
 from kopf._errors import AdmissionError, ErrorsMode, PermanentError, TemporaryError
 from kopf._execution import Outcome, execute_in_thread, execute_once, is_async_fn
 from kopf._handlers import Activity, ChangingHandler, DaemonHandler, OperatorRegistry, Reason, ResourceHandler
@@ -39,7 +40,7 @@ from kopf._protocol import (
 )
 from kopf._references import Resource
 from kopf._settings import OperatorSettings, is_default_executor
-from kopf._structs import Body, Diff, Patch
+from kopf._structs import Body, Diff, LazyRaw, Patch
 from kopf._subhandling import Declared
 
 engine_logger = logging.getLogger('kopf._core.engine')
@@ -82,7 +83,7 @@ class Bridge:
         self.memos = ObjectMemos(memo)
         self.stoppers: dict[int, DaemonStopper] = {}  # by the core's daemon tokens
         self._resources: dict[int, tuple[ResourceInfo, Resource]] = {}
-        self.live_bodies: dict[str, dict[str, Any]] = {}  # what daemons & timers see, by object
+        self.live_bodies: dict[str, LazyRaw] = {}  # what daemons & timers see, by object
         self.live_users: dict[str, int] = {}  # how many daemons & timers use each live body
         self._ready = ready
         self._loop = loop
@@ -237,11 +238,10 @@ class Bridge:
             if not self.live_users[stopper.key]:
                 del self.live_users[stopper.key], self.live_bodies[stopper.key]
 
-    def refresh_body(self, key: str, raw: dict[str, Any]) -> None:
+    def refresh_body(self, key: str, source: CoreBody) -> None:
         live = self.live_bodies.get(key)
         if live is not None:
-            live.clear()
-            live.update(raw)
+            live._replace(source)
 
     async def initial_delay(self, call: Invocation) -> float:
         handler = self.spawning[call['handler']]
@@ -386,9 +386,9 @@ class Bridge:
             stopper = self.stoppers.setdefault(token, DaemonStopper(self._loop))
         return stopper
 
-    def _live_body(self, daemon: DaemonCall, raw: dict[str, Any] | None) -> dict[str, Any]:
-        """Daemons and timers see one live body per object, updated in place as it changes;
-        the core sends a body only when it has changed since the daemon's previous call."""
+    def _live_body(self, daemon: DaemonCall, source: CoreBody) -> LazyRaw:
+        """Daemons and timers see one live body per object, replaced when it changes (what
+        was read of it is kept while the core's body stays the same)."""
         key = daemon['key']
         stopper = self._stopper(daemon['token'])
         if stopper.key is None:
@@ -396,22 +396,19 @@ class Bridge:
             self.live_users[key] = self.live_users.get(key, 0) + 1
         live = self.live_bodies.get(key)
         if live is None:
-            live = self.live_bodies[key] = raw if raw is not None else {}
-        elif raw is not None and raw is not live:
-            live.clear()
-            live.update(raw)
+            live = self.live_bodies[key] = LazyRaw(source)
+        elif not source.same(live._source()):
+            live._replace(source)
         return live
 
-    def _raw_body(self, call: Invocation) -> dict[str, Any]:
-        """The call's body: as sent, or the live one of daemons and timers (sent only when
-        it has changed since their previous call; all other calls carry it)."""
+    def _raw_body(self, call: Invocation) -> Mapping[str, Any]:
+        """The call's body: a dict for `on.event` and admission handlers, else the core's
+        body read lazily; for daemons and timers, their object's live one."""
         daemon = call.get('daemon')
         if daemon is not None:
             return self._live_body(daemon, call['body'])
         body = call['body']
-        if body is None:
-            raise ValueError(f"The engine's call of {call['kind']} handler #{call['handler']} has no body.")
-        return body
+        return body if isinstance(body, dict) else LazyRaw(body)
 
     def _kwargs(self, call: Invocation, handler: ResourceHandler) -> tuple[dict[str, Any], Any, Patch]:
         scope = call.get('scope')
@@ -459,14 +456,17 @@ class Bridge:
             kwargs |= self.indices
         return kwargs, logger, patch
 
-    def _object_kwargs(self, call: Invocation, raw: dict[str, Any]) -> dict[str, Any]:
+    def _object_kwargs(self, call: Invocation, raw: Mapping[str, Any]) -> dict[str, Any]:
         """The kwargs about the object: its body's views, logger, memo, resource."""
         body = Body(raw)
         meta = body.meta
         # The same values as the views' shortcuts give, read without walking their paths.
-        fields = raw.get('metadata')
-        fields = fields if isinstance(fields, dict) else {}
-        uid = fields.get('uid')
+        if isinstance(raw, LazyRaw):
+            _, _, name, uid, namespace = raw.identity()
+        else:
+            fields = raw.get('metadata')
+            fields = fields if isinstance(fields, dict) else {}
+            name, uid, namespace = fields.get('name'), fields.get('uid'), fields.get('namespace')
         return {
             'logger': _LOGGERS.get(call['kind'], ObjectLogger)(body=raw, settings=self.settings),
             'memo': self.memos.of(uid or ''),
@@ -476,8 +476,8 @@ class Bridge:
             'meta': meta,
             'status': body.status,
             'uid': uid,
-            'name': fields.get('name'),
-            'namespace': fields.get('namespace'),
+            'name': name,
+            'namespace': namespace,
             'labels': meta.labels,
             'annotations': meta.annotations,
         }
@@ -494,11 +494,9 @@ class Bridge:
     def _callbacks_match(self, handler: ResourceHandler, call: Invocation, kwargs: dict[str, Any]) -> bool:
         """Only the callbacks: the static parts of the filters were checked by the core."""
         raw = self._raw_body(call)
-        meta = raw.get('metadata', {})
-        for pattern, content in ((handler.labels, meta.get('labels', {})),
-                                 (handler.annotations, meta.get('annotations', {}))):
+        for pattern, field in ((handler.labels, 'labels'), (handler.annotations, 'annotations')):
             for key, value in (pattern or {}).items():
-                if callable(value) and not value(content.get(key), **kwargs):
+                if callable(value) and not value(kwargs['meta'].get(field, {}).get(key), **kwargs):
                     return False
         def field_of(data: Any) -> Any:
             found = _resolve(data, handler.field)

@@ -49,6 +49,18 @@ class IndexView:
     def count(self, key: Any) -> int: ...
 
 @final
+class CoreBody:
+    """An object's body as the core holds it, converted one top-level field at a time."""
+
+    def keys(self) -> list[str]: ...
+    def item(self, key: str) -> Any:
+        """The field as Python objects (a new conversion each time); KeyError if absent."""
+    def same(self, other: CoreBody) -> bool:
+        """Whether both are the same body of the core (not merely equal ones)."""
+    def identity(self) -> tuple[str | None, str | None, str | None, str | None, str | None]:
+        """``(apiVersion, kind, name, uid, namespace)``, each None unless a string."""
+
+@final
 class PendingArgument:
     """A queued call's argument, built on first use."""
 

@@ -9,6 +9,7 @@ from collections.abc import Mapping, MutableMapping
 from typing import Any
 
 from kopf import _posting
+from kopf._structs import LazyRaw
 
 try:
     from pythonjsonlogger.core import RESERVED_ATTRS as _JSON_RESERVED
@@ -94,17 +95,16 @@ class ObjectLogger(logging.LoggerAdapter):  # type: ignore[type-arg]
     """The ``logger`` kwarg of handlers: messages carry the object's reference."""
 
     def __init__(self, *, body: Mapping[str, Any], settings: Any) -> None:
-        meta = body.get('metadata', {})
+        if isinstance(body, LazyRaw):  # the engine's: not converted for this
+            api_version, kind, name, uid, namespace = body.identity()
+        else:
+            meta = body.get('metadata', {})
+            api_version, kind = body.get('apiVersion'), body.get('kind')
+            name, uid, namespace = meta.get('name'), meta.get('uid'), meta.get('namespace')
         super().__init__(objects_logger, {
             'settings': settings,
             'k8s_skip': False,
-            'k8s_ref': {
-                'apiVersion': body.get('apiVersion'),
-                'kind': body.get('kind'),
-                'name': meta.get('name'),
-                'uid': meta.get('uid'),
-                'namespace': meta.get('namespace'),
-            },
+            'k8s_ref': {'apiVersion': api_version, 'kind': kind, 'name': name, 'uid': uid, 'namespace': namespace},
         })
 
     def process(self, msg: str, kwargs: MutableMapping[str, Any]) -> tuple[str, MutableMapping[str, Any]]:

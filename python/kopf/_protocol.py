@@ -42,7 +42,6 @@ class DaemonCall(TypedDict):
     token: int  # its stopper (the ``stopped`` kwarg)
     key: str  # the object, for the live body that long-running daemons see
     reason: int  # the stopping reasons so far (bits of ``kopf.DaemonStoppingReason``)
-    fresh: bool  # the body differs from the previous call's (else ``body`` is None)
 
 
 class AdmissionCall(TypedDict):
@@ -61,7 +60,9 @@ class Invocation(TypedDict):
     kind: HandlerKind
     handler: int
     resource: ResourceInfo
-    body: dict[str, Any] | None  # None only for daemons whose body has not changed
+    # A dict for `on.event` and admission handlers; else the core's body (`kopf._engine.CoreBody`),
+    # read lazily (`kopf._structs.LazyRaw`).
+    body: Any
     event_type: str | None  # on.event: ADDED, MODIFIED, DELETED; None for listings
     reason: str | None  # change handlers: create, update, delete, resume
     old: Any

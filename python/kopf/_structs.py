@@ -67,6 +67,65 @@ class MappingView(Mapping[str, Any]):
         return repr(dict(self._resolve()))
 
 
+class LazyRaw(Mapping[str, Any]):
+    """A raw body, as a dict would hold it, converted from the core's body one top-level
+    field at a time, when first read: most handlers read a field or two, or nothing.
+
+    What is read is kept, so ``raw['spec'] is raw['spec']``, as with a dict. A daemon's live
+    body is replaced whole when its object changes (``_replace``); fields read before stay as
+    they were. Copies and pickles are plain dicts."""
+
+    __slots__ = ('_state',)
+
+    def __init__(self, source: Any) -> None:
+        # The source (`kopf._engine.CoreBody`), the fields read so far, the keys once known:
+        # one attribute, so that a thread reading it never sees half of a replacement.
+        self._state: tuple[Any, dict[str, Any], list[str] | None] = (source, {}, None)
+
+    def _replace(self, source: Any) -> None:
+        self._state = (source, {}, None)
+
+    def _source(self) -> Any:
+        return self._state[0]
+
+    def _keys(self) -> list[str]:
+        source, fields, keys = self._state
+        if keys is None:
+            keys = source.keys()
+            self._state = (source, fields, keys)
+        return keys
+
+    def identity(self) -> tuple[str | None, str | None, str | None, str | None, str | None]:
+        """``(apiVersion, kind, name, uid, namespace)``, read without converting anything else."""
+        return cast(tuple[Any, Any, Any, Any, Any], self._state[0].identity())
+
+    def __getitem__(self, key: str) -> Any:
+        source, fields, _ = self._state
+        try:
+            return fields[key]
+        except KeyError:
+            pass
+        if not isinstance(key, str):
+            raise KeyError(key)
+        value = fields[key] = source.item(key)
+        return value
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._state[1] or key in self._keys()
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._keys())
+
+    def __len__(self) -> int:
+        return len(self._keys())
+
+    def __repr__(self) -> str:
+        return repr(dict(self))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return dict, (dict(self),)
+
+
 class MutableMappingView(MappingView, MutableMapping[str, Any]):
     """A live view that creates its sub-dict on the first write."""
 

@@ -2,6 +2,7 @@
 //! become coroutines on the operator's loop (queued, see `calls`), except synchronous
 //! handlers, which run on threads of the core's own. (Log lines: see `logs`.)
 
+use super::bodies::CoreBody;
 use super::calls::{Calls, Closed, Target};
 use super::indices::Converter;
 use super::scopes::Scope;
@@ -178,15 +179,6 @@ fn to_py<'py>(py: Python<'py>, value: &Value) -> PyResult<Bound<'py, PyAny>> {
     Ok(pythonize::pythonize(py, value)?)
 }
 
-/// A body kept as JSON text, to Python objects directly (no tree in between).
-fn compact_to_py<'py>(py: Python<'py>, body: &CompactBody) -> PyResult<Bound<'py, PyAny>> {
-    let mut json = serde_json::Deserializer::from_str(body.text());
-    Ok(serde_transcode::transcode(
-        &mut json,
-        pythonize::Pythonizer::new(py),
-    )?)
-}
-
 fn diff_list<'py>(py: Python<'py>, diff: &Diff) -> PyResult<Bound<'py, PyList>> {
     let items = PyList::empty(py);
     for item in diff {
@@ -222,13 +214,14 @@ fn invocation_dict<'py>(py: Python<'py>, call: &Invocation) -> PyResult<Bound<'p
     dict.set_item("kind", kind_name(call.kind))?;
     dict.set_item("handler", call.handler)?;
     dict.set_item("resource", resource_dict(py, &call.resource)?)?;
-    match &call.daemon {
-        None => dict.set_item("body", to_py(py, &call.body)?)?,
-        Some(daemon) => match &daemon.body {
-            Some(body) => dict.set_item("body", compact_to_py(py, body)?)?,
-            // Unchanged since the daemon's previous call: the Python side keeps the live one.
-            None => dict.set_item("body", py.None())?,
-        },
+    match (&call.daemon, call.kind) {
+        // `on.event` handlers get the raw object as a dict, and admission handlers a body
+        // that is not the core's: converted whole.
+        (None, HandlerKind::Watching | HandlerKind::Admission) => {
+            dict.set_item("body", to_py(py, &call.body)?)?
+        }
+        (None, _) => dict.set_item("body", CoreBody::tree(call.body.clone()))?,
+        (Some(daemon), _) => dict.set_item("body", CoreBody::text(daemon.body.clone()))?,
     }
     // Strings only here, at the edge: Kopf's names of event types and causes.
     dict.set_item("event_type", call.event_type.and_then(EventType::as_kopf))?;
@@ -250,7 +243,6 @@ fn invocation_dict<'py>(py: Python<'py>, call: &Invocation) -> PyResult<Bound<'p
         stopper.set_item("token", daemon.token)?;
         stopper.set_item("key", &daemon.key)?;
         stopper.set_item("reason", daemon.reason)?;
-        stopper.set_item("fresh", daemon.body.is_some())?;
         dict.set_item("daemon", stopper)?;
     }
     if let Some(admission) = &call.admission {
@@ -459,9 +451,9 @@ impl Hooks for PyHooks {
         self.call_sync("daemon_forget", |py| (token,).into_pyobject(py));
     }
 
-    fn refresh_body(&self, key: &str, body: &Value) {
+    fn refresh_body(&self, key: &str, body: &Arc<CompactBody>) {
         self.call_sync("refresh_body", |py| {
-            (key, to_py(py, body)?).into_pyobject(py)
+            (key, CoreBody::text(body.clone())).into_pyobject(py)
         });
     }
 

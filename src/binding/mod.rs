@@ -2,6 +2,7 @@
 //! edge (JSON values <-> Python objects) and schedules Python coroutines on the
 //! operator's asyncio loop; everything else happens in the core.
 
+mod bodies;
 mod calls;
 mod commands;
 mod hooks;
@@ -24,6 +25,7 @@ fn _engine(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_class::<operator::Operator>()?;
     m.add_class::<calls::CallQueue>()?;
+    m.add_class::<bodies::CoreBody>()?;
     m.add_class::<scopes::Scope>()?;
     m.add_class::<indices::IndexView>()?;
     m.add_class::<webhooks::WebhookServing>()?;

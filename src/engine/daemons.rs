@@ -150,14 +150,15 @@ pub struct ObjectDaemons {
 impl ObjectDaemons {
     /// Take the object's latest state; an essential change restarts the idle clocks.
     pub fn refresh(&self, body: &Arc<Value>, essential_change: bool, hooks: &dyn Hooks) {
-        self.body.send_replace(Arc::new(CompactBody::of(body)));
+        let compact = Arc::new(CompactBody::of(body));
+        self.body.send_replace(compact.clone());
         if essential_change {
             *self.idle_reset.lock().expect("not poisoned") = Instant::now();
         }
         let long_running = (self.running.lock().expect("not poisoned").daemons.values())
             .any(|d| d.handler.kind == SpawningKind::Daemon);
         if long_running {
-            hooks.refresh_body(&self.key, body);
+            hooks.refresh_body(&self.key, &compact);
         }
     }
 
@@ -278,7 +279,6 @@ impl Daemons {
             handler: daemon.handler,
             stopper: daemon.stopper,
             exited: exited_tx,
-            last_body: Mutex::default(),
         };
         tasks::spawn(runner.run());
     }
@@ -478,8 +478,6 @@ struct Runner {
     handler: Arc<SpawningHandler>,
     stopper: Arc<Stopper>,
     exited: watch::Sender<bool>,
-    /// The body of the previous call: an unchanged one is not converted for Python again.
-    last_body: Mutex<Option<Arc<CompactBody>>>,
 }
 
 /// A call's in-memory progress: retries and the first attempt's time (as in Kopf, not persisted).
@@ -508,13 +506,6 @@ impl Runner {
 
     fn invocation(&self, attempts: &Attempts) -> Invocation {
         let now = Utc::now();
-        let body = self.body();
-        let previous = self
-            .last_body
-            .lock()
-            .expect("not poisoned")
-            .replace(body.clone());
-        let fresh = !previous.is_some_and(|p| Arc::ptr_eq(&p, &body));
         Invocation {
             retry: attempts.retry,
             started: Some(format_time(attempts.started)),
@@ -523,7 +514,7 @@ impl Runner {
                 token: self.stopper.token,
                 key: self.object.key.clone(),
                 reason: self.stopper.reason(),
-                body: fresh.then_some(body),
+                body: self.body(),
             }),
             ..Invocation::new(
                 HandlerKind::Spawning,

@@ -39,9 +39,9 @@ pub struct DaemonCall {
     pub key: String,
     /// The stopping reasons set so far (bits of `kopf.DaemonStoppingReason`).
     pub reason: u32,
-    /// The object's body if it differs from the one this daemon's previous call had (else
-    /// it is not sent: the Python side keeps it); compact, converted only at the edge.
-    pub body: Option<Arc<CompactBody>>,
+    /// The object's latest body, compact: shared with Python, which converts what it reads
+    /// (and keeps it while the body stays the same).
+    pub body: Arc<CompactBody>,
 }
 
 /// What an admission handler's call carries besides the object: the request's details.
@@ -286,7 +286,7 @@ pub trait Hooks: Send + Sync + 'static {
     /// The daemon's runner has exited: drop its stopper.
     fn daemon_forget(&self, token: u64);
     /// The object has changed: the long-running daemons' `body` shows the new state.
-    fn refresh_body(&self, key: &str, body: &Value);
+    fn refresh_body(&self, key: &str, body: &Arc<CompactBody>);
     /// The operator's own storages, which `settings.persistence` refers to by index.
     fn custom_storages(&self) -> &dyn crate::state::storages::CustomStorages {
         &crate::state::storages::NoCustomStorages

@@ -10,6 +10,7 @@ use crate::engine::hooks::{HandlerKind, Hooks, Invocation, Invoked, PlanRequest}
 use crate::engine::lifecycles::Lifecycle;
 use crate::indices::datum::Datum;
 use crate::settings::{ServerSelectors, Settings};
+use crate::state::bodies::CompactBody;
 use crate::state::patches::Patch;
 use crate::state::progression::Outcome;
 use crate::state::storages::Storages;
@@ -281,7 +282,7 @@ impl Hooks for FakeHooks {
 
     fn daemon_forget(&self, _: u64) {}
 
-    fn refresh_body(&self, _: &str, _: &Value) {}
+    fn refresh_body(&self, _: &str, _: &Arc<CompactBody>) {}
 }
 
 /// An API that takes every patch (or fails as told): each applied patch gets the next

@@ -470,6 +470,55 @@ def test_objects_are_handled_concurrently(crd: None, namespace: str, tmp_path: P
     assert [event for event, _ in order] == ["start", "start", "end", "end"], order
 
 
+def test_a_handlers_body_reads_as_a_mapping_of_plain_values(crd: None, namespace: str, tmp_path: Path) -> None:
+    """The core hands bodies over unconverted and converts a field when it is first read: to
+    a handler, `body` is still a mapping of plain dicts in the API's order, that compares,
+    copies and pickles as Kopf's does."""
+    script = write_script(tmp_path, """
+        import copy, json, pickle
+        import kopf
+
+        def describe(body):
+            return json.dumps({
+                "keys": list(body), "len": len(body),
+                "in": ["spec" in body, "nothing" in body, 5 in body],
+                "same": body["spec"] is body["spec"], "type": type(body["spec"]).__name__,
+                "copies": copy.deepcopy(body) == body and pickle.loads(pickle.dumps(body)) == dict(body),
+                "spec": dict(body)["spec"], "default": body.get("nothing", "none"),
+                "labels": dict(body.meta.labels), "name": body.metadata.name,
+            }, sort_keys=True)
+
+        @kopf.on.create('greetings')
+        def created(body, logger, **_):
+            logger.info(f"created sees {describe(body)}")
+
+        @kopf.timer('greetings', interval=0.3)
+        async def ticked(body, logger, **_):
+            logger.info(f"ticked sees {describe(body)}")
+    """)
+    operator = OperatorProcess(["run", "-n", namespace, "--verbose", str(script)], cwd=tmp_path)
+    try:
+        kubectl("create", "-f", "-", input=json.dumps({
+            "apiVersion": "demo.kopf.dev/v1", "kind": "Greeting",
+            "metadata": {"name": "b1", "namespace": namespace, "labels": {"z": "1", "a": "2"}},
+            "spec": {"who": "Alice", "n": 3, "ratio": 0.5, "list": [{"x": None}]}}))
+        output = operator.wait_for(r"ticked sees")
+    finally:
+        exit_code = operator.stop()
+    lines = re.findall(r"\] (created|ticked) sees (.*)$", output, re.MULTILINE)
+    seen = {kind: json.loads(text) for kind, text in lines}
+    for kind in ("created", "ticked"):
+        assert seen[kind]["keys"][:4] == ["apiVersion", "kind", "metadata", "spec"], kind
+        assert seen[kind]["len"] == len(seen[kind]["keys"])
+        assert seen[kind]["in"] == [True, False, False]
+        assert seen[kind]["same"] is True and seen[kind]["type"] == "dict" and seen[kind]["copies"] is True
+        assert seen[kind]["spec"] == {"who": "Alice", "n": 3, "ratio": 0.5, "list": [{"x": None}]}
+        assert seen[kind]["default"] == "none"
+        assert seen[kind]["labels"] == {"z": "1", "a": "2"} and seen[kind]["name"] == "b1"
+    assert "Traceback" not in operator.output
+    assert exit_code == 0
+
+
 def test_sync_handlers_threads(crd: None, namespace: str, tmp_path: Path) -> None:
     """Sync handlers run in threads, at most `max_workers` at once and no more threads than
     that (as Kopf's executor), with the context the operator had; a custom executor set by

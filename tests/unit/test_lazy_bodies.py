@@ -1,0 +1,93 @@
+"""`kopf._structs.LazyRaw`: a raw body converted from the core's one field at a time (the
+core's side, `kopf._engine.CoreBody`, is replaced here by a source that counts what it
+converts)."""
+
+from __future__ import annotations
+
+import copy
+import pickle
+from typing import Any
+
+import pytest
+from kopf._logging import ObjectLogger
+from kopf._structs import Body, LazyRaw
+
+
+class Source:
+    """What `CoreBody` offers: keys, one field at a time (a fresh conversion each), identity."""
+
+    def __init__(self, data: dict[str, Any]) -> None:
+        self.data = data
+        self.converted: list[str] = []
+
+    def keys(self) -> list[str]:
+        return list(self.data)
+
+    def item(self, key: str) -> Any:
+        if key not in self.data:
+            raise KeyError(key)
+        self.converted.append(key)
+        return copy.deepcopy(self.data[key])
+
+    def identity(self) -> tuple[Any, ...]:
+        meta = self.data.get('metadata', {})
+        return (self.data.get('apiVersion'), self.data.get('kind'),
+                meta.get('name'), meta.get('uid'), meta.get('namespace'))
+
+
+OBJECT = {'apiVersion': 'v1', 'kind': 'Thing', 'metadata': {'name': 'n', 'uid': 'u', 'labels': {'a': '1'}},
+          'spec': {'x': [1, {'y': None}]}}
+
+
+def test_fields_are_converted_once_when_first_read() -> None:
+    source = Source(OBJECT)
+    raw = LazyRaw(source)
+    assert source.converted == []
+    assert raw['spec'] is raw['spec']
+    assert raw['spec'] == {'x': [1, {'y': None}]}
+    assert source.converted == ['spec']
+    assert list(raw) == ['apiVersion', 'kind', 'metadata', 'spec'] and len(raw) == 4
+    assert 'metadata' in raw and 'status' not in raw and 5 not in raw
+    assert source.converted == ['spec']  # keys and membership convert nothing
+
+
+def test_absent_fields_are_key_errors_and_get_gives_defaults() -> None:
+    raw = LazyRaw(Source(OBJECT))
+    with pytest.raises(KeyError):
+        raw['status']
+    with pytest.raises(KeyError):
+        raw[5]  # type: ignore[index]
+    assert raw.get('status', 'none') == 'none'
+
+
+def test_a_replaced_source_is_read_afresh_and_earlier_reads_stay() -> None:
+    raw = LazyRaw(Source(OBJECT))
+    old_spec = raw['spec']
+    raw._replace(Source({**OBJECT, 'spec': {'x': 2}, 'status': {}}))
+    assert raw['spec'] == {'x': 2}
+    assert old_spec == {'x': [1, {'y': None}]}
+    assert list(raw) == ['apiVersion', 'kind', 'metadata', 'spec', 'status']
+
+
+def test_copies_pickles_and_comparisons_are_of_plain_dicts() -> None:
+    raw = LazyRaw(Source(OBJECT))
+    assert raw == OBJECT and dict(raw) == OBJECT
+    assert type(copy.copy(raw)) is dict and copy.copy(raw) == OBJECT
+    deep = copy.deepcopy(raw)
+    assert type(deep) is dict and deep == OBJECT and deep['spec'] is not raw['spec']
+    assert pickle.loads(pickle.dumps(raw)) == OBJECT
+    body = Body(LazyRaw(Source(OBJECT)))
+    assert pickle.loads(pickle.dumps(body)) == body == copy.deepcopy(body)
+    assert repr(raw) == repr(OBJECT)
+
+
+def test_views_and_loggers_read_only_what_they_need() -> None:
+    source = Source(OBJECT)
+    raw = LazyRaw(source)
+    body = Body(raw)
+    logger = ObjectLogger(body=raw, settings=None)
+    assert logger.extra is not None
+    assert logger.extra['k8s_ref'] == {'apiVersion': 'v1', 'kind': 'Thing', 'name': 'n', 'uid': 'u', 'namespace': None}
+    assert source.converted == []
+    assert body.spec['x'] == [1, {'y': None}] and dict(body.meta.labels) == {'a': '1'} and body.status == {}
+    assert source.converted == ['spec', 'metadata']
