@@ -79,6 +79,11 @@ def test_the_sdist_builds_and_installs_with_a_rust_toolchain(sdist: Path, tmp_pa
     bin = fresh_venv(tmp_path / "venv")
     # The Rust build's cache is shared with tests/setup's (only the crate itself is built again).
     env = {**os.environ, "CARGO_TARGET_DIR": str(CACHE / "target"), "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
+    # The sdist's files all carry one fixed date (a reproducible archive), older than any build:
+    # cargo would take the crate built from an earlier sdist as up to date with these sources.
+    # Without its fingerprints, the crate is built again; its dependencies are still reused.
+    for fingerprint in (CACHE / "target" / "release" / ".fingerprint").glob("kopf-rs-*"):
+        shutil.rmtree(fingerprint)
     env.pop("VIRTUAL_ENV", None)
     result = run(bin / "pip", "install", sdist, env=env, cwd=tmp_path, timeout=1800)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
