@@ -502,6 +502,7 @@ def test_a_handlers_body_reads_as_a_mapping_of_plain_values(crd: None, namespace
             "apiVersion": "demo.kopf.dev/v1", "kind": "Greeting",
             "metadata": {"name": "b1", "namespace": namespace, "labels": {"z": "1", "a": "2"}},
             "spec": {"who": "Alice", "n": 3, "ratio": 0.5, "list": [{"x": None}]}}))
+        operator.wait_for(r"created sees")
         output = operator.wait_for(r"ticked sees")
     finally:
         exit_code = operator.stop()
