@@ -107,7 +107,11 @@ impl CoreBody {
 fn parse<'de, V: Visitor<'de>>(compact: &'de CompactBody, visitor: V) -> PyResult<V::Value> {
     let mut json = serde_json::Deserializer::from_str(compact.text());
     json.deserialize_map(visitor)
-        .map_err(|e| PyValueError::new_err(format!("The object's body is not readable: {e}")))
+        // Where, not what: the parser's message may quote the body (a secret's data).
+        .map_err(|e| {
+            let at = e.column();
+            PyValueError::new_err(format!("The object's body is not readable (at byte {at})."))
+        })
 }
 
 /// A body's top-level keys, its values skipped unparsed.
