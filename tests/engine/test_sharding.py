@@ -108,6 +108,10 @@ def test_replicas_share_the_objects_and_resplit_when_one_dies_or_joins(
         eventually(lambda: set(batch1) <= set(greeted(replicas)), timeout=120, what="300 greetings handled")
         per_replica = [len(re.findall(r"GREETED a\d+ BY", r.output)) for r in replicas]
         assert all(count > 50 for count in per_replica), per_replica  # about a third each
+        # Their results written before the kill: an object's main patch and its status
+        # subresource's are two requests (as in Kopf), and a kill between them leaves the
+        # object handled without its result, which is not what this test is about.
+        greeted_statuses(namespace, 300)
 
         # A replica dies without a word: its range is taken over after its lease expires.
         replicas[2].process.send_signal(signal.SIGKILL)
@@ -138,8 +142,8 @@ def test_replicas_share_the_objects_and_resplit_when_one_dies_or_joins(
     counts = greeted(replicas)
     assert set(counts) == set(batch1 + batch2 + batch3)
     assert [name for name, count in counts.items() if count != 1] == [], "each handled once"
-    statuses = json.loads(kubectl("get", "greetings", "-n", namespace, "-o", "json"))["items"]
-    assert all(s.get("status", {}).get("greet", {}).get("by") for s in statuses)
+    statuses = greeted_statuses(namespace, 420, timeout=10)
+    assert all(status.get("by") for status in statuses.values())
     # Each object's daemon ran on one replica at a time: stopped (or killed) on the one
     # before it started on the next.
     intervals = daemon_intervals(replicas, ended={2: killed_at})
