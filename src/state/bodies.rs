@@ -3,9 +3,9 @@
 //! A parsed body is a tree of maps and strings, each its own allocation: a small custom
 //! object of 450 bytes of JSON takes 4–5 KB as a tree, and a pod's tree tens of KB. Kept
 //! for every object with a daemon or timer, the trees were most of the core's memory in
-//! such operators. Between events nothing reads the tree; a runner needs it only when the
-//! body changed since its previous call (to send it to Python) or when it patches the
-//! object, and parsing it back then costs a few microseconds.
+//! such operators. Between events nothing reads the tree: Python gets the text itself and
+//! converts what a handler reads (`binding/bodies.rs`); a runner parses it back only to
+//! patch the object or for a log line about it, a few microseconds each time.
 
 use crate::util::logging::ObjectRef;
 use serde_json::Value;
