@@ -24,7 +24,7 @@ from kopf._execution import Outcome, execute_in_thread, execute_once, is_async_f
 from kopf._handlers import Activity, ChangingHandler, DaemonHandler, OperatorRegistry, Reason, ResourceHandler
 from kopf._hierarchies import cause_body_var
 from kopf._lifecycles import LifeCycleFn
-from kopf._logging import LocalObjectLogger, ObjectLogger, TerseObjectLogger
+from kopf._logging import LocalObjectLogger, ObjectLogger, TerseObjectLogger, log_here
 from kopf._memos import ObjectMemos
 from kopf._protocol import (
     DaemonCall,
@@ -177,10 +177,10 @@ class Bridge:
     def log(self, name: str, level: int, ref: ObjectRef | None, message: str) -> None:
         """A line of the core, to one of Kopf's loggers (by its name); about an object if ``ref``."""
         if ref is None:
-            logging.getLogger(name).log(level, message)
+            log_here(logging.getLogger(name), level, message)
         else:
-            logging.getLogger(name).log(level, message,
-                                        extra={'k8s_ref': ref, 'k8s_skip': False, 'settings': self.settings})
+            log_here(logging.getLogger(name), level, message,
+                     extra={'k8s_ref': ref, 'k8s_skip': False, 'settings': self.settings})
 
     def ready(self) -> None:
         self._loop.call_soon_threadsafe(self._ready.set)

@@ -10,6 +10,7 @@ import datetime
 import functools
 import inspect
 import logging
+import weakref
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -21,6 +22,7 @@ from kopf._errors import (
     PermanentError,
     TemporaryError,
 )
+from kopf._logging import log_here
 from kopf._protocol import Invoked
 
 
@@ -54,12 +56,30 @@ def _failure(exception: BaseException | None) -> str | None:
 
 
 def is_async_fn(fn: Callable[..., Any] | None) -> bool:
+    # Asked on every call of a handler (unwrapping it each time was a tenth of a timer's
+    # call): remembered while the function lives (sub-handlers are new functions per call).
+    try:
+        return _ASYNC_FNS[fn]
+    except (KeyError, TypeError):  # not seen yet, or neither hashable nor weakly referable
+        pass
+    found = _is_async_fn(fn)
+    try:
+        _ASYNC_FNS[fn] = found
+    except TypeError:
+        pass
+    return found
+
+
+_ASYNC_FNS: weakref.WeakKeyDictionary[Any, bool] = weakref.WeakKeyDictionary()
+
+
+def _is_async_fn(fn: Callable[..., Any] | None) -> bool:
     if fn is None:
         return False
     if isinstance(fn, functools.partial):
-        return is_async_fn(fn.func)
+        return _is_async_fn(fn.func)
     if hasattr(fn, '__wrapped__'):
-        return is_async_fn(fn.__wrapped__)
+        return _is_async_fn(fn.__wrapped__)
     return inspect.iscoroutinefunction(fn)
 
 
@@ -97,7 +117,7 @@ async def execute_once(*, handler: Any, kwargs: dict[str, Any], logger: logging.
         raise
     except Exception as e:
         return _failed(handler, e, logger, retry, runtime, settings, default_errors)
-    logger.info(f"{handler} succeeded.")
+    log_here(logger, logging.INFO, f"{handler} succeeded.")
     return Outcome(final=True, result=result)
 
 
@@ -113,7 +133,7 @@ def execute_in_thread(*, handler: Any, kwargs: dict[str, Any], logger: logging.L
             after()
     except Exception as e:
         return _failed(handler, e, logger, retry, runtime, settings, default_errors)
-    logger.info(f"{handler} succeeded.")
+    log_here(logger, logging.INFO, f"{handler} succeeded.")
     return Outcome(final=True, result=result)
 
 

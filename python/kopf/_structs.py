@@ -246,9 +246,8 @@ class Patch(dict[str, Any]):
     def __init__(self, src: Mapping[str, Any] | None = None, /, body: Body | None = None,
                  fns: Iterable[PatchFn] = ()) -> None:
         super().__init__(src or {})
-        self._meta = MetaPatch(self)
-        self._spec = MutableMappingView(self, 'spec')
-        self._status = MutableMappingView(self, 'status')
+        # The views (`_meta`, `_spec`, `_status`) are made when first used: most handlers
+        # never touch them, and a patch is made for every call (timers: every second).
         self._original = body
         self._fns: list[PatchFn] = (src.fns if isinstance(src, Patch) else []) + list(fns)
 
@@ -265,19 +264,28 @@ class Patch(dict[str, Any]):
 
     @property
     def metadata(self) -> MetaPatch:
-        return self._meta
+        return self.meta
 
     @property
     def meta(self) -> MetaPatch:
-        return self._meta
+        view: MetaPatch | None = self.__dict__.get('_meta')
+        if view is None:
+            view = self._meta = MetaPatch(self)
+        return view
 
     @property
     def spec(self) -> MutableMappingView:
-        return self._spec
+        view: MutableMappingView | None = self.__dict__.get('_spec')
+        if view is None:
+            view = self._spec = MutableMappingView(self, 'spec')
+        return view
 
     @property
     def status(self) -> MutableMappingView:
-        return self._status
+        view: MutableMappingView | None = self.__dict__.get('_status')
+        if view is None:
+            view = self._status = MutableMappingView(self, 'status')
+        return view
 
     def __repr__(self) -> str:
         texts = ([dict.__repr__(self)] if len(self) else []) + ([f'fns={self._fns!r}'] if self._fns else [])

@@ -23,8 +23,9 @@ use crate::state::diffs::Diff;
 use crate::state::progression::Outcome;
 use crate::state::storages::CustomStorages;
 use futures::future::BoxFuture;
+use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList, PyTuple};
+use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 use serde_json::Value;
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, LazyLock, Mutex};
@@ -211,64 +212,79 @@ fn resource_dict<'py>(py: Python<'py>, resource: &Resource) -> PyResult<Bound<'p
 /// The invocation as a dict for `Bridge.invoke()`.
 fn invocation_dict<'py>(py: Python<'py>, call: &Invocation) -> PyResult<Bound<'py, PyDict>> {
     let dict = PyDict::new(py);
-    dict.set_item("kind", kind_name(call.kind))?;
-    dict.set_item("handler", call.handler)?;
-    dict.set_item("resource", resource_dict(py, &call.resource)?)?;
+    dict.set_item(intern!(py, "kind"), kind_name(call.kind))?;
+    dict.set_item(intern!(py, "handler"), call.handler)?;
+    dict.set_item(intern!(py, "resource"), resource_dict(py, &call.resource)?)?;
     match (&call.daemon, call.kind) {
         // `on.event` handlers get the raw object as a dict, and admission handlers a body
         // that is not the core's: converted whole.
         (None, HandlerKind::Watching | HandlerKind::Admission) => {
-            dict.set_item("body", to_py(py, &call.body)?)?
+            dict.set_item(intern!(py, "body"), to_py(py, &call.body)?)?
         }
-        (None, _) => dict.set_item("body", CoreBody::tree(call.body.clone()))?,
-        (Some(daemon), _) => dict.set_item("body", CoreBody::text(daemon.body.clone()))?,
+        (None, _) => dict.set_item(intern!(py, "body"), CoreBody::tree(call.body.clone()))?,
+        (Some(daemon), _) => {
+            dict.set_item(intern!(py, "body"), CoreBody::text(daemon.body.clone()))?
+        }
     }
     // Strings only here, at the edge: Kopf's names of event types and causes.
-    dict.set_item("event_type", call.event_type.and_then(EventType::as_kopf))?;
-    dict.set_item("reason", call.reason.map(Reason::as_str))?;
-    dict.set_item("old", call.old.as_ref().map(|v| to_py(py, v)).transpose()?)?;
-    dict.set_item("new", call.new.as_ref().map(|v| to_py(py, v)).transpose()?)?;
+    dict.set_item(
+        intern!(py, "event_type"),
+        call.event_type.and_then(EventType::as_kopf),
+    )?;
+    dict.set_item(intern!(py, "reason"), call.reason.map(Reason::as_str))?;
+    dict.set_item(
+        intern!(py, "old"),
+        call.old.as_ref().map(|v| to_py(py, v)).transpose()?,
+    )?;
+    dict.set_item(
+        intern!(py, "new"),
+        call.new.as_ref().map(|v| to_py(py, v)).transpose()?,
+    )?;
     dict.set_item(
         "diff",
         call.diff.as_ref().map(|d| diff_list(py, d)).transpose()?,
     )?;
-    dict.set_item("retry", call.retry)?;
-    dict.set_item("started", &call.started)?;
-    dict.set_item("runtime", call.runtime)?;
-    dict.set_item("scope", call.scope)?;
+    dict.set_item(intern!(py, "retry"), call.retry)?;
+    dict.set_item(intern!(py, "started"), &call.started)?;
+    dict.set_item(intern!(py, "runtime"), call.runtime)?;
+    dict.set_item(intern!(py, "scope"), call.scope)?;
     let children = call.children.clone().map(|inner| Scope { inner });
-    dict.set_item("children", children)?;
+    dict.set_item(intern!(py, "children"), children)?;
     if let Some(daemon) = &call.daemon {
         let stopper = PyDict::new(py);
-        stopper.set_item("token", daemon.token)?;
-        stopper.set_item("key", &daemon.key)?;
-        stopper.set_item("reason", daemon.reason)?;
-        dict.set_item("daemon", stopper)?;
+        stopper.set_item(intern!(py, "token"), daemon.token)?;
+        stopper.set_item(intern!(py, "key"), &daemon.key)?;
+        stopper.set_item(intern!(py, "reason"), daemon.reason)?;
+        dict.set_item(intern!(py, "daemon"), stopper)?;
     }
     if let Some(admission) = &call.admission {
         let request = PyDict::new(py);
-        request.set_item("webhook", &admission.webhook)?;
-        request.set_item("operation", &admission.operation)?;
-        request.set_item("subresource", &admission.subresource)?;
-        request.set_item("dryrun", admission.dryrun)?;
-        request.set_item("userinfo", to_py(py, &admission.userinfo)?)?;
+        request.set_item(intern!(py, "webhook"), &admission.webhook)?;
+        request.set_item(intern!(py, "operation"), &admission.operation)?;
+        request.set_item(intern!(py, "subresource"), &admission.subresource)?;
+        request.set_item(intern!(py, "dryrun"), admission.dryrun)?;
+        request.set_item(intern!(py, "userinfo"), to_py(py, &admission.userinfo)?)?;
         let headers = PyDict::new(py);
         for (name, value) in &admission.headers {
             headers.set_item(name, value)?;
         }
-        request.set_item("headers", headers)?;
-        request.set_item("sslpeer", to_py(py, &admission.sslpeer)?)?;
-        dict.set_item("admission", request)?;
+        request.set_item(intern!(py, "headers"), headers)?;
+        request.set_item(intern!(py, "sslpeer"), to_py(py, &admission.sslpeer)?)?;
+        dict.set_item(intern!(py, "admission"), request)?;
     }
     Ok(dict)
 }
 
 /// The bridge's answer: `{"final", "delay", "result", "exception", "subrefs", "patch"}`,
 /// and for an indexing function, `"indexed"` (its result as it returned it), converted here.
-fn parse_invoked(answer: &Bound<'_, PyAny>, indexing: Option<&Converter>) -> PyResult<Invoked> {
+fn parse_invoked<'py>(
+    answer: &Bound<'py, PyAny>,
+    indexing: Option<&Converter>,
+) -> PyResult<Invoked> {
     let answer = answer.cast::<PyDict>()?;
     // Absent and `None` are the same: a cancelled call has only `final` and `cancelled`.
-    let get = |key: &str| -> PyResult<Option<Bound<'_, PyAny>>> {
+    let py = answer.py();
+    let get = |key: &Bound<'py, PyString>| -> PyResult<Option<Bound<'py, PyAny>>> {
         Ok(answer.get_item(key)?.filter(|item| !item.is_none()))
     };
     let json = |item: Option<Bound<'_, PyAny>>| -> PyResult<Option<Value>> {
@@ -277,32 +293,41 @@ fn parse_invoked(answer: &Bound<'_, PyAny>, indexing: Option<&Converter>) -> PyR
     };
     Ok(Invoked {
         outcome: Outcome {
-            final_: get("final")?.is_some_and(|f| f.is_truthy().unwrap_or(false)),
-            delay: get("delay")?.map(|d| d.extract()).transpose()?,
-            result: json(get("result")?)?,
-            exception: get("exception")?.map(|e| e.extract()).transpose()?,
-            subrefs: get("subrefs")?
+            final_: get(intern!(py, "final"))?.is_some_and(|f| f.is_truthy().unwrap_or(false)),
+            delay: get(intern!(py, "delay"))?
+                .map(|d| d.extract())
+                .transpose()?,
+            result: json(get(intern!(py, "result"))?)?,
+            exception: get(intern!(py, "exception"))?
+                .map(|e| e.extract())
+                .transpose()?,
+            subrefs: get(intern!(py, "subrefs"))?
                 .map(|s| s.extract())
                 .transpose()?
                 .unwrap_or_default(),
         },
-        failure: match get("failure")?.map(|f| f.extract::<String>()).transpose()? {
+        failure: match get(intern!(py, "failure"))?
+            .map(|f| f.extract::<String>())
+            .transpose()?
+        {
             Some(class) if class == "temporary" => Some(Failure::Temporary),
             Some(class) if class == "permanent" => Some(Failure::Permanent),
             Some(_) => Some(Failure::Exception),
             None => None,
         },
-        indexed: match (indexing, get("indexed")?) {
+        indexed: match (indexing, get(intern!(py, "indexed"))?) {
             (Some(converter), Some(result)) => converter.result(&result)?,
             _ => None,
         },
-        patch: json(get("patch")?)?,
-        cancelled: get("cancelled")?.is_some_and(|c| c.is_truthy().unwrap_or(false)),
-        warnings: get("warnings")?
+        patch: json(get(intern!(py, "patch"))?)?,
+        cancelled: get(intern!(py, "cancelled"))?.is_some_and(|c| c.is_truthy().unwrap_or(false)),
+        warnings: get(intern!(py, "warnings"))?
             .map(|w| w.extract())
             .transpose()?
             .unwrap_or_default(),
-        rejection: get("rejection")?.map(|r| rejection(&r)).transpose()?,
+        rejection: get(intern!(py, "rejection"))?
+            .map(|r| rejection(&r))
+            .transpose()?,
     })
 }
 

@@ -5,7 +5,7 @@
 use crate::state::patches::Patch;
 use crate::state::progress::ProgressStorage;
 use crate::state::StorageResult;
-use chrono::{DateTime, NaiveDateTime, Utc};
+use chrono::{DateTime, NaiveDateTime, SecondsFormat, Utc};
 use indexmap_like::OrderedMap;
 use serde_json::{json, Value};
 
@@ -177,7 +177,9 @@ pub fn deliver_result(id: &str, outcome: &Outcome, patch: &mut Patch) {
 
 /// Python's `datetime.isoformat(timespec='microseconds')` of an aware UTC time.
 pub fn format_time(t: DateTime<Utc>) -> String {
-    t.format("%Y-%m-%dT%H:%M:%S%.6f+00:00").to_string()
+    // Written directly: a `format()` string is parsed anew on every call, and timers and
+    // progress records format a time on every call.
+    t.to_rfc3339_opts(SecondsFormat::Micros, false)
 }
 
 /// ISO 8601 with or without a zone (Kopf's older records have none: they are UTC).
@@ -428,6 +430,11 @@ mod tests {
         assert_eq!(
             format_time(t("2026-01-02T03:04:05")),
             "2026-01-02T03:04:05.000000+00:00"
+        );
+        // Python's microseconds: the nanoseconds of the clock are cut, not rounded.
+        assert_eq!(
+            format_time(t("2026-01-02T03:04:05.123456789Z")),
+            "2026-01-02T03:04:05.123456+00:00"
         );
     }
 

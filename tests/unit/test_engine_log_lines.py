@@ -1,0 +1,112 @@
+"""The engine's own log lines (`log_here`) and the time in `kopf run`'s formats: the same
+records and the same text as `logging` makes by itself, only cheaper."""
+
+import logging
+import time
+from collections.abc import Iterator
+
+import pytest
+from kopf._logging import LocalObjectLogger, LogFormat, ObjectLogger, log_here, make_formatter
+
+BODY = {'apiVersion': 'demo.kopf.dev/v1', 'kind': 'Greeting',
+        'metadata': {'name': 'n1', 'namespace': 'ns1', 'uid': 'u1'}}
+# What logging puts into every record by itself (and differs between two calls).
+VARYING = {'created', 'msecs', 'relativeCreated', 'lineno', 'taskName'}
+
+
+class Records(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+@pytest.fixture
+def records() -> Iterator[list[logging.LogRecord]]:
+    handler = Records()
+    logger = logging.getLogger('kopf.objects')
+    logger.addHandler(handler)
+    level, logger.level = logger.level, logging.DEBUG
+    try:
+        yield handler.records
+    finally:
+        logger.removeHandler(handler)
+        logger.level = level
+
+
+def fields(record: logging.LogRecord) -> dict[str, object]:
+    return {key: value for key, value in vars(record).items() if key not in VARYING}
+
+
+def both_ways(logger: logging.Logger | logging.LoggerAdapter, level: int,  # type: ignore[type-arg]
+              extra: dict[str, object] | None = None) -> None:
+    """Log a line both ways, from two lines one after the other."""
+    logger.log(level, "Handler 'h' succeeded.", **({'extra': extra} if extra is not None else {}))
+    log_here(logger, level, "Handler 'h' succeeded.", extra)
+
+
+def test_an_object_loggers_line_is_the_record_logging_makes(records: list[logging.LogRecord]) -> None:
+    both_ways(ObjectLogger(body=BODY, settings=None), logging.INFO)
+    direct, fast = records
+    assert fields(fast) == fields(direct)
+    assert fast.lineno == direct.lineno + 1
+    assert fast.funcName == 'both_ways' and fast.pathname == __file__
+    assert fast.k8s_ref == {'apiVersion': 'demo.kopf.dev/v1', 'kind': 'Greeting',  # type: ignore[attr-defined]
+                            'name': 'n1', 'uid': 'u1', 'namespace': 'ns1'}
+
+
+def test_a_plain_loggers_line_with_extras_is_the_record_logging_makes(records: list[logging.LogRecord]) -> None:
+    extra = {'k8s_ref': {'name': 'n1'}, 'k8s_skip': False}
+    both_ways(logging.getLogger('kopf.objects'), logging.WARNING, extra)
+    direct, fast = records
+    assert fields(fast) == fields(direct)
+    assert fast.lineno == direct.lineno + 1
+
+
+def test_other_adapters_log_their_own_way_from_the_callers_line(records: list[logging.LogRecord]) -> None:
+    both_ways(LocalObjectLogger(body=BODY, settings=None), logging.INFO)
+    direct, fast = records
+    assert fast.k8s_skip is True  # type: ignore[attr-defined]  # what LocalObjectLogger adds
+    assert fields(fast) == fields(direct)
+    assert fast.lineno == direct.lineno  # both in the adapter's own `log()`, as in Kopf
+
+
+def test_lines_below_the_level_are_not_made(records: list[logging.LogRecord]) -> None:
+    logging.getLogger('kopf.objects').level = logging.INFO
+    log_here(ObjectLogger(body=BODY, settings=None), logging.DEBUG, "Not seen.")
+    assert records == []
+
+
+def test_without_callers_as_logging_is_told(records: list[logging.LogRecord],
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(logging, '_srcfile', None)
+    both_ways(ObjectLogger(body=BODY, settings=None), logging.INFO)
+    direct, fast = records
+    assert fields(fast) == fields(direct)
+    assert (fast.pathname, fast.lineno, fast.funcName) == ("(unknown file)", 0, "(unknown function)")
+
+
+@pytest.mark.parametrize('created', [0.0, 1.5, 1764000000.999, 1764003599.0005, 1764003600.25])
+@pytest.mark.parametrize('log_format', [LogFormat.FULL, '%(asctime)s %(message)s'])
+def test_the_time_is_as_logging_writes_it(created: float, log_format: LogFormat | str) -> None:
+    ours = make_formatter(log_format)
+    theirs = logging.Formatter(log_format.value if isinstance(log_format, LogFormat) else log_format)
+    for _ in range(2):  # the second time from what was formatted the first time
+        record = logging.LogRecord('kopf.objects', logging.INFO, __file__, 1, "Hello.", None, None)
+        record.created, record.msecs = created, (created - int(created)) * 1000
+        assert ours.format(record) == theirs.format(record)
+
+
+def test_the_time_follows_the_formatters_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    record = logging.LogRecord('kopf.objects', logging.INFO, __file__, 1, "Hello.", None, None)
+    formatter = make_formatter('%(asctime)s')
+    formatter.format(record)  # remembers this second's text
+    formatter.converter = time.gmtime  # type: ignore[method-assign]
+    assert formatter.formatTime(record) == logging.Formatter.formatTime(formatter, record)
+    formatter.converter = time.localtime  # type: ignore[method-assign]
+    monkeypatch.setattr(logging.Formatter, 'default_time_format', '%H:%M:%S')
+    monkeypatch.setattr(logging.Formatter, 'default_msec_format', None)
+    assert formatter.formatTime(record) == time.strftime('%H:%M:%S', time.localtime(record.created))
+    assert formatter.formatTime(record, '%Y') == time.strftime('%Y', time.localtime(record.created))
