@@ -354,11 +354,12 @@ fn json_bytes(value: &serde_json::Value) -> Vec<u8> {
 impl Credentials {
     pub async fn get(&self, url: &str) -> Result<serde_json::Value, kube::Error> {
         let _slot = self.requests.acquire().await.expect("never closed");
-        self.call(&format!("GET {url}"), |client| async move {
+        // Boxed (see `send`).
+        Box::pin(self.call(&format!("GET {url}"), |client| async move {
             client
                 .request(request(http::Method::GET, url, None, Vec::new())?)
                 .await
-        })
+        }))
         .await
     }
 
@@ -465,14 +466,17 @@ impl Credentials {
         let _slot = self.requests.acquire().await.expect("never closed");
         let what = format!("{method} {url}");
         let body = json_bytes(payload);
-        self.retried(Channel::Requests, &what, backoffs, |client| {
+        // Boxed once a slot is taken: a request in flight is a few KiB of state, and in a
+        // burst hundreds of callers wait for a slot (each of their futures as big as the
+        // biggest state they may reach, were it inline).
+        Box::pin(self.retried(Channel::Requests, &what, backoffs, |client| {
             let (method, body) = (method.clone(), body.clone());
             async move {
                 client
                     .request(request(method, url, Some(content_type), body)?)
                     .await
             }
-        })
+        }))
         .await
     }
 }

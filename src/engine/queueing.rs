@@ -551,8 +551,16 @@ impl Worker {
             (!ctx.spawning.is_empty()).then(|| dispatcher.daemons.object(&self.key, &event.object));
         let spawning = object_daemons.as_ref().map(|o| (&dispatcher.daemons, o));
         let object = ObjectRef::of(&event.object);
-        let processed =
-            processing::process_changing(ctx, &mut self.memory, &event, patch, spawning).await;
+        // Boxed: its state is big, and is not needed while the cycle then waits to patch
+        // (in a burst, hundreds of cycles wait for a request slot at once).
+        let processed = Box::pin(processing::process_changing(
+            ctx,
+            &mut self.memory,
+            &event,
+            patch,
+            spawning,
+        ))
+        .await;
         let cycle = match processed {
             Ok(cycle) => cycle,
             Err(error) if deleted => {
