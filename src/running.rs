@@ -141,7 +141,8 @@ struct Planned {
     selectors: ServerSelectors,
     changing: Vec<ChangingHandler>,
     watching: Vec<WatchingHandler>,
-    spawning: Vec<SpawningHandler>,
+    /// Shared by all the daemons and timers spawned for the objects.
+    spawning: Vec<Arc<SpawningHandler>>,
     indexing: Vec<IndexingHandler>,
 }
 
@@ -185,7 +186,7 @@ async fn plan(
             match kind {
                 HandlerKind::Changing => plan.changing.push(spec.changing[at].clone()),
                 HandlerKind::Watching => plan.watching.push(spec.watching[at].clone()),
-                HandlerKind::Spawning => plan.spawning.push(spec.spawning[at].clone()),
+                HandlerKind::Spawning => plan.spawning.push(Arc::new(spec.spawning[at].clone())),
                 HandlerKind::Indexing => plan.indexing.push(spec.indexing[at].clone()),
                 HandlerKind::Admission => {} // served by the webhooks, not watched
             }

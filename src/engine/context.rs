@@ -109,7 +109,7 @@ pub struct ResourceContext {
     /// Which of the change handlers of a cause run in one cycle.
     pub lifecycle: Lifecycle,
     pub watching: Vec<WatchingHandler>,
-    pub spawning: Vec<SpawningHandler>,
+    pub spawning: Vec<Arc<SpawningHandler>>,
     pub progress: Arc<dyn ProgressStorage>,
     pub diffbase: Arc<dyn DiffBaseStorage>,
     /// Fields handlers watch outside the default essence (e.g. in `status`).

@@ -236,7 +236,7 @@ impl Daemons {
     pub async fn spawn_and_match(
         self: &Arc<Self>,
         object: &Arc<ObjectDaemons>,
-        matching: &[&SpawningHandler],
+        matching: &[&Arc<SpawningHandler>],
     ) -> Vec<f64> {
         if !self.closing.load(Ordering::SeqCst) && !self.paused.load(Ordering::SeqCst) {
             for handler in matching {
@@ -257,7 +257,7 @@ impl Daemons {
             .await
     }
 
-    fn spawn(self: &Arc<Self>, object: &Arc<ObjectDaemons>, handler: &SpawningHandler) {
+    fn spawn(self: &Arc<Self>, object: &Arc<ObjectDaemons>, handler: &Arc<SpawningHandler>) {
         let mut running = object.running.lock().expect("not poisoned");
         if running.daemons.contains_key(&handler.id)
             || running.forever_stopped.contains(&handler.id)
@@ -267,7 +267,7 @@ impl Daemons {
         let token = NEXT_TOKEN.fetch_add(1, Ordering::Relaxed);
         let (exited_tx, exited_rx) = watch::channel(false);
         let daemon = Daemon {
-            handler: Arc::new(handler.clone()),
+            handler: handler.clone(),
             stopper: Arc::new(Stopper::new(token)),
             exited: exited_rx,
             body: object.body.subscribe(),
@@ -787,7 +787,7 @@ mod tests {
         let object = daemons.object("uid-a", &body);
         let capture = Capture::default();
         let spawning = async {
-            let handlers: Vec<&SpawningHandler> = ctx.spawning.iter().collect();
+            let handlers: Vec<&Arc<SpawningHandler>> = ctx.spawning.iter().collect();
             daemons.spawn_and_match(&object, &handlers).await
         };
         let delays = spawning.with_subscriber(capture.subscriber()).await;

@@ -139,7 +139,7 @@ fn spawning_candidates<'h>(
     object: &ObjectDaemons,
     body: &Arc<Value>,
     essential_change: bool,
-) -> Vec<(&'h SpawningHandler, Match)> {
+) -> Vec<(&'h Arc<SpawningHandler>, Match)> {
     object.refresh(body, essential_change, ctx.hooks.as_ref());
     let excluded = object.forever_stopped();
     (ctx.spawning.iter())
@@ -157,7 +157,7 @@ async fn process_spawning(
     object: &Arc<ObjectDaemons>,
     body: &Value,
     deleted: bool,
-    matching: &[&SpawningHandler],
+    matching: &[&Arc<SpawningHandler>],
 ) -> (Vec<f64>, bool) {
     let delays = if deleted || is_deletion_ongoing(body) {
         daemons.stop_for_deletion(object).await

@@ -26,7 +26,7 @@ impl Verdicts {
         ctx: &ResourceContext,
         body: &Arc<Value>,
         change: Option<&Change>,
-        spawning: &[(&SpawningHandler, Match)],
+        spawning: &[(&Arc<SpawningHandler>, Match)],
     ) -> Self {
         let changing = match change {
             Some(change) => undecided(ctx, body, change),
@@ -34,7 +34,7 @@ impl Verdicts {
         };
         let spawning: Vec<&SpawningHandler> = (spawning.iter())
             .filter(|(_, m)| *m == Match::AskPython)
-            .map(|(h, _)| *h)
+            .map(|(h, _)| &***h)
             .collect();
         Self::trip(ctx, body, change, None, &changing, &spawning).await
     }
@@ -196,8 +196,8 @@ pub fn cause_handlers<'h>(
 /// The daemons and timers of the candidates that match.
 pub fn matching_spawning<'h>(
     verdicts: &Verdicts,
-    candidates: &[(&'h SpawningHandler, Match)],
-) -> Vec<&'h SpawningHandler> {
+    candidates: &[(&'h Arc<SpawningHandler>, Match)],
+) -> Vec<&'h Arc<SpawningHandler>> {
     (candidates.iter())
         .filter(|(h, m)| {
             decided(*m, || {

@@ -392,7 +392,7 @@ pub fn context(
         indices: Default::default(),
         lifecycle: Default::default(),
         watching: handlers.watching,
-        spawning: handlers.spawning,
+        spawning: handlers.spawning.into_iter().map(Arc::new).collect(),
         progress: storages.progress,
         diffbase: storages.diffbase,
         extra_fields: Vec::new(),
