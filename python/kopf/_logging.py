@@ -137,7 +137,10 @@ def log_here(logger: logging.Logger | logging.LoggerAdapter,  # type: ignore[typ
         if type(logger) is not ObjectLogger:  # may log differently: as it does
             # The caller as logging finds it: ours, unless the adapter's own `log()` is.
             stacklevel = 2 if type(logger).log is logging.LoggerAdapter.log else 1
-            logger.log(level, msg, stacklevel=stacklevel, **({'extra': extra} if extra is not None else {}))
+            if extra is None:  # (LocalObjectLogger needs a mapping if there is one at all)
+                logger.log(level, msg, stacklevel=stacklevel)
+            else:
+                logger.log(level, msg, stacklevel=stacklevel, extra=extra)
             return
         msg, kwargs = logger.process(msg, {'extra': extra} if extra else {})
         target, extra = logger.logger, kwargs.get('extra')

@@ -73,6 +73,18 @@ def test_other_adapters_log_their_own_way_from_the_callers_line(records: list[lo
     assert fast.lineno == direct.lineno  # both in the adapter's own `log()`, as in Kopf
 
 
+def test_loggers_of_other_classes_log_their_own_way_from_the_callers_line() -> None:
+    class CustomLogger(logging.Logger):
+        pass
+
+    logger, handler = CustomLogger('kopf.test.custom'), Records()
+    logger.addHandler(handler)
+    both_ways(logger, logging.INFO)
+    direct, fast = handler.records
+    assert fields(fast) == fields(direct)
+    assert fast.lineno == direct.lineno + 1 and fast.funcName == 'both_ways'
+
+
 def test_lines_below_the_level_are_not_made(records: list[logging.LogRecord]) -> None:
     logging.getLogger('kopf.objects').level = logging.INFO
     log_here(ObjectLogger(body=BODY, settings=None), logging.DEBUG, "Not seen.")
