@@ -28,12 +28,13 @@ def records() -> Iterator[list[logging.LogRecord]]:
     handler = Records()
     logger = logging.getLogger('kopf.objects')
     logger.addHandler(handler)
-    level, logger.level = logger.level, logging.DEBUG
+    level = logger.level
+    logger.setLevel(logging.DEBUG)  # (setLevel, not the attribute: it clears the loggers' caches)
     try:
         yield handler.records
     finally:
         logger.removeHandler(handler)
-        logger.level = level
+        logger.setLevel(level)
 
 
 def fields(record: logging.LogRecord) -> dict[str, object]:
@@ -86,7 +87,7 @@ def test_loggers_of_other_classes_log_their_own_way_from_the_callers_line() -> N
 
 
 def test_lines_below_the_level_are_not_made(records: list[logging.LogRecord]) -> None:
-    logging.getLogger('kopf.objects').level = logging.INFO
+    logging.getLogger('kopf.objects').setLevel(logging.INFO)
     log_here(ObjectLogger(body=BODY, settings=None), logging.DEBUG, "Not seen.")
     assert records == []
 
