@@ -176,11 +176,8 @@ class Bridge:
 
     def log(self, name: str, level: int, ref: ObjectRef | None, message: str) -> None:
         """A line of the core, to one of Kopf's loggers (by its name); about an object if ``ref``."""
-        if ref is None:
-            log_here(logging.getLogger(name), level, message)
-        else:
-            log_here(logging.getLogger(name), level, message,
-                     extra={'k8s_ref': ref, 'k8s_skip': False, 'settings': self.settings})
+        extra = None if ref is None else {'k8s_ref': ref, 'k8s_skip': False, 'settings': self.settings}
+        log_here(logging.getLogger(name), level, message, extra)
 
     def ready(self) -> None:
         self._loop.call_soon_threadsafe(self._ready.set)

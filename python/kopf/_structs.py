@@ -5,6 +5,7 @@ from __future__ import annotations
 import collections.abc
 import copy
 import enum
+import functools
 from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping
 from typing import Any, Literal, NamedTuple, NewType, TypedDict, cast
 
@@ -246,7 +247,7 @@ class Patch(dict[str, Any]):
     def __init__(self, src: Mapping[str, Any] | None = None, /, body: Body | None = None,
                  fns: Iterable[PatchFn] = ()) -> None:
         super().__init__(src or {})
-        # The views (`_meta`, `_spec`, `_status`) are made when first used: most handlers
+        # The views (`meta`, `spec`, `status`) are made when first used: most handlers
         # never touch them, and a patch is made for every call (timers: every second).
         self._original = body
         self._fns: list[PatchFn] = (src.fns if isinstance(src, Patch) else []) + list(fns)
@@ -266,26 +267,17 @@ class Patch(dict[str, Any]):
     def metadata(self) -> MetaPatch:
         return self.meta
 
-    @property
+    @functools.cached_property
     def meta(self) -> MetaPatch:
-        view: MetaPatch | None = self.__dict__.get('_meta')
-        if view is None:
-            view = self._meta = MetaPatch(self)
-        return view
+        return MetaPatch(self)
 
-    @property
+    @functools.cached_property
     def spec(self) -> MutableMappingView:
-        view: MutableMappingView | None = self.__dict__.get('_spec')
-        if view is None:
-            view = self._spec = MutableMappingView(self, 'spec')
-        return view
+        return MutableMappingView(self, 'spec')
 
-    @property
+    @functools.cached_property
     def status(self) -> MutableMappingView:
-        view: MutableMappingView | None = self.__dict__.get('_status')
-        if view is None:
-            view = self._status = MutableMappingView(self, 'status')
-        return view
+        return MutableMappingView(self, 'status')
 
     def __repr__(self) -> str:
         texts = ([dict.__repr__(self)] if len(self) else []) + ([f'fns={self._fns!r}'] if self._fns else [])

@@ -34,7 +34,7 @@ impl Verdicts {
         };
         let spawning: Vec<&SpawningHandler> = (spawning.iter())
             .filter(|(_, m)| *m == Match::AskPython)
-            .map(|(h, _)| &***h)
+            .map(|(h, _)| Arc::as_ref(h))
             .collect();
         Self::trip(ctx, body, change, None, &changing, &spawning).await
     }
