@@ -10,8 +10,9 @@ from kopf._logging import LocalObjectLogger, LogFormat, ObjectLogger, log_here, 
 
 BODY = {'apiVersion': 'demo.kopf.dev/v1', 'kind': 'Greeting',
         'metadata': {'name': 'n1', 'namespace': 'ns1', 'uid': 'u1'}}
-# What logging puts into every record by itself (and differs between two calls).
-VARYING = {'created', 'msecs', 'relativeCreated', 'lineno', 'taskName'}
+# What logging puts into every record by itself, or a formatter of the time adds (and
+# differs between two calls).
+VARYING = {'created', 'msecs', 'relativeCreated', 'lineno', 'taskName', 'asctime'}
 
 
 class Records(logging.Handler):
