@@ -94,7 +94,8 @@ pub struct ServerSelectors {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(default)]
 pub struct QueueingSettings {
-    /// An object's worker exits after this long without events.
+    /// An object's worker ends after this long without events. It waits without a task,
+    /// as data: with nothing to do, only the progression of its throttling is left to end.
     pub idle_timeout: f64,
     /// How long to wait for the workers on exit.
     pub exit_timeout: f64,

@@ -125,7 +125,10 @@ class QueueingSettings:
     worker_limit: int | None = None
     """How many objects are processed at once (no limit if unset)."""
     idle_timeout: float = 5.0
-    """How long an object's worker waits for new events before it exits."""
+    """How long an object's worker waits for new events before it exits.
+
+    An idle worker waits as data, not as a task: thousands of them cost little.
+    """
     exit_timeout: float = 2.0
     """How long the workers may finish their cycles when the operator exits."""
     error_delays: Iterable[float] = (1, 1, 2, 3, 5, 8, 13, 21, 34, 55, 89, 144, 233, 377, 610)

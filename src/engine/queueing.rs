@@ -31,6 +31,9 @@ use tracing::Level;
 /// Sleeps longer than this are cut, to re-check the object now and then.
 const WAITING_KEEPALIVE: f64 = 600.0;
 
+/// Later than any idle timeout in practice (one too large to be added to a time).
+const NEVER: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+
 pub struct Dispatcher {
     pub ctx: Arc<ResourceContext>,
     pub limiter: Option<Arc<Semaphore>>,
@@ -97,6 +100,14 @@ impl Inbox {
         }
     }
 
+    /// Closed if nothing is queued (its idle worker is to end): whether nothing was.
+    fn close_if_empty(&self) -> bool {
+        let mut state = self.state();
+        let empty = state.events.is_empty();
+        state.closed |= empty;
+        empty
+    }
+
     /// The next event if there is one; none left: the room for them is given back.
     fn try_next(&self) -> Option<Queued> {
         let mut state = self.state();
@@ -148,8 +159,27 @@ enum Slept {
     DaemonExited,
 }
 
-/// A worker's end: its object's key, and the object's memory unless the object is gone.
-type Finished = (String, Option<Memory>);
+/// How a worker's task ended.
+enum Finished {
+    /// Nothing to do until its object's next event: the worker waits as data (see `Idle`).
+    Idle {
+        key: String,
+        memory: Memory,
+        errors_in_a_row: usize,
+    },
+    /// Its queue was closed (the operator stops), or the object is gone (no memory then).
+    Ended { key: String, memory: Option<Memory> },
+}
+
+/// What an idle worker keeps besides its object's memory (which rests at once): the errors in
+/// a row that its next throttling goes on from, if its object's next event comes within
+/// `idle_timeout`; they are forgotten then, when it ends. Only workers with such errors have
+/// this: the others have nothing left but the memory. (Thousands are idle at once after a
+/// listing: as tasks, each waiting with a timeout, they cost 1.1 KiB apiece.)
+struct Idle {
+    errors_in_a_row: usize,
+    until: Instant,
+}
 
 /// Where the dispatcher sends each object's events.
 #[derive(Default)]
@@ -159,6 +189,10 @@ struct Routes {
     /// The queues of workers to start once their object's previous worker, still finishing
     /// what it took before idling out, has ended: so that events never overtake each other.
     successors: HashMap<String, Arc<Inbox>>,
+    /// The objects whose workers are idle (without a task) after unexpected errors.
+    idle: HashMap<ObjectId, Idle>,
+    /// When those idle workers end, in the order they became idle (all wait as long).
+    idling: std::collections::VecDeque<(Instant, ObjectId)>,
     /// The objects known and at rest (no worker): what is remembered of them, compactly.
     resting: HashMap<ObjectId, Resting>,
     workers: JoinSet<Finished>,
@@ -173,17 +207,31 @@ impl Dispatcher {
         let mut listed: HashSet<ObjectId> = HashSet::new();
         let backlog = Arc::new(Semaphore::new(LISTING_BACKLOG));
         let mut known = Known::new(&this.ctx);
+        // One timer for all idle workers: set for the first of them to end.
+        let mut idle_ending = std::pin::pin!(tokio::time::sleep(Duration::ZERO));
+        let mut armed: Option<Instant> = None;
         loop {
             known.update(&routes);
+            if let Some(&(until, _)) = routes.idling.front() {
+                if armed != Some(until) {
+                    idle_ending.as_mut().reset(until);
+                    armed = Some(until);
+                }
+            }
             let watched = tokio::select! {
                 watched = events.recv() => match watched {
                     Some(watched) => watched,
                     None => break,
                 },
                 Some(finished) = routes.workers.join_next() => {
-                    if let Ok((key, memory)) = finished {
-                        this.finished(&mut routes, key, memory);
+                    if let Ok(finished) = finished {
+                        this.finished(&mut routes, finished);
                     }
+                    continue;
+                }
+                () = &mut idle_ending, if armed.is_some() => {
+                    armed = None;
+                    routes.end_idle(Instant::now());
                     continue;
                 }
             };
@@ -228,8 +276,8 @@ impl Dispatcher {
                     tokio::select! {
                         permit = backlog.clone().acquire_owned() => break permit.ok(),
                         Some(finished) = routes.workers.join_next() => {
-                            if let Ok((key, memory)) = finished {
-                                this.finished(&mut routes, key, memory);
+                            if let Ok(finished) = finished {
+                                this.finished(&mut routes, finished);
                             }
                         }
                     }
@@ -285,22 +333,55 @@ impl Dispatcher {
             routes.successors.insert(key, inbox);
             return;
         }
-        let memory = (routes.resting.remove(&ObjectId::new(&key)))
+        let id = ObjectId::new(&key);
+        let memory = (routes.resting.remove(&id))
             .map(Resting::wake)
             .unwrap_or_default();
-        self.start(routes, key, inbox, memory);
+        let errors_in_a_row = (routes.idle.remove(&id)).map_or(0, |idle| idle.errors_in_a_row);
+        self.start(routes, key, inbox, memory, errors_in_a_row);
     }
 
-    /// An object's worker has ended: its successor takes over, or its memory rests.
-    fn finished(self: &Arc<Self>, routes: &mut Routes, key: String, memory: Option<Memory>) {
+    /// An object's worker's task has ended: its successor takes over, or it waits idly, or
+    /// its object's memory rests.
+    fn finished(self: &Arc<Self>, routes: &mut Routes, finished: Finished) {
+        let (key, memory, errors_in_a_row) = match finished {
+            Finished::Idle {
+                key,
+                memory,
+                errors_in_a_row,
+            } => (key, Some(memory), Some(errors_in_a_row)),
+            Finished::Ended { key, memory } => (key, memory, None),
+        };
         if let Some(inbox) = routes.successors.remove(&key) {
-            self.start(routes, key, inbox, memory.unwrap_or_default());
+            let errors_in_a_row = errors_in_a_row.unwrap_or_default();
+            self.start(
+                routes,
+                key,
+                inbox,
+                memory.unwrap_or_default(),
+                errors_in_a_row,
+            );
             return;
         }
         routes.queues.remove(&key);
-        if let Some(memory) = memory {
-            routes.resting.insert(ObjectId::new(&key), memory.rest());
+        shrink(&mut routes.queues);
+        let Some(memory) = memory else {
+            return;
+        };
+        let id = ObjectId::new(&key);
+        if let Some(errors_in_a_row) = errors_in_a_row.filter(|errors| *errors > 0) {
+            let idle_timeout = self.ctx.settings.queueing.idle_timeout.max(0.0);
+            let now = Instant::now();
+            let until =
+                (now.checked_add(Duration::from_secs_f64(idle_timeout))).unwrap_or(now + NEVER);
+            let idle = Idle {
+                errors_in_a_row,
+                until,
+            };
+            routes.idle.insert(id.clone(), idle);
+            routes.idling.push_back((until, id.clone()));
         }
+        routes.resting.insert(id, memory.rest());
     }
 
     fn start(
@@ -309,9 +390,39 @@ impl Dispatcher {
         key: String,
         inbox: Arc<Inbox>,
         memory: Memory,
+        errors_in_a_row: usize,
     ) {
-        let worker = Worker::new(self.clone(), key, inbox, memory);
+        let mut worker = Worker::new(self.clone(), key, inbox, memory);
+        worker.errors_in_a_row = errors_in_a_row;
         tasks::spawn_in(&mut routes.workers, worker.run());
+    }
+}
+
+impl Routes {
+    /// The idle workers whose time is up end: their errors are forgotten.
+    fn end_idle(&mut self, now: Instant) {
+        while let Some(&(until, _)) = self.idling.front() {
+            if until > now {
+                break;
+            }
+            let (_, id) = self.idling.pop_front().expect("just seen");
+            // Not if it has resumed since (and maybe idles again, with a later entry).
+            if self.idle.get(&id).is_some_and(|idle| idle.until == until) {
+                self.idle.remove(&id);
+            }
+        }
+        shrink(&mut self.idle);
+        if self.idling.len() * 4 < self.idling.capacity() {
+            self.idling.shrink_to(self.idling.len() * 2);
+        }
+    }
+}
+
+/// Give back most of a map's room once most of it is empty: a listing fills the maps of
+/// the objects in work for a moment, and they are small again after it.
+fn shrink<K: Eq + std::hash::Hash, V>(map: &mut HashMap<K, V>) {
+    if map.capacity() > 64 && map.len() * 4 < map.capacity() {
+        map.shrink_to(map.len() * 2);
     }
 }
 
@@ -361,6 +472,16 @@ impl Known {
 struct OwnChange {
     version: String,
     deadline: Instant,
+}
+
+/// What a worker is to do next.
+enum Next {
+    /// Process these events (none: what is known, as it is due now).
+    Batch(Vec<Queued>),
+    /// Nothing: end the task, wait as data.
+    Idle,
+    /// Its queue is closed and drained (the operator stops): end.
+    Closed,
 }
 
 /// What a cycle leaves the worker to do.
@@ -413,7 +534,18 @@ impl Worker {
     /// Until the queue is closed and drained, or the object is gone; the object's key and
     /// memory (none if it is gone).
     async fn run(mut self) -> Finished {
-        while let Some(batch) = self.next_batch().await {
+        loop {
+            let batch = match self.next_batch().await {
+                Next::Batch(batch) => batch,
+                Next::Idle => {
+                    return Finished::Idle {
+                        key: self.key,
+                        memory: self.memory,
+                        errors_in_a_row: self.errors_in_a_row,
+                    }
+                }
+                Next::Closed => break,
+            };
             // Counted before the pause is checked: a pause that comes later waits for it.
             let busy = self.dispatcher.pause.busy();
             if !self.dispatcher.pause.is_active() {
@@ -421,8 +553,8 @@ impl Worker {
                 self.indexed(&batch);
                 continue;
             }
-            // Boxed, as the cycle: an idle worker's future (thousands of them linger after a
-            // listing) then holds only the wait for news, not the room of the calls (3.6 KB).
+            // Boxed, as the cycle: a waiting worker's future (for its own change, say) then
+            // holds only the wait for news, not the room of the calls (3.6 KB).
             Box::pin(self.absorb(batch)).await;
             let Some(event) = self.current() else {
                 continue;
@@ -431,43 +563,46 @@ impl Worker {
                 break;
             }
         }
-        let memory = (!self.gone).then_some(self.memory);
-        (self.key, memory)
+        Finished::Ended {
+            memory: (!self.gone).then_some(self.memory),
+            key: self.key,
+        }
     }
 
-    /// Wait for news — idly, until our own change is due, or not at all after a throttled
-    /// error — and take all the events queued by then. `None`: the queue is closed and
-    /// drained, the worker exits.
-    async fn next_batch(&mut self) -> Option<Vec<Queued>> {
-        loop {
-            let wait = if std::mem::take(&mut self.retry_now) {
-                Duration::ZERO
-            } else if let Some(own) = &self.own_change {
-                own.deadline.saturating_duration_since(Instant::now())
-            } else {
-                Duration::from_secs_f64(self.ctx().settings.queueing.idle_timeout)
-            };
-            let first = match tokio::time::timeout(wait, self.inbox.0.next()).await {
+    /// Wait for news — until our own change is due, or not at all after a throttled error
+    /// — and take all the events queued by then; with nothing to do, not at all: the
+    /// worker's task ends, and the worker waits as data (`Idle`; later events of the object
+    /// go to its successor, which takes it over).
+    async fn next_batch(&mut self) -> Next {
+        let wait = if std::mem::take(&mut self.retry_now) {
+            Some(Duration::ZERO)
+        } else if let Some(own) = &self.own_change {
+            Some(own.deadline.saturating_duration_since(Instant::now()))
+        } else if self.latest.is_some() {
+            let idle_timeout = self.ctx().settings.queueing.idle_timeout;
+            Some(Duration::from_secs_f64(idle_timeout))
+        } else {
+            None
+        };
+        let first = match wait {
+            None if self.inbox.0.close_if_empty() => return Next::Idle,
+            None => None,
+            Some(wait) => match tokio::time::timeout(wait, self.inbox.0.next()).await {
                 Ok(Some(event)) => Some(event),
-                Ok(None) => return None,
-                Err(_) if self.own_change.is_none() && self.latest.is_none() => {
-                    // Idle: refuse new events (they start a successor), finish what is queued.
-                    self.inbox.0.close();
-                    continue;
-                }
+                Ok(None) => return Next::Closed,
                 Err(_) => None, // due: proceed with what is known
-            };
-            let mut batch: Vec<Queued> = first.into_iter().collect();
-            while let Some(event) = self.inbox.0.try_next() {
-                batch.push(event);
-            }
-            if let Some(metrics) = crate::metrics::get().filter(|_| !batch.is_empty()) {
-                let resource = self.ctx().resource.name();
-                metrics.events_queued(&resource, -(batch.len() as i64));
-                metrics.events_collapsed(&resource, batch.len() as u64 - 1);
-            }
-            return Some(batch);
+            },
+        };
+        let mut batch: Vec<Queued> = first.into_iter().collect();
+        while let Some(event) = self.inbox.0.try_next() {
+            batch.push(event);
         }
+        if let Some(metrics) = crate::metrics::get().filter(|_| !batch.is_empty()) {
+            let resource = self.ctx().resource.name();
+            metrics.events_queued(&resource, -(batch.len() as i64));
+            metrics.events_collapsed(&resource, batch.len() as u64 - 1);
+        }
+        Next::Batch(batch)
     }
 
     /// The object's latest state goes to the indices first; then, once every index is
@@ -844,6 +979,39 @@ mod tests {
 
     fn spec(x: i64) -> Value {
         json!({"x": x})
+    }
+
+    #[test]
+    fn idle_workers_end_when_their_time_is_up_unless_they_resumed() {
+        let mut routes = Routes::default();
+        let start = Instant::now();
+        let at = |seconds: u64| start + Duration::from_secs(seconds);
+        for (key, until) in [("a", 5), ("b", 6), ("c", 7)] {
+            let idle = Idle {
+                errors_in_a_row: 2,
+                until: at(until),
+            };
+            routes.idle.insert(ObjectId::new(key), idle);
+            routes.idling.push_back((at(until), ObjectId::new(key)));
+        }
+        // b resumed (its entry left the idle ones) and is idle again, until later.
+        routes.idle.get_mut(&ObjectId::new("b")).unwrap().until = at(9);
+        routes.idling.push_back((at(9), ObjectId::new("b")));
+        routes.end_idle(at(6));
+        let mut idle: Vec<String> = routes.idle.keys().map(|id| id.to_string()).collect();
+        idle.sort();
+        assert_eq!(idle, ["b", "c"]);
+        routes.end_idle(at(8));
+        assert_eq!(
+            routes
+                .idle
+                .keys()
+                .map(|id| id.to_string())
+                .collect::<Vec<_>>(),
+            ["b"]
+        );
+        routes.end_idle(at(9));
+        assert!(routes.idle.is_empty() && routes.idling.is_empty());
     }
 
     #[tokio::test(start_paused = true)]
