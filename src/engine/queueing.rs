@@ -532,8 +532,8 @@ impl Worker {
         &self.dispatcher.ctx
     }
 
-    /// Until the queue is closed and drained, or the object is gone; the object's key and
-    /// memory (none if it is gone).
+    /// Until there is nothing to do (idle), the queue is closed and drained, or the object
+    /// is gone; the object's key and memory (none if it is gone).
     async fn run(mut self) -> Finished {
         loop {
             let batch = match self.next_batch().await {
