@@ -160,16 +160,12 @@ enum Slept {
     DaemonExited,
 }
 
-/// How a worker's task ended.
-enum Finished {
-    /// Nothing to do until its object's next event: the worker waits as data (see `Idle`).
-    Idle {
-        key: String,
-        memory: Memory,
-        errors_in_a_row: usize,
-    },
-    /// Its queue was closed (the operator stops), or the object is gone (no memory then).
-    Ended { key: String, memory: Option<Memory> },
+/// A worker's task has ended (idle, or its queue closed): its object's key, the object's
+/// memory unless the object is gone, and the unexpected errors in a row (see `Idle`).
+struct Finished {
+    key: String,
+    memory: Option<Memory>,
+    errors_in_a_row: usize,
 }
 
 /// What an idle worker keeps besides its object's memory (which rests at once): the errors in
@@ -342,19 +338,15 @@ impl Dispatcher {
         self.start(routes, key, inbox, memory, errors_in_a_row);
     }
 
-    /// An object's worker's task has ended: its successor takes over, or it waits idly, or
-    /// its object's memory rests.
+    /// An object's worker's task has ended: its successor takes over, or its object's memory
+    /// rests (and its errors in a row, if any, wait for `idle_timeout`).
     fn finished(self: &Arc<Self>, routes: &mut Routes, finished: Finished) {
-        let (key, memory, errors_in_a_row) = match finished {
-            Finished::Idle {
-                key,
-                memory,
-                errors_in_a_row,
-            } => (key, Some(memory), Some(errors_in_a_row)),
-            Finished::Ended { key, memory } => (key, memory, None),
-        };
+        let Finished {
+            key,
+            memory,
+            errors_in_a_row,
+        } = finished;
         if let Some(inbox) = routes.successors.remove(&key) {
-            let errors_in_a_row = errors_in_a_row.unwrap_or_default();
             self.start(
                 routes,
                 key,
@@ -370,7 +362,7 @@ impl Dispatcher {
             return;
         };
         let id = ObjectId::new(&key);
-        if let Some(errors_in_a_row) = errors_in_a_row.filter(|errors| *errors > 0) {
+        if errors_in_a_row > 0 {
             let idle_timeout = self.ctx.settings.queueing.idle_timeout.max(0.0);
             let now = Instant::now();
             let until =
@@ -475,16 +467,6 @@ struct OwnChange {
     deadline: Instant,
 }
 
-/// What a worker is to do next.
-enum Next {
-    /// Process these events (none: what is known, as it is due now).
-    Batch(Vec<Queued>),
-    /// Nothing: end the task, wait as data.
-    Idle,
-    /// Its queue is closed and drained (the operator stops): end.
-    Closed,
-}
-
 /// What a cycle leaves the worker to do.
 enum Flow {
     Next,
@@ -533,20 +515,9 @@ impl Worker {
     }
 
     /// Until there is nothing to do (idle), the queue is closed and drained, or the object
-    /// is gone; the object's key and memory (none if it is gone).
+    /// is gone; the object's key, memory (none if it is gone), and errors in a row.
     async fn run(mut self) -> Finished {
-        loop {
-            let batch = match self.next_batch().await {
-                Next::Batch(batch) => batch,
-                Next::Idle => {
-                    return Finished::Idle {
-                        key: self.key,
-                        memory: self.memory,
-                        errors_in_a_row: self.errors_in_a_row,
-                    }
-                }
-                Next::Closed => break,
-            };
+        while let Some(batch) = self.next_batch().await {
             // Counted before the pause is checked: a pause that comes later waits for it.
             let busy = self.dispatcher.pause.busy();
             if !self.dispatcher.pause.is_active() {
@@ -564,17 +535,19 @@ impl Worker {
                 break;
             }
         }
-        Finished::Ended {
+        Finished {
             memory: (!self.gone).then_some(self.memory),
+            errors_in_a_row: if self.gone { 0 } else { self.errors_in_a_row },
             key: self.key,
         }
     }
 
     /// Wait for news — until our own change is due, or not at all after a throttled error
-    /// — and take all the events queued by then; with nothing to do, not at all: the
-    /// worker's task ends, and the worker waits as data (`Idle`; later events of the object
-    /// go to its successor, which takes it over).
-    async fn next_batch(&mut self) -> Next {
+    /// — and take all the events queued by then (none: what is known is due now). With
+    /// nothing to do, not at all: `None`, the task ends, and the worker waits as data (its
+    /// queue is closed: later events of the object go to a successor, which takes it over);
+    /// `None` too once the queue is closed and drained (the operator stops).
+    async fn next_batch(&mut self) -> Option<Vec<Queued>> {
         let wait = if std::mem::take(&mut self.retry_now) {
             Some(Duration::ZERO)
         } else if let Some(own) = &self.own_change {
@@ -586,11 +559,11 @@ impl Worker {
             None
         };
         let first = match wait {
-            None if self.inbox.0.close_if_empty() => return Next::Idle,
+            None if self.inbox.0.close_if_empty() => return None,
             None => None,
             Some(wait) => match tokio::time::timeout(wait, self.inbox.0.next()).await {
                 Ok(Some(event)) => Some(event),
-                Ok(None) => return Next::Closed,
+                Ok(None) => return None,
                 Err(_) => None, // due: proceed with what is known
             },
         };
@@ -603,7 +576,7 @@ impl Worker {
             metrics.events_queued(&resource, -(batch.len() as i64));
             metrics.events_collapsed(&resource, batch.len() as u64 - 1);
         }
-        Next::Batch(batch)
+        Some(batch)
     }
 
     /// The object's latest state goes to the indices first; then, once every index is
