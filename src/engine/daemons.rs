@@ -7,6 +7,7 @@
 use crate::engine::context::ResourceContext;
 use crate::engine::handlers::{SpawningHandler, SpawningKind};
 use crate::engine::hooks::{self, DaemonCall, HandlerKind, Hooks, Invocation};
+use crate::engine::slack;
 use crate::ha::pausing::Pause;
 use crate::object_log;
 use crate::state::bodies::CompactBody;
@@ -687,7 +688,7 @@ impl Runner {
                 self.stopper.sleep(wait).await;
             } else if let Some(interval) = handler.interval {
                 due = due_in(interval);
-                self.stopper.sleep(interval).await;
+                self.stopper.sleep(slack::coalesced(interval)).await;
             } else if let Some(idle) = handler.idle {
                 // Idle-only: wait for a change (the idle clock restarting) and the idleness after it.
                 while *self.object.idle_reset.lock().expect("not poisoned") <= started {
