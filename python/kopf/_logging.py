@@ -133,15 +133,19 @@ def log_here(logger: logging.Logger | logging.LoggerAdapter,  # type: ignore[typ
     (a fifth of the cost of the engine's own lines, such as "Timer 'x' succeeded.")."""
     if not logger.isEnabledFor(level):
         return
+    local = False
     if isinstance(logger, logging.LoggerAdapter):
-        if type(logger) is not ObjectLogger:  # may log differently: as it does
+        local = type(logger) in _LOCAL_LOGGERS
+        if type(logger) is not ObjectLogger and not local:  # may log differently: as it does
             # The caller as logging finds it: ours, unless the adapter's own `log()` is.
             stacklevel = 2 if type(logger).log is logging.LoggerAdapter.log else 1
-            if extra is None:  # (LocalObjectLogger needs a mapping if there is one at all)
+            if extra is None:  # (a LocalObjectLogger needs a mapping if there is one at all)
                 logger.log(level, msg, stacklevel=stacklevel)
             else:
                 logger.log(level, msg, stacklevel=stacklevel, extra=extra)
             return
+        if local:  # what its `log()` adds, and where logging finds the caller: in that `log()`
+            extra = dict(extra or {}, k8s_skip=True)
         msg, kwargs = logger.process(msg, {'extra': extra} if extra else {})
         target, extra = logger.logger, kwargs.get('extra')
     else:
@@ -149,11 +153,13 @@ def log_here(logger: logging.Logger | logging.LoggerAdapter,  # type: ignore[typ
     if type(target) is not logging.Logger:  # a custom class may find or make records its way
         target.log(level, msg, extra=extra, stacklevel=2)
         return
-    if logging._srcfile:  # (None: no callers at all, as logging does)
+    if not logging._srcfile:  # no callers at all, as logging is told
+        where = "(unknown file)", 0, "(unknown function)"
+    elif local:
+        where = _LOCAL_CALLER
+    else:
         frame = sys._getframe(1)
         where = frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name
-    else:
-        where = "(unknown file)", 0, "(unknown function)"
     record = target.makeRecord(target.name, level, where[0], where[1], msg, (), None, where[2], extra, None)
     target.handle(record)
 
@@ -172,6 +178,14 @@ class TerseObjectLogger(LocalObjectLogger):
 
     def isEnabledFor(self, level: int) -> bool:
         return super().isEnabledFor(level if level >= logging.WARNING else level - 10)
+
+
+# The local loggers' lines as `log_here` makes them (as their `log()` would, without
+# logging's search of the stack): the caller is that `log()`'s last line, calling logging.
+_LOCAL_LOGGERS = frozenset({LocalObjectLogger, TerseObjectLogger})
+_LOCAL_CALLER = (LocalObjectLogger.log.__code__.co_filename,
+                 max(line for *_, line in LocalObjectLogger.log.__code__.co_lines() if line is not None),
+                 LocalObjectLogger.log.__code__.co_name)
 
 
 class _KopfStreamHandler(logging.StreamHandler):  # type: ignore[type-arg]

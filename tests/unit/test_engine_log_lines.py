@@ -6,7 +6,14 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from kopf._logging import LocalObjectLogger, LogFormat, ObjectLogger, log_here, make_formatter
+from kopf._logging import (
+    LocalObjectLogger,
+    LogFormat,
+    ObjectLogger,
+    TerseObjectLogger,
+    log_here,
+    make_formatter,
+)
 
 BODY = {'apiVersion': 'demo.kopf.dev/v1', 'kind': 'Greeting',
         'metadata': {'name': 'n1', 'namespace': 'ns1', 'uid': 'u1'}}
@@ -67,12 +74,29 @@ def test_a_plain_loggers_line_with_extras_is_the_record_logging_makes(records: l
     assert fast.lineno == direct.lineno + 1
 
 
-def test_other_adapters_log_their_own_way_from_the_callers_line(records: list[logging.LogRecord]) -> None:
-    both_ways(LocalObjectLogger(body=BODY, settings=None), logging.INFO)
+@pytest.mark.parametrize('cls', [LocalObjectLogger, TerseObjectLogger])
+@pytest.mark.parametrize('extra', [None, {'k8s_ref': {'name': 'other'}}])
+def test_a_local_loggers_line_is_the_record_its_log_makes(records: list[logging.LogRecord],
+                                                           cls: type[LocalObjectLogger],
+                                                           extra: dict[str, object] | None) -> None:
+    both_ways(cls(body=BODY, settings=None), logging.WARNING, extra)
     direct, fast = records
     assert fast.k8s_skip is True  # type: ignore[attr-defined]  # what LocalObjectLogger adds
     assert fields(fast) == fields(direct)
     assert fast.lineno == direct.lineno  # both in the adapter's own `log()`, as in Kopf
+    assert fast.funcName == 'log' and fast.pathname.endswith('_logging.py')
+
+
+def test_other_adapters_log_their_own_way(records: list[logging.LogRecord]) -> None:
+    class Adapter(logging.LoggerAdapter):  # type: ignore[type-arg]
+        def log(self, level: int, msg: object, *args: object, **kwargs: object) -> None:
+            super().log(level, f"adapted: {msg}", *args, **kwargs)  # type: ignore[arg-type]
+
+    both_ways(Adapter(logging.getLogger('kopf.objects')), logging.INFO)
+    direct, fast = records
+    assert fast.getMessage() == direct.getMessage() == "adapted: Handler 'h' succeeded."
+    assert fields(fast) == fields(direct)
+    assert fast.lineno == direct.lineno  # both in the adapter's own `log()`
 
 
 def test_loggers_of_other_classes_log_their_own_way_from_the_callers_line() -> None:
