@@ -327,9 +327,9 @@ class Bridge:
     def _call_kwargs(self, call: Invocation, handler: ResourceHandler) -> tuple[dict[str, Any], Any, Patch]:
         """All keyword arguments of a handler's call (the filters' callbacks get fewer)."""
         kwargs, logger, patch = self._kwargs(call, handler)
-        kwargs |= {'param': handler.param}
+        kwargs['param'] = handler.param
         cause_body_var.set(kwargs['body'])  # for kopf.adopt() & co without an explicit owner
-        started = datetime.datetime.fromisoformat(call['started']) if call['started'] else None
+        started = _started(call['started']) if call['started'] else None
         if started is None and call['kind'] in ('watching', 'admission'):
             # No progress is kept for them: each call is the first and only attempt, from now
             # (naive UTC, as Kopf keeps the times of attempts).
@@ -424,6 +424,8 @@ class Bridge:
             stopper = self._stopper(daemon['token'])
             if stopper.kwargs is None:
                 stopper.kwargs = self._object_kwargs(call, raw)
+                checker = AsyncDaemonStopperChecker if is_async_fn(handler.fn) else SyncDaemonStopperChecker
+                stopper.kwargs['stopped'] = checker(stopper)  # one per daemon, as in Kopf
             kwargs = dict(stopper.kwargs)
         body, logger = kwargs['body'], kwargs['logger']
         patch = kwargs['patch'] = Patch(body=body)
@@ -431,11 +433,8 @@ class Bridge:
         if watching:
             kwargs |= {'type': call['event_type'], 'event': {'type': call['event_type'], 'object': raw}}
         elif daemon is not None:
-            stopper = self._stopper(daemon['token'])
             if daemon['reason'] and not stopper.is_set():
                 stopper.set(daemon['reason'])
-            checker = AsyncDaemonStopperChecker if is_async_fn(handler.fn) else SyncDaemonStopperChecker
-            kwargs |= {'stopped': checker(stopper)}
         elif call['kind'] == 'admission':
             admission = call['admission']
             if admission['operation'] == 'CREATE':  # a new object has no memo of its own yet
@@ -512,6 +511,13 @@ class Bridge:
         if handler.when is not None and not handler.when(**kwargs):
             return False
         return True
+
+
+@functools.lru_cache(maxsize=1024)
+def _started(text: str) -> datetime.datetime:
+    """When a handler was first called: the same for all calls of a timer and for all
+    retries of a handler (parsed once; datetimes are immutable)."""
+    return datetime.datetime.fromisoformat(text)
 
 
 def _rejection(error: BaseException | None) -> tuple[str, str, int | None] | None:
