@@ -4,7 +4,7 @@
 //! wake the engine a thousand times a second, one call at a time; each wake-up costs more
 //! than the call (threads switching, cold caches). Ticks of a fiftieth of the interval make
 //! calls due within one tick share a wake-up: the timer is at most 2% late (and at most
-//! 64 ms), a small share of Kopf's own lateness (its p99 at that load: 230 ms, in `bench/`).
+//! 64 ms), a small share of Kopf's own lateness (its p99 at that load: 190–230 ms, `bench/`).
 //!
 //! Only plain intervals are coalesced: sharp timers keep to their own grid, cron timers to
 //! their instants, and idle delays and retries to their exact length.
