@@ -105,6 +105,17 @@ pub struct QueueingSettings {
     pub error_delays: Vec<f64>,
 }
 
+impl QueueingSettings {
+    /// `idle_timeout` as a duration: none below zero; a century for one that no duration
+    /// holds (`float('inf')`: Kopf's workers then wait forever).
+    pub fn idle_duration(&self) -> std::time::Duration {
+        const CENTURY: u64 = 100 * 365 * 24 * 3600;
+        let forever = std::time::Duration::from_secs(CENTURY);
+        std::time::Duration::try_from_secs_f64(self.idle_timeout.max(0.0))
+            .map_or(forever, |idle| idle.min(forever))
+    }
+}
+
 impl Default for QueueingSettings {
     fn default() -> Self {
         Self {
@@ -342,5 +353,20 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(bad.problem(), Some(LeadershipProblem::NotPositive));
+    }
+
+    #[test]
+    fn any_idle_timeout_is_a_duration() {
+        let idle = |idle_timeout: f64| {
+            let settings = QueueingSettings {
+                idle_timeout,
+                ..Default::default()
+            };
+            settings.idle_duration().as_secs_f64()
+        };
+        assert_eq!(idle(5.0), 5.0);
+        assert_eq!(idle(-1.0), 0.0);
+        assert_eq!(idle(f64::NAN), 0.0);
+        assert!(idle(f64::INFINITY) > 3e9 && idle(1e300) == idle(f64::INFINITY));
     }
 }

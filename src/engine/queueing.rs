@@ -31,9 +31,6 @@ use tracing::Level;
 /// Sleeps longer than this are cut, to re-check the object now and then.
 const WAITING_KEEPALIVE: f64 = 600.0;
 
-/// Later than any idle timeout in practice (one too large to be added to a time).
-const NEVER: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
-
 pub struct Dispatcher {
     pub ctx: Arc<ResourceContext>,
     pub limiter: Option<Arc<Semaphore>>,
@@ -363,10 +360,7 @@ impl Dispatcher {
         };
         let id = ObjectId::new(&key);
         if errors_in_a_row > 0 {
-            let idle_timeout = self.ctx.settings.queueing.idle_timeout.max(0.0);
-            let now = Instant::now();
-            let until =
-                (now.checked_add(Duration::from_secs_f64(idle_timeout))).unwrap_or(now + NEVER);
+            let until = Instant::now() + self.ctx.settings.queueing.idle_duration();
             let idle = Idle {
                 errors_in_a_row,
                 until,
@@ -553,8 +547,7 @@ impl Worker {
         } else if let Some(own) = &self.own_change {
             Some(own.deadline.saturating_duration_since(Instant::now()))
         } else if self.latest.is_some() {
-            let idle_timeout = self.ctx().settings.queueing.idle_timeout;
-            Some(Duration::from_secs_f64(idle_timeout))
+            Some(self.ctx().settings.queueing.idle_duration())
         } else {
             None
         };
