@@ -506,9 +506,12 @@ def table(rows: list[dict[str, Any]]) -> str:
 
 
 # The figures the chart and the README show, and the goals for their ratios (ours/Kopf).
-GOALS = {"cpu_seconds": 1 / 5, "idle_cpu_seconds": 1 / 5, "peak_rss_mib": 1 / 3, "rss_mib": 1 / 3,
+# At rest, the goal is no more CPU than Kopf's; a timer's call and its log line are the
+# same Python work in both engines, so the timers' CPU goal is a quarter, not a fifth.
+GOALS = {"cpu_seconds": 1 / 5, "idle_cpu_seconds": 1.0, "peak_rss_mib": 1 / 3, "rss_mib": 1 / 3,
          "indexed_rss_mib": 1 / 3, "indexing_cpu_seconds": 1 / 5, "wall_seconds": 1 / 2,
          "reaction_p99_ms": 1 / 2}
+GOALS_OF_WORKLOADS = {("timers", "cpu_seconds"): 1 / 4}
 SHOWN = [*GOALS, "reaction_p50_ms", "lateness_p99_ms", "requests_patch", "latency_p50_ms", "latency_p99_ms",
          "listed_seconds"]
 
@@ -517,7 +520,8 @@ def goal_of(row: dict[str, Any]) -> float | None:
     """The goal for a row's ratio (wall time has one for lifecycles only)."""
     if row["figure"] == "wall_seconds" and not row["workload"].startswith("lifecycles"):
         return None
-    return GOALS.get(row["figure"])
+    workload = row["workload"].rsplit("-", 1)[0]
+    return GOALS_OF_WORKLOADS.get((workload, row["figure"]), GOALS.get(row["figure"]))
 
 
 def markdown(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
