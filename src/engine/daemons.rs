@@ -58,8 +58,10 @@ impl Flag {
         self.raised.load(Ordering::SeqCst)
     }
 
-    /// Wait up to `duration` for the flag; whether it is raised.
-    async fn wait(&self, duration: Duration) -> bool {
+    /// Wait up to `seconds` for the flag (forever if no duration holds them); whether it is
+    /// raised.
+    async fn wait(&self, seconds: f64) -> bool {
+        let duration = Duration::try_from_secs_f64(seconds).unwrap_or(Duration::MAX);
         // Registered before the look at the flag: a raise in between is not missed.
         let raised = self.waiters.notified();
         if self.is_raised() {
@@ -127,8 +129,7 @@ impl Stopper {
         if seconds <= 0.0 {
             return true;
         }
-        let duration = Duration::try_from_secs_f64(seconds).unwrap_or(Duration::MAX);
-        !self.flag.wait(duration).await
+        !self.flag.wait(seconds).await
     }
 }
 
@@ -156,8 +157,7 @@ impl Daemon {
 
     /// Wait up to `seconds` for the runner to exit; true if it has.
     async fn wait_exit(&self, seconds: f64) -> bool {
-        let duration = Duration::try_from_secs_f64(seconds.max(0.0)).unwrap_or(Duration::MAX);
-        self.stopper.exited.wait(duration).await
+        self.stopper.exited.wait(seconds.max(0.0)).await
     }
 }
 
@@ -850,13 +850,10 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_flag_wakes_its_waiters_and_stays_raised() {
         let flag = Arc::new(Flag::default());
-        assert!(
-            !flag.wait(Duration::from_secs(1)).await,
-            "not raised: waited in full"
-        );
+        assert!(!flag.wait(1.0).await, "not raised: waited in full");
         let waiting = tasks::spawn({
             let flag = flag.clone();
-            async move { flag.wait(Duration::from_secs(3600)).await }
+            async move { flag.wait(3600.0).await }
         });
         tokio::task::yield_now().await; // the waiter is waiting
         let raised_at = Instant::now();
@@ -867,10 +864,7 @@ mod tests {
             Duration::ZERO,
             "woken at once, not at the timeout"
         );
-        assert!(
-            flag.wait(Duration::from_secs(3600)).await,
-            "raised for later waiters too"
-        );
+        assert!(flag.wait(3600.0).await, "raised for later waiters too");
         assert!(flag.is_raised());
     }
 
