@@ -24,9 +24,12 @@ pub struct Applied {
 
 /// Writes an object's patches: the API, or a fake in the engine's tests.
 pub trait Patcher: Send + Sync {
+    /// What the patch needs of `body` is read at once: the write does not hold the body
+    /// while it waits for a request slot (in a burst, hundreds of cycles wait at once, and
+    /// their bodies' trees were most of the burst's memory).
     fn apply<'a>(
         &'a self,
-        body: &'a Value,
+        body: &Value,
         patch: Patch,
     ) -> BoxFuture<'a, Result<Applied, kube::Error>>;
 }
@@ -42,7 +45,7 @@ pub struct ApiPatcher {
 impl Patcher for ApiPatcher {
     fn apply<'a>(
         &'a self,
-        body: &'a Value,
+        body: &Value,
         patch: Patch,
     ) -> BoxFuture<'a, Result<Applied, kube::Error>> {
         let (credentials, resource) = (&self.credentials, &self.resource);
@@ -50,13 +53,14 @@ impl Patcher for ApiPatcher {
     }
 }
 
-pub async fn apply(
-    credentials: &Credentials,
+/// The writes of a patch, prepared from `body` now and sent when awaited.
+pub fn apply<'a>(
+    credentials: &'a Credentials,
     resource: &Resource,
     body: &Value,
     patch: Patch,
     finalizer: &str,
-) -> Result<Applied, kube::Error> {
+) -> impl std::future::Future<Output = Result<Applied, kube::Error>> + Send + 'a {
     let object = ObjectRef::of(body);
     let namespace = object.namespace.as_deref();
     let name = object.name.as_deref().unwrap_or_default();
@@ -66,61 +70,62 @@ pub async fn apply(
     } else {
         None
     };
-    let mut remaining = None;
-    let mut resource_version = None;
-
     let url = resource.url(namespace, Some(name), None);
-    if let Some(op) = patch.finalizer {
-        let with_finalizer = fold_finalizer(&main, body, finalizer, op);
-        match send_logged(credentials, &object, &url, with_finalizer).await {
-            Ok(patched) => resource_version = patched,
-            Err(kube::Error::Api(e)) if e.code == 409 || e.code == 422 => {
-                object_log!(Level::DEBUG, &object, "Could not apply the patch in full due to conflicts with newer changes. Will try on the next cycle soon.");
-                remaining = Some(Patch {
-                    merge: Map::new(),
-                    finalizer: Some(op),
-                });
-                if !main.is_empty() {
-                    resource_version = credentials
-                        .merge_patch::<Versioned>(&url, &Value::Object(main))
-                        .await?
-                        .version();
+    let status = status.map(|status| (resource.url(namespace, Some(name), Some("status")), status));
+    let finalizing = (patch.finalizer).map(|op| (op, fold_finalizer(&main, body, finalizer, op)));
+    async move {
+        let mut remaining = None;
+        let mut resource_version = None;
+        if let Some((op, with_finalizer)) = finalizing {
+            match send_logged(credentials, &object, &url, with_finalizer).await {
+                Ok(patched) => resource_version = patched,
+                Err(kube::Error::Api(e)) if e.code == 409 || e.code == 422 => {
+                    object_log!(Level::DEBUG, &object, "Could not apply the patch in full due to conflicts with newer changes. Will try on the next cycle soon.");
+                    remaining = Some(Patch {
+                        merge: Map::new(),
+                        finalizer: Some(op),
+                    });
+                    if !main.is_empty() {
+                        resource_version = credentials
+                            .merge_patch::<Versioned>(&url, &Value::Object(main))
+                            .await?
+                            .version();
+                    }
                 }
+                Err(kube::Error::Api(e)) if e.code == 404 => return Ok(gone(&object)),
+                Err(error) => return Err(error),
             }
-            Err(kube::Error::Api(e)) if e.code == 404 => return Ok(gone(&object)),
-            Err(error) => return Err(error),
+        } else if !main.is_empty() {
+            match send_logged(credentials, &object, &url, main).await {
+                Ok(patched) => resource_version = patched,
+                Err(kube::Error::Api(e)) if e.code == 404 => return Ok(gone(&object)),
+                Err(error) => return Err(error),
+            }
         }
-    } else if !main.is_empty() {
-        match send_logged(credentials, &object, &url, main).await {
-            Ok(patched) => resource_version = patched,
-            Err(kube::Error::Api(e)) if e.code == 404 => return Ok(gone(&object)),
-            Err(error) => return Err(error),
-        }
-    }
 
-    if let Some(status) = status {
-        let url = resource.url(namespace, Some(name), Some("status"));
-        let status_patch = json!({ "status": status });
-        object_log!(
-            Level::DEBUG,
-            &object,
-            "Merge-patching the status with: {}",
-            crate::util::encoding::to_python_repr(&status_patch)
-        );
-        match credentials
-            .merge_patch::<Versioned>(&url, &status_patch)
-            .await
-        {
-            Ok(patched) => resource_version = Versioned::version(patched),
-            Err(kube::Error::Api(e)) if e.code == 404 => return Ok(gone(&object)),
-            Err(error) => return Err(error),
+        if let Some((url, status)) = status {
+            let status_patch = json!({ "status": status });
+            object_log!(
+                Level::DEBUG,
+                &object,
+                "Merge-patching the status with: {}",
+                crate::util::encoding::to_python_repr(&status_patch)
+            );
+            match credentials
+                .merge_patch::<Versioned>(&url, &status_patch)
+                .await
+            {
+                Ok(patched) => resource_version = Versioned::version(patched),
+                Err(kube::Error::Api(e)) if e.code == 404 => return Ok(gone(&object)),
+                Err(error) => return Err(error),
+            }
         }
+        Ok(Applied {
+            resource_version,
+            remaining,
+            gone: false,
+        })
     }
-    Ok(Applied {
-        resource_version,
-        remaining,
-        gone: false,
-    })
 }
 
 fn gone(object: &ObjectRef) -> Applied {

@@ -616,11 +616,13 @@ impl Runner {
             return;
         }
         let body = self.body().value();
-        let result = self.daemons.ctx.patcher.apply(&body, patch).await;
-        if let Err(error) = result {
+        let object = ObjectRef::of(&body);
+        let writing = self.daemons.ctx.patcher.apply(&body, patch);
+        drop(body); // not held while the write waits for its request slot
+        if let Err(error) = writing.await {
             object_log!(
                 Level::ERROR,
-                &ObjectRef::of(&body),
+                &object,
                 "Patching by {} failed: {}",
                 self.handler.title(),
                 crate::util::errors::chain(&error)

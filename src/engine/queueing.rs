@@ -13,6 +13,7 @@ use crate::engine::{indexing, processing};
 use crate::ha::pausing::{Busy, Pause};
 use crate::indices::InitialListing;
 use crate::object_log;
+use crate::state::bodies::CompactBody;
 use crate::state::patches::Patch;
 use crate::state::progression::format_time;
 use crate::state::StorageError;
@@ -469,6 +470,26 @@ enum Flow {
 }
 
 /// One object's worker: its events in order, one processing cycle at a time.
+/// An object's latest state: as the watcher delivered it, or as its compact text while our
+/// own patch of it is on its way (its event is expected to replace it; a burst's cycles
+/// waiting for their request slots kept a tree each, most of the burst's memory).
+enum Latest {
+    Tree(RawEvent),
+    Text(EventType, Arc<CompactBody>),
+}
+
+impl Latest {
+    fn event(&self) -> RawEvent {
+        match self {
+            Latest::Tree(event) => event.clone(),
+            Latest::Text(event_type, body) => RawEvent {
+                event_type: *event_type,
+                object: Arc::new(body.value()),
+            },
+        }
+    }
+}
+
 struct Worker {
     dispatcher: Arc<Dispatcher>,
     key: String,
@@ -477,7 +498,7 @@ struct Worker {
     /// The object is gone: nothing of it is to be remembered.
     gone: bool,
     /// The latest state, while it is to be processed (now, or again after a delay).
-    latest: Option<RawEvent>,
+    latest: Option<Latest>,
     /// What the `on.event` handlers want applied, with the next cycle's patch.
     watching_patch: Patch,
     own_change: Option<OwnChange>,
@@ -600,7 +621,7 @@ impl Worker {
             }
         }
         if let Some(event) = batch.pop() {
-            self.latest = Some(event);
+            self.latest = Some(Latest::Tree(event));
         }
         drop(places); // their `on.event` handlers are done: the next listed objects may come
     }
@@ -620,10 +641,11 @@ impl Worker {
 
     /// The state to process now, if any: not a stale one while our own change is due.
     fn current(&mut self) -> Option<RawEvent> {
-        let event = self.latest.clone()?;
+        let latest = self.latest.as_ref()?;
         if (self.own_change.as_ref()).is_some_and(|own| own.deadline > Instant::now()) {
             return None;
         }
+        let event = latest.event();
         self.own_change = None;
         Some(event)
     }
@@ -684,7 +706,15 @@ impl Worker {
         let had_patch = !cycle.patch.is_empty();
         // Kept until applied: handlers that ran must not run again because a write failed.
         let unapplied = cycle.patch.clone();
-        match self.apply(&event.object, cycle.patch).await {
+        // Our change's own event is expected next: till then (or till it is overdue), the
+        // state is kept as text, not as a tree, while the patch waits for a request slot.
+        if had_patch {
+            let text = Latest::Text(event.event_type, Arc::new(CompactBody::of(&event.object)));
+            self.latest = Some(text);
+        }
+        let applying = self.apply(&event.object, cycle.patch);
+        let event = (!had_patch).then_some(event);
+        match applying.await {
             Ok(Some(applied)) => {
                 self.errors_in_a_row = 0;
                 self.memory.remaining_patch = applied.remaining;
@@ -718,7 +748,10 @@ impl Worker {
             match self.sleep(&object, delay, object_daemons.as_deref()).await {
                 // The new state is in `latest` already (or the daemons are to be re-checked).
                 Slept::Interrupted | Slept::DaemonExited => self.retry_now = true,
-                Slept::Fully => self.touch(&object, &event.object).await,
+                Slept::Fully => {
+                    let event = event.expect("kept without a patch");
+                    self.touch(&object, &event.object).await
+                }
             }
         } else if !had_patch && cycle.matched {
             object_log!(
@@ -750,18 +783,23 @@ impl Worker {
     }
 
     /// Apply the patch (removing the touch-dummy if set); `None` if there was nothing to apply.
-    async fn apply(
+    /// What it needs of `body` is read at once: the write does not hold it.
+    fn apply(
         &self,
         body: &Value,
         mut patch: Patch,
-    ) -> Result<Option<applying::Applied>, CycleError> {
-        if patch.is_empty() {
-            return Ok(None);
+    ) -> impl std::future::Future<Output = Result<Option<applying::Applied>, CycleError>> + '_ {
+        let prepared = match patch.is_empty() {
+            true => Ok(None),
+            false => (self.ctx().progress.touch(body, &mut patch, None))
+                .map(|()| Some(self.ctx().patcher.apply(body, patch))),
+        };
+        async move {
+            match prepared? {
+                None => Ok(None),
+                Some(writing) => writing.await.map(Some).map_err(CycleError::Api),
+            }
         }
-        self.ctx().progress.touch(body, &mut patch, None)?;
-        (self.ctx().patcher.apply(body, patch).await)
-            .map(Some)
-            .map_err(CycleError::Api)
     }
 
     /// Slept in full for the delayed handlers: touch the object, so that a fresh event
@@ -881,6 +919,17 @@ mod tests {
         events: mpsc::Sender<Watched>,
         dispatcher: JoinHandle<()>,
         ctx: Arc<ResourceContext>,
+    }
+
+    #[test]
+    fn a_state_kept_as_text_is_the_same_event_again() {
+        let body = json!({"metadata": {"name": "a", "resourceVersion": "7"}, "spec": {"z": 1, "a": [1.5, "x", null]}, "kind": "K"});
+        let text = Latest::Text(EventType::Modified, Arc::new(CompactBody::of(&body)));
+        let event = text.event();
+        assert_eq!(event.event_type, EventType::Modified);
+        assert_eq!(*event.object, body);
+        let keys: Vec<&String> = event.object.as_object().unwrap().keys().collect();
+        assert_eq!(keys, ["metadata", "spec", "kind"]); // in the server's order, as handlers see it
     }
 
     /// A create handler (0) and an event handler (0).

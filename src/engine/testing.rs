@@ -326,16 +326,19 @@ impl FakePatcher {
 impl Patcher for FakePatcher {
     fn apply<'a>(
         &'a self,
-        body: &'a Value,
+        body: &Value,
         patch: Patch,
     ) -> BoxFuture<'a, Result<Applied, kube::Error>> {
+        let name = body["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
         Box::pin(async move {
             if let Some(error) = self.failures.lock().unwrap().pop_front() {
                 return Err(error);
             }
-            let name = body["metadata"]["name"].as_str().unwrap_or_default();
             let mut written = self.written.lock().unwrap();
-            written.push((name.to_owned(), Value::Object(patch.merge)));
+            written.push((name, Value::Object(patch.merge)));
             Ok(Applied {
                 resource_version: Some(format!("{}", 99 + written.len())),
                 ..Default::default()
