@@ -691,8 +691,9 @@ async fn filter<T>(mut rx: mpsc::Receiver<T>, tx: mpsc::Sender<T>, keep: impl Fn
 }
 
 /// The peering objects to announce ourselves in (none: standalone). A mandatory peering
-/// (`--peering NAME`) that is absent stops the start; the auto-detected `default` one,
-/// when absent, leaves the operator standalone with a warning.
+/// (`--peering NAME`) that is absent stops the start. The auto-detected `default` one is
+/// kept alive whether it exists or not, as Kopf does: its keep-alives say "not found"
+/// (in debug lines) until somebody creates it, and then the operator joins it.
 async fn peering_targets(
     credentials: &Credentials,
     spec: &OperatorSpec,
@@ -726,6 +727,10 @@ async fn peering_targets(
             resource: resource.clone(),
             namespace,
         };
+        if !settings.mandatory {
+            targets.push(target);
+            continue;
+        }
         let place = match &target.namespace {
             Some(namespace) => format!("in the namespace '{namespace}'"),
             None => "cluster-wide".to_owned(),
@@ -743,16 +748,10 @@ async fn peering_targets(
                 .into())
             }
         };
-        if found {
-            targets.push(target);
-        } else if settings.mandatory {
+        if !found {
             return Err(PeeringError::NotFound { kind, name, place }.into());
-        } else {
-            tracing::warn!(target: ENGINE,
-                "The {kind} '{}' is not found {place}: running in the standalone mode there.",
-                settings.name
-            );
         }
+        targets.push(target);
     }
     Ok(targets)
 }

@@ -6,7 +6,7 @@
 
 use crate::client::credentials::Credentials;
 use crate::client::resources::Resource;
-use crate::client::watching::{EventType, RawEvent, Watcher};
+use crate::client::watching::{EventType, Watched, Watcher};
 use crate::ha::pausing::Pause;
 use crate::settings::{PeeringSettings, ServerSelectors, WatchingSettings};
 use crate::state::progression::{format_time, parse_time};
@@ -336,7 +336,7 @@ impl Peering {
             health: None,
             shards: None,
         };
-        let (tx, mut rx) = mpsc::channel::<RawEvent>(16);
+        let (tx, mut rx) = mpsc::channel::<Watched>(16);
         let streaming = tasks::spawn(watcher.run(tx));
         let mut body: Option<Arc<Value>> = None;
         // Unknown until the first look: a mandatory peering starts paused (and says when
@@ -355,10 +355,17 @@ impl Peering {
             tokio::select! {
                 event = rx.recv() => match event {
                     None => break,
-                    Some(event) if event.event_type == EventType::Deleted => {
+                    // Listed, and not there (yet): a peering with nobody in it. The
+                    // auto-detected `default` one is joined when somebody creates it.
+                    Some(Watched::Synced) => {
+                        body.get_or_insert_with(|| Arc::new(json!({})));
+                    }
+                    Some(Watched::Event(event))
+                        if matches!(event.event_type, EventType::Deleted | EventType::Vanished) =>
+                    {
                         body = Some(Arc::new(json!({})));
                     }
-                    Some(event) => body = Some(event.object),
+                    Some(Watched::Event(event)) => body = Some(event.object),
                 },
                 () = sleep => {}
             }
