@@ -693,7 +693,8 @@ async fn filter<T>(mut rx: mpsc::Receiver<T>, tx: mpsc::Sender<T>, keep: impl Fn
 /// The peering objects to announce ourselves in (none: standalone). A mandatory peering
 /// (`--peering NAME`) that is absent stops the start. The auto-detected `default` one is
 /// kept alive whether it exists or not, as Kopf does: its keep-alives say "not found"
-/// (in debug lines) until somebody creates it, and then the operator joins it.
+/// (in debug lines) until somebody creates it, and then the operator joins it. Either
+/// one that cannot be read (no permission, say) stops the start.
 async fn peering_targets(
     credentials: &Credentials,
     spec: &OperatorSpec,
@@ -727,10 +728,6 @@ async fn peering_targets(
             resource: resource.clone(),
             namespace,
         };
-        if !settings.mandatory {
-            targets.push(target);
-            continue;
-        }
         let place = match &target.namespace {
             Some(namespace) => format!("in the namespace '{namespace}'"),
             None => "cluster-wide".to_owned(),
@@ -748,10 +745,10 @@ async fn peering_targets(
                 .into())
             }
         };
-        if !found {
+        if !found && settings.mandatory {
             return Err(PeeringError::NotFound { kind, name, place }.into());
         }
-        targets.push(target);
+        targets.push(target); // (an absent `default` one is joined when somebody creates it)
     }
     Ok(targets)
 }

@@ -469,7 +469,6 @@ enum Flow {
     Exit,
 }
 
-/// One object's worker: its events in order, one processing cycle at a time.
 /// An object's latest state: as the watcher delivered it, or as its compact text while our
 /// own patch of it is on its way (its event is expected to replace it; a burst's cycles
 /// waiting for their request slots kept a tree each, most of the burst's memory).
@@ -490,6 +489,7 @@ impl Latest {
     }
 }
 
+/// One object's worker: its events in order, one processing cycle at a time.
 struct Worker {
     dispatcher: Arc<Dispatcher>,
     key: String,
@@ -749,7 +749,7 @@ impl Worker {
                 // The new state is in `latest` already (or the daemons are to be re-checked).
                 Slept::Interrupted | Slept::DaemonExited => self.retry_now = true,
                 Slept::Fully => {
-                    let event = event.expect("kept without a patch");
+                    let event = event.expect("a delay is slept only without a patch");
                     self.touch(&object, &event.object).await
                 }
             }
