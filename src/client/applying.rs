@@ -72,7 +72,9 @@ pub fn apply<'a>(
     };
     let url = resource.url(namespace, Some(name), None);
     let status = status.map(|status| (resource.url(namespace, Some(name), Some("status")), status));
-    let finalizing = (patch.finalizer).map(|op| (op, fold_finalizer(&main, body, finalizer, op)));
+    let finalizing = patch
+        .finalizer
+        .map(|op| (op, fold_finalizer(&main, body, finalizer, op)));
     async move {
         let mut remaining = None;
         let mut resource_version = None;

@@ -474,7 +474,7 @@ enum Flow {
 /// waiting for their request slots kept a tree each, most of the burst's memory).
 enum Latest {
     Tree(RawEvent),
-    Text(EventType, Arc<CompactBody>),
+    Text(EventType, CompactBody),
 }
 
 impl Latest {
@@ -709,7 +709,7 @@ impl Worker {
         // Our change's own event is expected next: till then (or till it is overdue), the
         // state is kept as text, not as a tree, while the patch waits for a request slot.
         if had_patch {
-            let text = Latest::Text(event.event_type, Arc::new(CompactBody::of(&event.object)));
+            let text = Latest::Text(event.event_type, CompactBody::of(&event.object));
             self.latest = Some(text);
         }
         let applying = self.apply(&event.object, cycle.patch);
@@ -789,10 +789,11 @@ impl Worker {
         body: &Value,
         mut patch: Patch,
     ) -> impl std::future::Future<Output = Result<Option<applying::Applied>, CycleError>> + '_ {
-        let prepared = match patch.is_empty() {
-            true => Ok(None),
-            false => (self.ctx().progress.touch(body, &mut patch, None))
-                .map(|()| Some(self.ctx().patcher.apply(body, patch))),
+        let prepared = if patch.is_empty() {
+            Ok(None)
+        } else {
+            (self.ctx().progress.touch(body, &mut patch, None))
+                .map(|()| Some(self.ctx().patcher.apply(body, patch)))
         };
         async move {
             match prepared? {
@@ -924,7 +925,7 @@ mod tests {
     #[test]
     fn a_state_kept_as_text_is_the_same_event_again() {
         let body = json!({"metadata": {"name": "a", "resourceVersion": "7"}, "spec": {"z": 1, "a": [1.5, "x", null]}, "kind": "K"});
-        let text = Latest::Text(EventType::Modified, Arc::new(CompactBody::of(&body)));
+        let text = Latest::Text(EventType::Modified, CompactBody::of(&body));
         let event = text.event();
         assert_eq!(event.event_type, EventType::Modified);
         assert_eq!(*event.object, body);
