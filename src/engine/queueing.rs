@@ -106,6 +106,11 @@ impl Inbox {
         empty
     }
 
+    /// Whether events wait in it.
+    fn has_news(&self) -> bool {
+        !self.state().events.is_empty()
+    }
+
     /// The next event if there is one; none left: the room for them is given back.
     fn try_next(&self) -> Option<Queued> {
         let mut state = self.state();
@@ -715,6 +720,8 @@ impl Worker {
         let applying = self.apply(&event.object, cycle.patch);
         let event = (!had_patch).then_some(event);
         match applying.await {
+            // Processed: the throttling starts over (as Kopf's, written or not).
+            Ok(None) => self.errors_in_a_row = 0,
             Ok(Some(applied)) => {
                 self.errors_in_a_row = 0;
                 self.memory.remaining_patch = applied.remaining;
@@ -726,7 +733,6 @@ impl Worker {
                     self.expect(applied.resource_version);
                 }
             }
-            Ok(None) => {}
             Err(error) => {
                 self.memory.remaining_patch = Some(unapplied);
                 drop(busy);
@@ -820,7 +826,8 @@ impl Worker {
     }
 
     /// Wait after an unexpected error (ever longer while they repeat); events queue
-    /// meanwhile; then go on at once.
+    /// meanwhile; then go on at once. Kopf's throttler says when it is over if events came
+    /// meanwhile (they cut its sleep short, and the rest is slept before the next one).
     async fn throttle(&mut self, object: &ObjectRef, error: &CycleError) {
         let configured = &self.ctx().settings.queueing.error_delays;
         let delay = (configured.get(self.errors_in_a_row))
@@ -834,6 +841,13 @@ impl Worker {
             "Throttling for {delay} seconds due to an unexpected error: {error}"
         );
         tokio::time::sleep(Duration::from_secs_f64(delay)).await;
+        if self.inbox.0.has_news() {
+            object_log!(
+                Level::INFO,
+                object,
+                "Throttling is over. Switching back to normal operations."
+            );
+        }
         self.retry_now = true;
     }
 
@@ -994,6 +1008,13 @@ mod tests {
             drop(self.events);
             self.dispatcher.await.unwrap();
         }
+
+        /// How often the throttling has said that it is over.
+        fn throttling_over(&self) -> usize {
+            let over = "Throttling is over. Switching back to normal operations.";
+            let lines = self.capture.messages(Level::INFO);
+            lines.iter().filter(|line| *line == over).count()
+        }
     }
 
     fn spec(x: i64) -> Value {
@@ -1150,6 +1171,70 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
+    async fn events_during_the_throttling_make_it_say_when_it_is_over() {
+        let setup = start(Pause::new(0));
+        setup.patcher.fail_next(500);
+        let created = object("a", "1", spec(1));
+        setup.send(EventType::Listed, created.clone()).await;
+        setup.pass(0.5).await;
+        setup
+            .send(EventType::Modified, object("a", "2", spec(2)))
+            .await;
+        setup.pass(0.4).await;
+        assert_eq!(setup.throttling_over(), 0);
+        setup.pass(0.2).await;
+        assert_eq!(setup.throttling_over(), 1);
+        assert_eq!(setup.hooks.calls_of(HandlerKind::Changing), ["1"]);
+        setup.stop().await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_cycle_that_succeeds_without_writing_starts_the_throttling_over() {
+        // As Kopf's throttler: any successful processing resets it, not only a write.
+        let setup = start(Pause::new(0));
+        let created = object("a", "1", spec(1));
+        setup.send(EventType::Listed, created.clone()).await;
+        setup.pass(0.5).await;
+        let handled = setup.patcher.patched(&created); // our own change's event: nothing to do
+        setup.send(EventType::Modified, handled.clone()).await;
+        setup.pass(0.5).await;
+        let written = setup.patcher.applied().len();
+        let at = |version: &str, stored: Option<&str>| {
+            let mut body = handled.clone();
+            body["metadata"]["resourceVersion"] = json!(version);
+            if let Some(stored) = stored {
+                let key = "kopf.zalando.org/last-handled-configuration";
+                body["metadata"]["annotations"][key] = json!(stored);
+            }
+            body
+        };
+        setup
+            .send(EventType::Modified, at("201", Some("not JSON")))
+            .await;
+        setup.pass(1.5).await; // failed twice: 1 + 1 s
+        setup.send(EventType::Modified, at("202", None)).await;
+        setup.pass(1.5).await; // the retry takes the mended state: handled, nothing written
+        setup
+            .send(EventType::Modified, at("203", Some("not JSON")))
+            .await;
+        setup.pass(0.5).await;
+        let delays: Vec<String> = (setup.capture.messages(Level::ERROR).iter())
+            .filter_map(|message| message.split(" due to").next())
+            .map(str::to_owned)
+            .collect();
+        assert_eq!(
+            delays,
+            [
+                "Throttling for 1 seconds",
+                "Throttling for 1 seconds",
+                "Throttling for 1 seconds"
+            ]
+        );
+        assert_eq!(setup.patcher.applied().len(), written);
+        setup.stop().await;
+    }
+
+    #[tokio::test(start_paused = true)]
     async fn a_failed_write_is_retried_without_calling_the_handler_again() {
         let setup = start(Pause::new(0));
         setup.patcher.fail_next(500);
@@ -1164,6 +1249,7 @@ mod tests {
             ["Throttling for 1 seconds due to an unexpected error: HTTP 500 InternalError: the fake API refuses"]
         );
         setup.pass(1.0).await;
+        assert_eq!(setup.throttling_over(), 0, "nothing came meanwhile");
         let applied = setup.patcher.applied();
         assert_eq!(applied.len(), 1, "the same patch, written now: {applied:?}");
         assert!(applied[0]["metadata"]["annotations"]

@@ -180,7 +180,12 @@ def test_state_lands_where_configured(crd: None, namespace: str, tmp_path: Path,
     assert "Traceback" not in output and "unexpected error" not in output
 
 
-def test_a_failing_custom_storage_holds_back_only_its_objects(crd: None, namespace: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize("engine", ["kopf", "ours"])
+def test_a_failing_custom_storage_holds_back_only_its_objects(crd: None, namespace: str, tmp_path: Path,
+                                                              reference_kopf: Path, engine: str) -> None:
+    """A storage that raises throttles its object's processing; an event that comes while it
+    is throttled is processed when the throttling is over, which is said. The same in Kopf
+    1.45.2 (but the error's text: ours names the storage's method, Kopf gives the repr)."""
     storages = """
 class PickyStorage(kopf.AnnotationsProgressStorage):
     def fetch(self, *, key, body):
@@ -188,22 +193,28 @@ class PickyStorage(kopf.AnnotationsProgressStorage):
             raise RuntimeError(f"cannot read {body.metadata.name}")
         return super().fetch(key=key, body=body)
 """
-    settings = "settings.persistence.progress_storage = PickyStorage()"
-    script = write_script(tmp_path, HANDLERS.format(storages=storages, settings=settings))
-    operator = OperatorProcess(["run", "-n", namespace, "--verbose", str(script)], cwd=tmp_path)
+    settings = "settings.persistence.progress_storage = PickyStorage(); settings.queueing.error_delays = [4]"
+    script = write_script(tmp_path, HANDLERS.format(storages=storages, settings=settings), name=f"{engine}.py")
+    operator = OperatorProcess(["run", "-n", namespace, "--verbose", str(script)], cwd=tmp_path,
+                               kopf=reference_kopf if engine == "kopf" else None)
     try:
         broken = greeting("broken", namespace)
         broken["metadata"]["labels"] = {"broken": "yes"}
         apply([broken, greeting("fine", namespace)])
         operator.wait_for(r"CREATED fine retry=0")
-        operator.wait_for(rf"\[{namespace}/broken\] Throttling for 1 seconds due to an unexpected error: "
-                          r"PickyStorage.fetch\(\) failed: RuntimeError: cannot read broken")
+        operator.wait_for(rf"\[{namespace}/broken\] Throttling for 4 seconds due to an unexpected error: "
+                          r".*cannot read broken")
         assert "CREATED broken" not in operator.output
         kubectl("label", "greeting", "broken", "-n", namespace, "broken-")
         operator.wait_for(r"CREATED broken retry=0")
     finally:
         assert operator.stop() == 0
-    assert operator.output.count("CREATED broken") == 1
+    output = operator.output
+    if engine == "ours":
+        assert "error: PickyStorage.fetch() failed: RuntimeError: cannot read broken" in output
+    over = output.index(f"[{namespace}/broken] Throttling is over. Switching back to normal operations.")
+    assert over < output.index("CREATED broken")
+    assert output.count("CREATED broken") == 1
 
 
 STRICT_CRD = {
