@@ -106,8 +106,8 @@ impl Crew {
         self.resting.push(thread);
     }
 
-    /// The thread woke up: woken by [`Handoff::Wake`], or by itself (then it is no longer
-    /// among the resting ones either).
+    /// The thread woke up: woken by [`Handoff::Wake`], or not (the pool is closing, say:
+    /// then it is no longer among the resting ones either).
     pub fn woke(&mut self, thread: usize) {
         if let Duty::Resting = self.duties[thread] {
             self.resting.retain(|&other| other != thread);
