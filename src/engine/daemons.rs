@@ -602,7 +602,10 @@ impl Runner {
         }
         let mut patch = Patch::default();
         invoked.apply_to(&self.handler.id, &mut patch);
-        self.apply(patch).await;
+        if !patch.is_empty() {
+            // Boxed: most calls write nothing, and this call's future is made for each one.
+            Box::pin(self.apply(patch)).await;
+        }
         if invoked.outcome.final_ {
             *attempts = Attempts::new();
         } else {
@@ -612,9 +615,6 @@ impl Runner {
     }
 
     async fn apply(&self, patch: Patch) {
-        if patch.is_empty() {
-            return;
-        }
         let body = self.body().value();
         let object = ObjectRef::of(&body);
         let writing = self.daemons.ctx.patcher.apply(&body, patch);

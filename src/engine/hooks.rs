@@ -230,14 +230,19 @@ impl Invoked {
 
 /// A handler call, counted and timed in the metrics if they are enabled. `kind` is the
 /// metrics' label: changing, watching, indexing, daemon, timer, admission.
-pub async fn invoke_metered(
+///
+/// A plain function returning the hooks' boxed future (not an `async fn`): an `async fn`
+/// would keep the whole invocation in its state, and every caller's future would be that
+/// much bigger — the daemons' call, boxed per call, crossed the allocator's size of cheap
+/// (thread-cached) blocks with it.
+pub fn invoke_metered(
     hooks: &dyn Hooks,
     call: Invocation,
     id: &str,
     kind: &'static str,
-) -> Invoked {
+) -> BoxFuture<'static, Invoked> {
     let Some(metrics) = crate::metrics::get() else {
-        return hooks.invoke(call).await;
+        return hooks.invoke(call);
     };
     let labels = HandlerLabels {
         resource: call.resource.name(),
@@ -246,9 +251,12 @@ pub async fn invoke_metered(
     };
     let retry = call.retry > 0;
     let started = std::time::Instant::now();
-    let invoked = hooks.invoke(call).await;
-    metrics.handler_call(labels, invoked.call_outcome(), retry, started.elapsed());
-    invoked
+    let invoking = hooks.invoke(call);
+    Box::pin(async move {
+        let invoked = invoking.await;
+        metrics.handler_call(labels, invoked.call_outcome(), retry, started.elapsed());
+        invoked
+    })
 }
 
 /// What the core asks of the Python side.

@@ -161,17 +161,19 @@ pub fn deliver_result(id: &str, outcome: &Outcome, patch: &mut Patch) {
     if outcome.exception.is_some() {
         return;
     }
+    let Some(result) = outcome.result.as_ref().filter(|r| !r.is_null()) else {
+        return; // most calls return nothing: no path to make
+    };
     let path = vec!["status".to_owned(), id.to_owned()];
-    match &outcome.result {
-        None | Some(Value::Null) => {}
-        Some(Value::Object(fields)) => {
+    match result {
+        Value::Object(fields) => {
             for (key, value) in fields {
                 let mut field_path = path.clone();
                 field_path.push(key.clone());
                 patch.set(&field_path, value.clone());
             }
         }
-        Some(other) => patch.set(&path, other.clone()),
+        other => patch.set(&path, other.clone()),
     }
 }
 
