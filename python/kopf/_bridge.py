@@ -89,7 +89,7 @@ class Bridge:
         self._loop = loop
         self._queue: Any = None
         self._context = contextvars.copy_context()  # what handlers on the core's threads start with
-        self._serving: set[asyncio.Task[None]] = set()
+        self._serving: dict[int, asyncio.Task[None]] = {}  # the calls' tasks, by the calls' ids
         # Sync handlers in an operator's own executor (see `threading`) wait for its threads
         # anyway; making them wait before their arguments are built keeps a burst of calls
         # from holding all those bodies at once.
@@ -127,7 +127,7 @@ class Bridge:
 
     def running_calls(self) -> set[asyncio.Task[None]]:
         """The core's calls that are still running (handlers, daemons)."""
-        return {task for task in self._serving if not task.done()}
+        return {task for task in self._serving.values() if not task.done()}
 
     def _drain(self, notes_only: bool = False) -> None:
         for call_id, method, target, argument in self._queue.take():
@@ -141,10 +141,13 @@ class Bridge:
                 continue
             coro = self._serve(call_id, getattr(self, method), argument, tuple(target or ()) in self._threaded)
             task = self._loop.create_task(coro)
-            self._serving.add(task)
-            task.add_done_callback(self._serving.discard)
+            if not task.done():  # (an eager task factory may have run it to its end already)
+                self._serving[call_id] = task
 
     async def _serve(self, call_id: int, method: Any, pending: Any, needs_a_thread: bool) -> None:
+        # The call forgets its task itself when it ends: a done-callback would be one more
+        # callback on the loop for every call. (A task cancelled before it started, which
+        # happens only when the operator exits, stays listed; it is done, so not running.)
         try:
             if needs_a_thread:
                 async with self._executor_slots:
@@ -157,6 +160,8 @@ class Bridge:
                 raise
         else:
             self._queue.complete(call_id, result)
+        finally:
+            self._serving.pop(call_id, None)
 
     # -- called by the core -------------------------------------------------------------------
 

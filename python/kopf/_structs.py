@@ -43,6 +43,10 @@ class OwnerReference(TypedDict, total=False):
 class MappingView(Mapping[str, Any]):
     """A live, read-only view of a sub-dict (which may appear later) of a source mapping."""
 
+    # Slots: every call of a handler gets six views of its body, and daemons and timers
+    # keep theirs for as long as they run (an attributes' dict each would double them).
+    __slots__ = ('_src', '_path', '__weakref__')
+
     def __init__(self, src: Mapping[str, Any], *path: str) -> None:
         self._src = src
         self._path = path
@@ -130,6 +134,8 @@ class LazyRaw(Mapping[str, Any]):
 class MutableMappingView(MappingView, MutableMapping[str, Any]):
     """A live view that creates its sub-dict on the first write."""
 
+    __slots__ = ()
+
     def _ensure(self) -> MutableMapping[str, Any]:
         current = cast(MutableMapping[str, Any], self._src)  # a mutable view of a mutable source
         for key in self._path:
@@ -146,23 +152,25 @@ class MutableMappingView(MappingView, MutableMapping[str, Any]):
 
 
 class Labels(MappingView):
-    pass
+    __slots__ = ()
 
 
 class Annotations(MappingView):
-    pass
+    __slots__ = ()
 
 
 class Spec(MappingView):
-    pass
+    __slots__ = ()
 
 
 class Status(MappingView):
-    pass
+    __slots__ = ()
 
 
 class Meta(MappingView):
     """``metadata`` of a body, with shortcuts to its common fields."""
+
+    __slots__ = ('_labels', '_annotations')
 
     def __init__(self, src: Mapping[str, Any]) -> None:
         super().__init__(src, 'metadata')
@@ -201,6 +209,8 @@ class Meta(MappingView):
 class Body(MappingView):
     """A whole object as handlers see it: read-only, with ``.spec``, ``.meta``, ``.status``."""
 
+    __slots__ = ('_meta', '_spec', '_status')
+
     def __init__(self, src: Mapping[str, Any]) -> None:
         super().__init__(src)
         self._meta = Meta(src)
@@ -225,6 +235,8 @@ class Body(MappingView):
 
 
 class MetaPatch(MutableMappingView):
+    __slots__ = ('_labels', '_annotations')
+
     def __init__(self, src: MutableMapping[str, Any]) -> None:
         super().__init__(src, 'metadata')
         self._labels = MutableMappingView(src, 'metadata', 'labels')
@@ -246,11 +258,13 @@ class Patch(dict[str, Any]):
 
     def __init__(self, src: Mapping[str, Any] | None = None, /, body: Body | None = None,
                  fns: Iterable[PatchFn] = ()) -> None:
-        super().__init__(src or {})
-        # The views (`meta`, `spec`, `status`) are made when first used: most handlers
-        # never touch them, and a patch is made for every call (timers: every second).
+        # The views (`meta`, `spec`, `status`) are made when first used, and an empty patch
+        # is made with as little as possible: most handlers never touch theirs, and a patch
+        # is made for every call (timers: every second).
+        if src:
+            super().__init__(src)
         self._original = body
-        self._fns: list[PatchFn] = (src.fns if isinstance(src, Patch) else []) + list(fns)
+        self._fns: list[PatchFn] = (src.fns if isinstance(src, Patch) else []) + list(fns) if src or fns else []
 
     def __bool__(self) -> bool:
         return len(self) > 0 or bool(self._fns)
