@@ -253,7 +253,7 @@ fn invocation_dict<'py>(py: Python<'py>, call: &Invocation) -> PyResult<Bound<'p
     if let Some(daemon) = &call.daemon {
         let stopper = PyDict::new(py);
         stopper.set_item(intern!(py, "token"), daemon.token)?;
-        stopper.set_item(intern!(py, "key"), &daemon.key)?;
+        stopper.set_item(intern!(py, "key"), &*daemon.key)?;
         stopper.set_item(intern!(py, "reason"), daemon.reason)?;
         dict.set_item(intern!(py, "daemon"), stopper)?;
     }

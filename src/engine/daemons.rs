@@ -170,7 +170,8 @@ struct Running {
 
 /// The daemons of one object, and what they share: the live body and the idle clock.
 pub struct ObjectDaemons {
-    key: String,
+    /// Shared with every call of its daemons (a call names its object by it).
+    key: Arc<str>,
     running: Mutex<Running>,
     body: Latest,
     /// The last essential change (for `idle=` timers).
@@ -238,7 +239,7 @@ impl Daemons {
             .entry(key.to_owned())
             .or_insert_with(|| {
                 Arc::new(ObjectDaemons {
-                    key: key.to_owned(),
+                    key: key.into(),
                     running: Mutex::default(),
                     body: Arc::new(Mutex::new(Arc::new(CompactBody::of(body)))),
                     idle_reset: Mutex::new(Instant::now()),

@@ -36,7 +36,7 @@ pub struct DaemonCall {
     /// Identifies the daemon's stopper on the Python side (the `stopped` kwarg).
     pub token: u64,
     /// The object's key, for the live body that long-running daemons see.
-    pub key: String,
+    pub key: Arc<str>,
     /// The stopping reasons set so far (bits of `kopf.DaemonStoppingReason`).
     pub reason: u32,
     /// The object's latest body, compact: shared with Python, which converts what it reads
