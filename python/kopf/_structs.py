@@ -43,10 +43,6 @@ class OwnerReference(TypedDict, total=False):
 class MappingView(Mapping[str, Any]):
     """A live, read-only view of a sub-dict (which may appear later) of a source mapping."""
 
-    # Slots: every call of a handler gets six views of its body, and daemons and timers
-    # keep theirs for as long as they run (an attributes' dict each would double them).
-    __slots__ = ('_src', '_path', '__weakref__')
-
     def __init__(self, src: Mapping[str, Any], *path: str) -> None:
         self._src = src
         self._path = path
@@ -134,8 +130,6 @@ class LazyRaw(Mapping[str, Any]):
 class MutableMappingView(MappingView, MutableMapping[str, Any]):
     """A live view that creates its sub-dict on the first write."""
 
-    __slots__ = ()
-
     def _ensure(self) -> MutableMapping[str, Any]:
         current = cast(MutableMapping[str, Any], self._src)  # a mutable view of a mutable source
         for key in self._path:
@@ -152,25 +146,23 @@ class MutableMappingView(MappingView, MutableMapping[str, Any]):
 
 
 class Labels(MappingView):
-    __slots__ = ()
+    pass
 
 
 class Annotations(MappingView):
-    __slots__ = ()
+    pass
 
 
 class Spec(MappingView):
-    __slots__ = ()
+    pass
 
 
 class Status(MappingView):
-    __slots__ = ()
+    pass
 
 
 class Meta(MappingView):
     """``metadata`` of a body, with shortcuts to its common fields."""
-
-    __slots__ = ('_labels', '_annotations')
 
     def __init__(self, src: Mapping[str, Any]) -> None:
         super().__init__(src, 'metadata')
@@ -209,8 +201,6 @@ class Meta(MappingView):
 class Body(MappingView):
     """A whole object as handlers see it: read-only, with ``.spec``, ``.meta``, ``.status``."""
 
-    __slots__ = ('_meta', '_spec', '_status')
-
     def __init__(self, src: Mapping[str, Any]) -> None:
         super().__init__(src)
         self._meta = Meta(src)
@@ -235,8 +225,6 @@ class Body(MappingView):
 
 
 class MetaPatch(MutableMappingView):
-    __slots__ = ('_labels', '_annotations')
-
     def __init__(self, src: MutableMapping[str, Any]) -> None:
         super().__init__(src, 'metadata')
         self._labels = MutableMappingView(src, 'metadata', 'labels')
@@ -264,7 +252,7 @@ class Patch(dict[str, Any]):
         if src:
             super().__init__(src)
         self._original = body
-        self._fns: list[PatchFn] = (src.fns if isinstance(src, Patch) else []) + list(fns) if src or fns else []
+        self._fns: list[PatchFn] = ((src.fns if isinstance(src, Patch) else []) + list(fns)) if src or fns else []
 
     def __bool__(self) -> bool:
         return len(self) > 0 or bool(self._fns)
