@@ -11,6 +11,7 @@ mod listening;
 mod logs;
 mod memory;
 mod operator;
+mod runtime;
 mod scopes;
 mod storages;
 mod threads;
@@ -22,6 +23,7 @@ use pyo3::prelude::*;
 #[pymodule]
 fn _engine(m: &Bound<'_, PyModule>) -> PyResult<()> {
     memory::limit_malloc_arenas();
+    runtime::configure()?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_class::<operator::Operator>()?;
     m.add_class::<calls::CallQueue>()?;

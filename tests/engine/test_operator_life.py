@@ -89,6 +89,51 @@ def test_failed_startup_stops_the_operator(cluster: dict[str, str], tmp_path: Pa
     assert "Activity 'impossible' failed permanently: cannot start" in operator.output
 
 
+def test_core_threads_and_their_variable(cluster: dict[str, str], tmp_path: Path) -> None:
+    """One core worker thread, which does not preempt Python's threads on wake-up (a batch
+    thread on Linux); `TOKIO_WORKER_THREADS` sets their number, and a bad value stops the
+    operator at once with a message saying so."""
+    script = write_script(tmp_path, """
+        import os
+        import threading
+        import time
+
+        def core_threads():
+            task = f"/proc/{os.getpid()}/task"
+            for tid in sorted(os.listdir(task)):
+                with open(f"{task}/{tid}/comm") as comm:
+                    if comm.read().strip() == "tokio-rt-worker":
+                        yield int(tid)
+
+        def report():
+            while not list(core_threads()):
+                time.sleep(0.1)
+            time.sleep(1)  # all the workers have started
+            for tid in core_threads():
+                print(f"core thread policy {os.sched_getscheduler(tid)}", flush=True)
+            print("core threads counted", flush=True)
+
+        threading.Thread(target=report, daemon=True).start()
+    """)
+    for workers, expected in [(None, 1), ("2", 2)]:
+        env = {} if workers is None else {"TOKIO_WORKER_THREADS": workers}
+        operator = OperatorProcess(["run", "-A", "--standalone", str(script)], cwd=tmp_path, env=env)
+        try:
+            output = operator.wait_for("core threads counted")
+        finally:
+            operator.stop()
+        assert output.count(f"core thread policy {os.SCHED_BATCH}") == expected, output
+        assert "core thread policy 0" not in output
+
+    operator = OperatorProcess(["run", "-A", "--standalone", str(script)], cwd=tmp_path,
+                               env={"TOKIO_WORKER_THREADS": "0"})
+    exit_code = operator.process.wait(timeout=30)
+    operator.stop()
+    assert exit_code != 0
+    assert 'TOKIO_WORKER_THREADS must be a positive integer, not "0"' in operator.output
+    assert "core thread policy" not in operator.output
+
+
 def test_kopf_runner(crd: None, namespace: str, tmp_path: Path) -> None:
     script = write_script(tmp_path, """
         import kopf
