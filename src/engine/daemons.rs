@@ -13,6 +13,7 @@ use crate::object_log;
 use crate::state::bodies::CompactBody;
 use crate::state::patches::Patch;
 use crate::state::progression::format_time;
+use crate::util::apart::apart;
 use crate::util::logging::ObjectRef;
 use crate::util::tasks;
 use chrono::Utc;
@@ -183,7 +184,7 @@ pub struct ObjectDaemons {
 impl ObjectDaemons {
     /// Take the object's latest state; an essential change restarts the idle clocks.
     pub fn refresh(&self, body: &Arc<Value>, essential_change: bool, hooks: &dyn Hooks) {
-        let compact = Arc::new(CompactBody::of(body));
+        let compact = CompactBody::kept(body);
         *self.body.lock().expect("not poisoned") = compact.clone();
         if essential_change {
             *self.idle_reset.lock().expect("not poisoned") = Instant::now();
@@ -232,21 +233,25 @@ impl Daemons {
         }
     }
 
-    /// The object's daemons (created on first use, with this body as the live one).
+    /// The object's daemons (created on first use, with this body as the live one). What
+    /// lives as long as the object's daemons is allocated `apart` (see `util::apart`).
     pub fn object(&self, key: &str, body: &Arc<Value>) -> Arc<ObjectDaemons> {
         let mut objects = self.objects.lock().expect("not poisoned");
-        objects
-            .entry(key.to_owned())
-            .or_insert_with(|| {
-                Arc::new(ObjectDaemons {
-                    key: key.into(),
-                    running: Mutex::default(),
-                    body: Arc::new(Mutex::new(Arc::new(CompactBody::of(body)))),
-                    idle_reset: Mutex::new(Instant::now()),
-                    exited: Notify::new(),
-                })
+        if let Some(object) = objects.get(key) {
+            return object.clone();
+        }
+        let compact = CompactBody::kept(body);
+        let object = apart(|| {
+            Arc::new(ObjectDaemons {
+                key: key.into(),
+                running: Mutex::default(),
+                body: Arc::new(Mutex::new(compact)),
+                idle_reset: Mutex::new(Instant::now()),
+                exited: Notify::new(),
             })
-            .clone()
+        });
+        apart(|| objects.insert(key.to_owned(), object.clone()));
+        object
     }
 
     /// The object is gone from the cluster: stop what may still run, and forget it.
@@ -298,19 +303,22 @@ impl Daemons {
             return;
         }
         let token = NEXT_TOKEN.fetch_add(1, Ordering::Relaxed);
-        let daemon = Daemon {
-            handler: handler.clone(),
-            stopper: Arc::new(Stopper::new(token)),
-            body: object.body.clone(),
-        };
-        running.daemons.insert(handler.id.clone(), daemon.clone());
-        let runner = Runner {
-            daemons: self.clone(),
-            object: object.clone(),
-            handler: daemon.handler,
-            stopper: daemon.stopper,
-        };
-        tasks::spawn(runner.run());
+        // The daemon's record and its runner's task live as long as the daemon: kept apart.
+        apart(|| {
+            let daemon = Daemon {
+                handler: handler.clone(),
+                stopper: Arc::new(Stopper::new(token)),
+                body: object.body.clone(),
+            };
+            running.daemons.insert(handler.id.clone(), daemon.clone());
+            let runner = Runner {
+                daemons: self.clone(),
+                object: object.clone(),
+                handler: daemon.handler,
+                stopper: daemon.stopper,
+            };
+            tasks::spawn(runner.run());
+        });
     }
 
     /// Kopf's multi-cycle stopping (for deletion and mismatching filters): one step of

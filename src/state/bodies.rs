@@ -7,8 +7,10 @@
 //! converts what a handler reads (`binding/bodies.rs`); a runner parses it back only to
 //! patch the object or for a log line about it, a few microseconds each time.
 
+use crate::util::apart::apart;
 use crate::util::logging::ObjectRef;
 use serde_json::Value;
+use std::sync::Arc;
 
 pub struct CompactBody {
     text: Box<str>,
@@ -28,6 +30,19 @@ impl CompactBody {
         Self {
             text: text.into_boxed_str(),
         }
+    }
+
+    /// The same, for a body kept for long (a daemon's or timer's live body): its text is
+    /// copied `apart` once made, out of the heap where events come and go. Interleaved
+    /// with the listing's short-lived trees, 1 000 timers' bodies had kept 6 MiB of freed
+    /// memory from going back to the system.
+    pub fn kept(body: &Value) -> Arc<Self> {
+        let made = Self::of(body);
+        apart(|| {
+            Arc::new(Self {
+                text: Box::from(&*made.text),
+            })
+        })
     }
 
     /// The body as a tree again (an equal one: numbers, strings and key order round-trip).
@@ -50,6 +65,18 @@ impl CompactBody {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_kept_body_is_the_same_text_kept_apart() {
+        let body = json!({"metadata": {"name": "n"}, "spec": {"list": [1, 2], "text": "x"}});
+        let kept = CompactBody::kept(&body);
+        assert_eq!(kept.text(), CompactBody::of(&body).text());
+        assert!(
+            crate::util::apart::holds(kept.text()),
+            "no region on this system?"
+        );
+        assert!(!crate::util::apart::holds(CompactBody::of(&body).text()));
+    }
 
     #[test]
     fn a_body_round_trips_exactly() {
