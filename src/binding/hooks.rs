@@ -473,12 +473,18 @@ impl Hooks for PyHooks {
     }
 
     fn daemon_forget(&self, token: u64) {
-        self.call_sync("daemon_forget", |py| (token,).into_pyobject(py));
+        self.calls.notify("daemon_forget", move |py| {
+            Ok((token,).into_pyobject(py)?.into_any())
+        });
     }
 
+    // A note too, not a call with the GIL from the core's thread: the core's one worker
+    // would wait for the loop (up to Python's switch interval) on every event of an object
+    // with a running daemon.
     fn refresh_body(&self, key: &str, body: &Arc<CompactBody>) {
-        self.call_sync("refresh_body", |py| {
-            (key, CoreBody::text(body.clone())).into_pyobject(py)
+        let (key, body) = (key.to_owned(), body.clone());
+        self.calls.notify("refresh_body", move |py| {
+            Ok((key, CoreBody::text(body)).into_pyobject(py)?.into_any())
         });
     }
 
@@ -542,18 +548,5 @@ impl PyHooks {
                 Err(_) => bridge_failure("the handler's thread has failed".into()),
             }
         })
-    }
-
-    /// Call a plain method of the bridge; its errors are printed (nobody to return them to).
-    fn call_sync(
-        &self,
-        method: &str,
-        args: impl for<'py> FnOnce(Python<'py>) -> PyResult<Bound<'py, PyTuple>>,
-    ) {
-        Python::attach(|py| {
-            if let Err(error) = args(py).and_then(|a| self.bridge.call_method1(py, method, a)) {
-                error.print(py);
-            }
-        });
     }
 }
