@@ -481,10 +481,10 @@ impl Hooks for PyHooks {
     // A note too, not a call with the GIL from the core's thread: the core's one worker
     // would wait for the loop (up to Python's switch interval) on every event of an object
     // with a running daemon.
-    fn refresh_body(&self, key: &str, body: &Arc<CompactBody>) {
-        let (key, body) = (key.to_owned(), body.clone());
+    fn refresh_body(&self, key: &Arc<str>, body: &Arc<CompactBody>) {
+        let (key, body) = (key.clone(), body.clone());
         self.calls.notify("refresh_body", move |py| {
-            Ok((key, CoreBody::text(body)).into_pyobject(py)?.into_any())
+            Ok((&*key, CoreBody::text(body)).into_pyobject(py)?.into_any())
         });
     }
 

@@ -241,17 +241,17 @@ impl Daemons {
             return object.clone();
         }
         let compact = CompactBody::kept(body);
-        let object = apart(|| {
-            Arc::new(ObjectDaemons {
+        apart(|| {
+            let object = Arc::new(ObjectDaemons {
                 key: key.into(),
                 running: Mutex::default(),
                 body: Arc::new(Mutex::new(compact)),
                 idle_reset: Mutex::new(Instant::now()),
                 exited: Notify::new(),
-            })
-        });
-        apart(|| objects.insert(key.to_owned(), object.clone()));
-        object
+            });
+            objects.insert(key.to_owned(), object.clone());
+            object
+        })
     }
 
     /// The object is gone from the cluster: stop what may still run, and forget it.

@@ -294,7 +294,7 @@ pub trait Hooks: Send + Sync + 'static {
     /// The daemon's runner has exited: drop its stopper.
     fn daemon_forget(&self, token: u64);
     /// The object has changed: the long-running daemons' `body` shows the new state.
-    fn refresh_body(&self, key: &str, body: &Arc<CompactBody>);
+    fn refresh_body(&self, key: &Arc<str>, body: &Arc<CompactBody>);
     /// The operator's own storages, which `settings.persistence` refers to by index.
     fn custom_storages(&self) -> &dyn crate::state::storages::CustomStorages {
         &crate::state::storages::NoCustomStorages

@@ -282,7 +282,7 @@ impl Hooks for FakeHooks {
 
     fn daemon_forget(&self, _: u64) {}
 
-    fn refresh_body(&self, _: &str, _: &Arc<CompactBody>) {}
+    fn refresh_body(&self, _: &Arc<str>, _: &Arc<CompactBody>) {}
 }
 
 /// An API that takes every patch (or fails as told): each applied patch gets the next
