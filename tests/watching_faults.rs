@@ -140,7 +140,8 @@ async fn collect(
 ) -> (Vec<(EventType, String)>, Vec<String>, Vec<String>) {
     let script = Arc::new(Mutex::new(script));
     let server = serve(script.clone()).await;
-    let client = kube::Client::try_from(kube::Config::new(server.parse().unwrap())).unwrap();
+    let config = kube::Config::new(server.parse().unwrap());
+    let client = kopf_rs::client::transport::Transport::new(&config, None).unwrap();
     let capture = Capture::default();
     let watcher = Watcher {
         credentials: Credentials::fixed(client),

@@ -5,6 +5,7 @@ use crate::client::connection::{self, ConnectionInfo};
 use crate::client::credentials::Credentials;
 use crate::client::discovery::{self, DiscoveryError};
 use crate::client::resources::Resource;
+use crate::client::transport::Transport;
 use crate::ha::peering::{self, TouchRequest};
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
@@ -77,7 +78,7 @@ fn connection_info(connection: &str) -> PyResult<ConnectionInfo> {
 }
 
 /// A client of these credentials, and what its server serves.
-async fn connect(info: &ConnectionInfo) -> PyResult<(kube::Client, Vec<Resource>)> {
+async fn connect(info: &ConnectionInfo) -> PyResult<(Transport, Vec<Resource>)> {
     let failed = |message: String| PyRuntimeError::new_err(message);
     let client = connection::client(info, None)
         .await

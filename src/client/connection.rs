@@ -2,6 +2,7 @@
 //! (Kopf's `ConnectionInfo`): a server, its CA, and a token, a client
 //! certificate, or a username and password.
 
+use crate::client::transport::Transport;
 use base64::Engine as _;
 use kube::config::{
     AuthInfo, Cluster, Context, KubeConfigOptions, Kubeconfig, NamedAuthInfo, NamedCluster,
@@ -71,7 +72,7 @@ fn b64(data: &str) -> String {
 pub async fn client(
     info: &ConnectionInfo,
     connect_timeout: Option<f64>,
-) -> Result<kube::Client, ConnectionError> {
+) -> Result<Transport, ConnectionError> {
     if let Some(scheme) = &info.scheme {
         if !scheme.eq_ignore_ascii_case("bearer") {
             return Err(ConnectionError::Scheme(scheme.clone()));
@@ -127,11 +128,6 @@ pub async fn client(
                 server: server.clone(),
                 source,
             })?;
-    // Watches have their own inactivity timeout: reads must not end them early.
-    config.read_timeout = None;
-    config.write_timeout = None;
-    // None, as in Kopf: no limit of its own (the request's whole timeout still applies).
-    config.connect_timeout = connect_timeout.map(Duration::from_secs_f64);
     // kube reads `HTTPS_PROXY` by itself; Kopf only when asked to (`trust_env`).
     config.proxy_url = proxy(info)?;
     // Told apart from other clients in the apiserver's audit log (as Kopf is by `kopf/x.y.z`).
@@ -139,7 +135,11 @@ pub async fn client(
         http::header::USER_AGENT,
         http::HeaderValue::from_static(concat!("kopf-rs/", env!("CARGO_PKG_VERSION"))),
     ));
-    kube::Client::try_from(config).map_err(|source| ConnectionError::Client { server, source })
+    // Watches have their own inactivity timeout (no read timeout); the connect timeout is
+    // none, as in Kopf, unless set (the request's whole timeout still applies).
+    let connect_timeout = connect_timeout.map(Duration::from_secs_f64);
+    Transport::new(&config, connect_timeout)
+        .map_err(|source| ConnectionError::Client { server, source })
 }
 
 /// The proxy for the server, as Kopf's aiohttp session finds it: the connection's own URL,

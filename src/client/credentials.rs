@@ -6,6 +6,7 @@
 //! attempt within `request_timeout`.
 
 use crate::client::connection::{self, ConnectionError, ConnectionInfo};
+use crate::client::transport::Transport;
 use crate::settings::{NetworkingSettings, WatchingSettings};
 use crate::util::logging::ENGINE;
 use futures::future::BoxFuture;
@@ -77,8 +78,8 @@ impl Network {
 #[derive(Clone)]
 struct Clients {
     generation: u64,
-    requests: kube::Client,
-    watches: kube::Client,
+    requests: Transport,
+    watches: Transport,
     /// Seconds since the epoch.
     expiration: Option<f64>,
     /// Where Events about cluster-scoped objects go.
@@ -107,7 +108,7 @@ impl Clients {
     }
 
     /// One client for everything, without expiration.
-    fn fixed(client: kube::Client) -> Self {
+    fn fixed(client: Transport) -> Self {
         Self {
             generation: 0,
             requests: client.clone(),
@@ -176,7 +177,7 @@ impl Credentials {
     }
 
     /// A fixed client that is never renewed, and requests that are never retried (tests, tools).
-    pub fn fixed(client: kube::Client) -> Arc<Self> {
+    pub fn fixed(client: Transport) -> Arc<Self> {
         Arc::new(Self::with(Clients::fixed(client), None, Network::default()))
     }
 
@@ -216,7 +217,7 @@ impl Credentials {
     /// unless given) on what is worth retrying, each attempt with fresh credentials if needed.
     pub async fn call<T, F, Fut>(&self, what: &str, request: F) -> Result<T, kube::Error>
     where
-        F: Fn(kube::Client) -> Fut,
+        F: Fn(Transport) -> Fut,
         Fut: Future<Output = Result<T, kube::Error>>,
     {
         self.retried(Channel::Requests, what, None, request).await
@@ -230,7 +231,7 @@ impl Credentials {
         request: F,
     ) -> Result<T, kube::Error>
     where
-        F: Fn(kube::Client) -> Fut,
+        F: Fn(Transport) -> Fut,
         Fut: Future<Output = Result<T, kube::Error>>,
     {
         let backoffs = backoffs.unwrap_or(&self.network.error_backoffs);
@@ -279,7 +280,7 @@ impl Credentials {
     /// One attempt: with renewed credentials if they have expired or are refused (401, once).
     async fn authorised<T, F, Fut>(&self, channel: Channel, request: &F) -> Result<T, kube::Error>
     where
-        F: Fn(kube::Client) -> Fut,
+        F: Fn(Transport) -> Fut,
         Fut: Future<Output = Result<T, kube::Error>>,
     {
         let mut clients = self.clients();
@@ -393,12 +394,7 @@ impl Credentials {
         let what = format!("GET {url}");
         self.retried(Channel::Watches, &what, None, |client| async move {
             client
-                .request_events::<serde_json::Value>(request(
-                    http::Method::GET,
-                    url,
-                    None,
-                    Vec::new(),
-                )?)
+                .request_events(request(http::Method::GET, url, None, Vec::new())?)
                 .await
         })
         .await
@@ -489,7 +485,7 @@ mod tests {
 
     fn credentials(backoffs: &[f64], enforce_retry_after: bool) -> Credentials {
         let config = kube::Config::new("http://127.0.0.1:1".parse().expect("a URL"));
-        let client = kube::Client::try_from(config).expect("a client");
+        let client = Transport::new(&config, None).expect("a client");
         let network = Network {
             error_backoffs: backoffs.to_vec(),
             enforce_retry_after,

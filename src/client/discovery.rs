@@ -2,8 +2,9 @@
 //! use for it (short names, singulars and categories come from these lists).
 
 use crate::client::resources::Resource;
+use crate::client::transport::Transport;
 use crate::util::logging::ENGINE;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::APIResourceList;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{APIGroupList, APIResourceList, APIVersions};
 
 /// The API's discovery failed (the server is unreachable, or refuses us).
 #[derive(Debug, thiserror::Error)]
@@ -16,14 +17,14 @@ pub struct DiscoveryError {
 
 /// Scan the core API and every group version; errors of single groups (e.g. a broken
 /// aggregated API) are skipped, as kubectl skips them, but the core API must answer.
-pub async fn scan(client: &kube::Client) -> Result<Vec<Resource>, kube::Error> {
+pub async fn scan(client: &Transport) -> Result<Vec<Resource>, kube::Error> {
     let mut lists: Vec<(String, String, bool, APIResourceList)> = Vec::new();
-    let core = client.list_core_api_versions().await?;
+    let core = client.get::<APIVersions>("/api").await?;
     for version in &core.versions {
-        let list = client.list_core_api_resources(version).await?;
+        let list = client.get(&format!("/api/{version}")).await?;
         lists.push((String::new(), version.clone(), version == "v1", list));
     }
-    let groups = client.list_api_groups().await?;
+    let groups = client.get::<APIGroupList>("/apis").await?;
     let requests = groups.groups.iter().flat_map(|group| {
         let preferred = group.preferred_version.as_ref().map(|v| v.version.clone());
         group.versions.iter().map(move |gv| {
@@ -31,7 +32,7 @@ pub async fn scan(client: &kube::Client) -> Result<Vec<Resource>, kube::Error> {
             let name = group.name.clone();
             let version = gv.version.clone();
             async move {
-                let result = client.list_api_group_resources(&gv.group_version).await;
+                let result = client.get(&format!("/apis/{}", gv.group_version)).await;
                 (name, version, preferred, result)
             }
         })

@@ -1,6 +1,6 @@
 //! Layer 3, the API client: the connection from the login handlers' credentials
 //! (renewed on 401), discovery of resources and the names handlers use, namespace
-//! patterns, watch-streams, patching objects, posting Kubernetes Events.
+//! patterns, watch-streams (over our own HTTP stack, `transport`), patching objects, posting Kubernetes Events.
 //! Uses `util`, `state` (patches) and `settings`.
 
 pub mod applying;
@@ -11,4 +11,5 @@ pub mod listing;
 pub mod namespaces;
 pub mod posting;
 pub mod resources;
+pub mod transport;
 pub mod watching;

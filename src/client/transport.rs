@@ -1,0 +1,366 @@
+//! The HTTP stack under the credentials: kube's TLS connector, proxies and
+//! authentication layers, called directly. kube's own `Client` puts more around every
+//! request that the engine does not want: a buffer (a channel to a task of its own:
+//! one more task hop per request), a trace span, a copy of each request for its retry
+//! layer, and that layer itself, which retried 429/503/504 up to 15 times before the
+//! engine saw the error, where Kopf retries by `settings.networking.error_backoffs` alone.
+
+use bytes::{Bytes, BytesMut};
+use futures::{Stream, TryStreamExt};
+use http::{Request, Response};
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper_util::client::legacy::connect::HttpConnector;
+use kube::client::ConfigExt;
+use kube::core::{Status, WatchEvent};
+use serde::de::DeserializeOwned;
+use std::time::Duration;
+use tower::util::BoxCloneSyncService;
+use tower::{BoxError, ServiceBuilder, ServiceExt};
+
+type Service = BoxCloneSyncService<Request<Full<Bytes>>, Response<Incoming>, BoxError>;
+
+/// Requests to one API server with one login's credentials; clones share the connections.
+#[derive(Clone)]
+pub struct Transport {
+    service: Service,
+}
+
+impl Transport {
+    /// The stack for these credentials (kube's `Config`: server, TLS, authentication,
+    /// proxy, extra headers); connections time out by `connect_timeout` (none: no limit).
+    pub fn new(config: &kube::Config, connect_timeout: Option<Duration>) -> kube::Result<Self> {
+        let mut connector = HttpConnector::new();
+        connector.enforce_http(false);
+        connector.set_connect_timeout(connect_timeout);
+        use hyper_util::client::legacy::connect::proxy::{SocksV5, Tunnel};
+        match config.proxy_url.as_ref() {
+            None => Self::over(config, connector),
+            Some(url) => match url.scheme_str() {
+                Some("socks5") => Self::over(config, SocksV5::new(url.clone(), connector)),
+                Some("http") => {
+                    Self::over(config, proxy_auth(url, Tunnel::new(url.clone(), connector)))
+                }
+                Some("https") => {
+                    let tls = config.rustls_https_connector_with_connector(connector)?;
+                    Self::over(config, proxy_auth(url, Tunnel::new(url.clone(), tls)))
+                }
+                _ => Err(kube::Error::ProxyProtocolUnsupported {
+                    proxy_url: Box::new(url.clone()),
+                }),
+            },
+        }
+    }
+
+    fn over<C>(config: &kube::Config, connector: C) -> kube::Result<Self>
+    where
+        C: tower::Service<http::Uri> + Clone + Send + Sync + 'static,
+        C::Response: hyper::rt::Read
+            + hyper::rt::Write
+            + hyper_util::client::legacy::connect::Connection
+            + Send
+            + Unpin
+            + 'static,
+        C::Future: Send + 'static,
+        C::Error: Into<BoxError>,
+    {
+        let connector = config.rustls_https_connector_with_connector(connector)?;
+        let client =
+            hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+                .build(connector);
+        let service = ServiceBuilder::new()
+            .layer(config.base_uri_layer())
+            .option_layer(config.auth_layer()?)
+            .layer(config.extra_headers_layer()?)
+            .map_err(BoxError::from)
+            .service(client);
+        Ok(Self {
+            service: BoxCloneSyncService::new(service),
+        })
+    }
+
+    /// The response to a request, if it is a success; the server's `Status` if not.
+    pub async fn send(&self, request: Request<Vec<u8>>) -> kube::Result<Response<Incoming>> {
+        let response = (self.service.clone())
+            .oneshot(request.map(|body| Full::new(Bytes::from(body))))
+            .await
+            .map_err(|error| match error.downcast::<hyper::Error>() {
+                Ok(error) => kube::Error::HyperError(*error),
+                Err(error) => match error.downcast::<kube::Error>() {
+                    Ok(error) => *error,
+                    Err(error) => kube::Error::Service(error),
+                },
+            })?;
+        let code = response.status();
+        if !(code.is_client_error() || code.is_server_error()) {
+            return Ok(response);
+        }
+        let text = read(response).await?;
+        // Not every refusal is a `Status` (a proxy's page, a path that is not served).
+        let status = serde_json::from_slice::<Status>(&text).unwrap_or_else(|_| {
+            let text = String::from_utf8_lossy(&text);
+            Status::failure(text.trim(), "Failed to parse error data").with_code(code.as_u16())
+        });
+        Err(kube::Error::Api(Box::new(status)))
+    }
+
+    /// The response's JSON as `T`.
+    pub async fn request<T: DeserializeOwned>(&self, request: Request<Vec<u8>>) -> kube::Result<T> {
+        let body = read(self.send(request).await?).await?;
+        serde_json::from_slice(&body).map_err(kube::Error::SerdeError)
+    }
+
+    /// A GET's JSON as `T`.
+    pub async fn get<T: DeserializeOwned>(&self, path: &str) -> kube::Result<T> {
+        let request = Request::get(path).body(Vec::new());
+        self.request(request.map_err(kube::Error::HttpError)?).await
+    }
+
+    /// The response's body as it arrives.
+    pub async fn request_stream(
+        &self,
+        request: Request<Vec<u8>>,
+    ) -> kube::Result<impl futures::AsyncBufRead + use<>> {
+        let response = self.send(request).await?;
+        let chunks = response.into_body().into_data_stream();
+        Ok(chunks.map_err(std::io::Error::other).into_async_read())
+    }
+
+    /// A watch-stream: one event a line. It ends when the server ends it, or when the
+    /// connection breaks mid-way (to be resumed from the last version); an `ERROR` line that
+    /// is not an event is the server's `Status`.
+    pub async fn request_events(
+        &self,
+        mut request: Request<Vec<u8>>,
+    ) -> kube::Result<impl Stream<Item = kube::Result<WatchEvent<serde_json::Value>>> + use<>> {
+        // Servers gzip watch-streams one member an event when asked; we never ask.
+        (request.headers_mut())
+            .entry(http::header::ACCEPT_ENCODING)
+            .or_insert(http::HeaderValue::from_static("identity"));
+        let response = self.send(request).await?;
+        let lines = Lines {
+            body: response.into_body(),
+            buffer: BytesMut::new(),
+            searched: 0,
+            ended: false,
+        };
+        Ok(futures::stream::unfold(lines, |mut lines| async move {
+            let line = lines.next().await?;
+            Some((line.and_then(|line| event(&line)), lines))
+        }))
+    }
+}
+
+async fn read(response: Response<Incoming>) -> kube::Result<Bytes> {
+    let body = response.into_body().collect().await;
+    Ok(body.map_err(kube::Error::HyperError)?.to_bytes())
+}
+
+/// An event of the stream, or the server's complaint in its place.
+fn event(line: &[u8]) -> kube::Result<WatchEvent<serde_json::Value>> {
+    serde_json::from_slice(line).map_err(|error| match serde_json::from_slice::<Status>(line) {
+        Ok(status) => kube::Error::Api(Box::new(status)),
+        Err(_) => kube::Error::SerdeError(error),
+    })
+}
+
+/// The lines of a response's body, as they complete.
+struct Lines {
+    body: Incoming,
+    buffer: BytesMut,
+    /// How much of the buffer is known to hold no newline (a large object comes in many
+    /// chunks: each is searched once).
+    searched: usize,
+    ended: bool,
+}
+
+impl Lines {
+    async fn next(&mut self) -> Option<kube::Result<Bytes>> {
+        loop {
+            let unsearched = &self.buffer[self.searched..];
+            if let Some(at) = unsearched.iter().position(|&b| b == b'\n') {
+                let at = self.searched + at;
+                let line = self.buffer.split_to(at + 1).freeze().slice(..at);
+                self.searched = 0;
+                if line.iter().all(u8::is_ascii_whitespace) {
+                    continue;
+                }
+                return Some(Ok(line));
+            }
+            self.searched = self.buffer.len();
+            if self.ended {
+                // A last line without its newline is incomplete: the stream broke mid-event.
+                return None;
+            }
+            match self.body.frame().await {
+                None => self.ended = true,
+                Some(Ok(frame)) => {
+                    if let Ok(data) = frame.into_data() {
+                        self.buffer.extend_from_slice(&data);
+                    }
+                }
+                // Ended mid-way (a broken connection, a server that went away): resumed
+                // by the watcher from the last version it saw, as after a normal end.
+                Some(Err(error)) if is_incomplete(&error) => self.ended = true,
+                Some(Err(error)) => {
+                    self.ended = true;
+                    return Some(Err(kube::Error::ReadEvents(std::io::Error::other(error))));
+                }
+            }
+        }
+    }
+}
+
+/// The body ended before the server said it was complete.
+fn is_incomplete(error: &hyper::Error) -> bool {
+    if error.is_incomplete_message() || error.to_string().contains("unexpected EOF") {
+        return true;
+    }
+    let mut source = std::error::Error::source(error);
+    while let Some(cause) = source {
+        if let Some(io) = cause.downcast_ref::<std::io::Error>() {
+            if io.kind() == std::io::ErrorKind::UnexpectedEof {
+                return true;
+            }
+        }
+        source = cause.source();
+    }
+    false
+}
+
+/// A proxy URL's `user:password@` as the tunnel's basic authentication.
+fn proxy_auth<C>(
+    url: &http::Uri,
+    tunnel: hyper_util::client::legacy::connect::proxy::Tunnel<C>,
+) -> hyper_util::client::legacy::connect::proxy::Tunnel<C> {
+    use base64::Engine as _;
+    let userinfo = url.authority().and_then(|a| a.as_str().rsplit_once('@'));
+    let Some((userinfo, _)) = userinfo else {
+        return tunnel;
+    };
+    let decoded: Vec<u8> = percent_encoding::percent_decode_str(userinfo).collect();
+    let value = format!(
+        "Basic {}",
+        base64::engine::general_purpose::STANDARD.encode(decoded)
+    );
+    match http::HeaderValue::from_str(&value) {
+        Ok(mut header) => {
+            header.set_sensitive(true);
+            tunnel.with_auth(header)
+        }
+        Err(_) => tunnel,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    // The mock server is a plain task of the test.
+    #![allow(clippy::disallowed_methods)]
+
+    use super::*;
+    use futures::StreamExt;
+    use http_body_util::StreamBody;
+    use hyper::body::Frame;
+    use std::convert::Infallible;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+
+    type Chunks = Vec<&'static [u8]>;
+
+    /// A server that answers every request with `code` and these chunks of a body (each
+    /// sent on its own); a transport to it, and the count of requests it got.
+    async fn serve(code: u16, chunks: Chunks) -> (Transport, Arc<AtomicUsize>) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let count = Arc::new(AtomicUsize::new(0));
+        let counted = count.clone();
+        tokio::spawn(async move {
+            loop {
+                let (stream, _) = listener.accept().await.unwrap();
+                let (chunks, counted) = (chunks.clone(), counted.clone());
+                let service = hyper::service::service_fn(move |_: Request<Incoming>| {
+                    counted.fetch_add(1, Ordering::SeqCst);
+                    let frames = chunks
+                        .clone()
+                        .into_iter()
+                        .map(|chunk| Ok::<_, Infallible>(Frame::data(Bytes::from_static(chunk))));
+                    let body = StreamBody::new(futures::stream::iter(frames));
+                    let response = Response::builder().status(code).body(body);
+                    async move { response }
+                });
+                let io = hyper_util::rt::TokioIo::new(stream);
+                tokio::spawn(
+                    hyper::server::conn::http1::Builder::new().serve_connection(io, service),
+                );
+            }
+        });
+        let config = kube::Config::new(url.parse().unwrap());
+        (Transport::new(&config, None).unwrap(), count)
+    }
+
+    fn get(path: &str) -> Request<Vec<u8>> {
+        Request::get(path).body(Vec::new()).unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_refusal_is_the_servers_status_after_one_request() {
+        let status = br#"{"kind":"Status","apiVersion":"v1","status":"Failure","code":503,"message":"busy"}"#;
+        let (transport, count) = serve(503, vec![status]).await;
+        let result = transport.request::<serde_json::Value>(get("/x")).await;
+        let Err(kube::Error::Api(status)) = result else {
+            panic!("a refusal: {result:?}");
+        };
+        assert_eq!((status.code, status.message.as_str()), (503, "busy"));
+        // Retries are the engine's (Kopf's `error_backoffs`), not the transport's.
+        assert_eq!(count.load(Ordering::SeqCst), 1);
+    }
+
+    #[tokio::test]
+    async fn a_refusal_that_is_not_a_status_keeps_its_code_and_text() {
+        let (transport, _) = serve(404, vec![b"404 page not found\n"]).await;
+        let result = transport.request::<serde_json::Value>(get("/x")).await;
+        let Err(kube::Error::Api(status)) = result else {
+            panic!("a refusal: {result:?}");
+        };
+        assert_eq!(
+            (status.code, status.message.as_str()),
+            (404, "404 page not found")
+        );
+    }
+
+    #[tokio::test]
+    async fn watch_events_are_whole_lines_however_the_chunks_cut_them() {
+        let chunks: Chunks = vec![
+            br#"{"type":"ADDED","object":{"n":1}}"#,
+            b"\n\n{\"type\":\"MODIFIED\",",
+            br#""object":{"n":2}}"#,
+            b"\n{\"type\":\"DELETED\",\"object\":{\"n\":3}}\n{\"type\":\"MODI",
+        ];
+        let (transport, _) = serve(200, chunks).await;
+        let events = transport.request_events(get("/w")).await.unwrap();
+        let events: Vec<_> = events.collect().await;
+        let seen: Vec<String> = (events.into_iter())
+            .map(|event| match event.unwrap() {
+                WatchEvent::Added(o) => format!("added {}", o["n"]),
+                WatchEvent::Modified(o) => format!("modified {}", o["n"]),
+                WatchEvent::Deleted(o) => format!("deleted {}", o["n"]),
+                other => format!("{other:?}"),
+            })
+            .collect();
+        // The last line never ended: the stream broke mid-event, to be resumed.
+        assert_eq!(seen, ["added 1", "modified 2", "deleted 3"]);
+    }
+
+    #[tokio::test]
+    async fn a_status_line_in_a_watch_stream_is_the_servers_error() {
+        let line =
+            b"{\"kind\":\"Status\",\"status\":\"Failure\",\"code\":500,\"message\":\"oops\"}\n";
+        let (transport, _) = serve(200, vec![line]).await;
+        let events = transport.request_events(get("/w")).await.unwrap();
+        let events: Vec<_> = events.collect().await;
+        assert!(
+            matches!(&events[..], [Err(kube::Error::Api(status))] if status.code == 500),
+            "{events:?}"
+        );
+    }
+}
