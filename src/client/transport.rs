@@ -10,6 +10,7 @@ use futures::{Stream, TryStreamExt};
 use http::{Request, Response};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
+use hyper_util::client::legacy::connect::proxy::{SocksV5, Tunnel};
 use hyper_util::client::legacy::connect::HttpConnector;
 use kube::client::ConfigExt;
 use kube::core::{Status, WatchEvent};
@@ -33,7 +34,6 @@ impl Transport {
         let mut connector = HttpConnector::new();
         connector.enforce_http(false);
         connector.set_connect_timeout(connect_timeout);
-        use hyper_util::client::legacy::connect::proxy::{SocksV5, Tunnel};
         match config.proxy_url.as_ref() {
             None => Self::over(config, connector),
             Some(url) => match url.scheme_str() {
@@ -229,27 +229,22 @@ fn is_incomplete(error: &hyper::Error) -> bool {
 }
 
 /// A proxy URL's `user:password@` as the tunnel's basic authentication.
-fn proxy_auth<C>(
-    url: &http::Uri,
-    tunnel: hyper_util::client::legacy::connect::proxy::Tunnel<C>,
-) -> hyper_util::client::legacy::connect::proxy::Tunnel<C> {
-    use base64::Engine as _;
-    let userinfo = url.authority().and_then(|a| a.as_str().rsplit_once('@'));
-    let Some((userinfo, _)) = userinfo else {
-        return tunnel;
-    };
-    let decoded: Vec<u8> = percent_encoding::percent_decode_str(userinfo).collect();
-    let value = format!(
-        "Basic {}",
-        base64::engine::general_purpose::STANDARD.encode(decoded)
-    );
-    match http::HeaderValue::from_str(&value) {
-        Ok(mut header) => {
-            header.set_sensitive(true);
-            tunnel.with_auth(header)
-        }
-        Err(_) => tunnel,
+fn proxy_auth<C>(url: &http::Uri, tunnel: Tunnel<C>) -> Tunnel<C> {
+    match proxy_authorization(url) {
+        Some(header) => tunnel.with_auth(header),
+        None => tunnel,
     }
+}
+
+/// The `Proxy-Authorization` of a proxy URL with credentials (percent-escapes decoded).
+fn proxy_authorization(url: &http::Uri) -> Option<http::HeaderValue> {
+    use base64::Engine as _;
+    let (userinfo, _) = url.authority()?.as_str().rsplit_once('@')?;
+    let decoded: Vec<u8> = percent_encoding::percent_decode_str(userinfo).collect();
+    let encoded = base64::engine::general_purpose::STANDARD.encode(decoded);
+    let mut header = http::HeaderValue::from_str(&format!("Basic {encoded}")).ok()?;
+    header.set_sensitive(true);
+    Some(header)
 }
 
 #[cfg(test)]
@@ -300,6 +295,16 @@ mod tests {
 
     fn get(path: &str) -> Request<Vec<u8>> {
         Request::get(path).body(Vec::new()).unwrap()
+    }
+
+    #[test]
+    fn a_proxys_credentials_are_its_basic_authorization() {
+        let url: http::Uri = "http://us%40er:p%3Ass@proxy:3128".parse().unwrap();
+        let header = proxy_authorization(&url).expect("credentials");
+        // base64("us@er:p:ss")
+        assert_eq!(header.to_str().unwrap(), "Basic dXNAZXI6cDpzcw==");
+        assert!(header.is_sensitive(), "never logged");
+        assert!(proxy_authorization(&"http://proxy:3128".parse().unwrap()).is_none());
     }
 
     #[tokio::test]
