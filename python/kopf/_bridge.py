@@ -338,7 +338,7 @@ class Bridge:
         if started is None and call['kind'] in ('watching', 'admission'):
             # No progress is kept for them: each call is the first and only attempt, from now
             # (naive UTC, as Kopf keeps the times of attempts).
-            started = datetime.datetime.now(datetime.UTC).replace(tzinfo=None)
+            started = _utcnow()
         kwargs |= {'retry': call['retry'], 'started': started,
                    'runtime': datetime.timedelta(seconds=call['runtime'])}
         if self.indices:
@@ -519,6 +519,12 @@ class Bridge:
 
 
 @functools.lru_cache(maxsize=1024)
+def _utcnow() -> datetime.datetime:
+    """Now, naive UTC (`.replace(tzinfo=None)`, with its keyword, cost thrice as much)."""
+    now = datetime.datetime.now(datetime.UTC)
+    return datetime.datetime.combine(now.date(), now.time())
+
+
 def _started(text: str) -> datetime.datetime:
     """When a handler was first called: the same for all calls of a timer and for all
     retries of a handler (parsed once; datetimes are immutable)."""

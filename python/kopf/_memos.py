@@ -21,10 +21,7 @@ class _ObjectMemo(Memo):
     """A memo that asks to be kept once something is stored in it (or removed from it)."""
 
     __slots__ = ('_keeper',)
-
-    def __init__(self, base: Memo, keeper: tuple[ObjectMemos, str]) -> None:
-        super().__init__(base)
-        object.__setattr__(self, '_keeper', keeper)
+    _keeper: tuple[ObjectMemos, str] | None  # set by `ObjectMemos.of()` (no `__init__` of its own, for speed)
 
     def _changing(self) -> None:
         keeper = self._keeper
@@ -76,13 +73,22 @@ class _ObjectMemo(Memo):
         return (Memo, (dict(self),))
 
 
+# Dead references are swept out when there are this many, or twice as many as were alive
+# at the last sweep: each sweep costs about as much as the references added since the last.
+_SWEEP_AT_LEAST = 64
+
+
 class ObjectMemos:
     """The memos of all objects, by the object's key (its uid)."""
 
     def __init__(self, base: Any) -> None:
         self._base = base
         self._kept: dict[str, Any] = {}
-        self._unused: weakref.WeakValueDictionary[str, _ObjectMemo] = weakref.WeakValueDictionary()
+        # The memos in use and not kept, by plain weak references: a `WeakValueDictionary`'s
+        # references (made in Python, with a callback in Python when they die) were a tenth
+        # of an `on.event` call. The dead ones are swept out as the mapping grows.
+        self._unused: dict[str, weakref.ref[_ObjectMemo]] = {}
+        self._sweep_at = _SWEEP_AT_LEAST
         # Handlers of one object may start in two threads at once: both get the same memo.
         self._lock = threading.Lock()
         # Only `kopf.Memo` itself is known to say when it is written to; any other memo
@@ -93,17 +99,29 @@ class ObjectMemos:
         with self._lock:
             memo = self._kept.get(key)
             if memo is None:
-                memo = self._unused.get(key)
+                memo = self._in_use(key)
             if memo is None:
                 if self._lazy:
-                    memo = self._unused[key] = _ObjectMemo(self._base, (self, key))
+                    memo = _ObjectMemo(self._base)
+                    object.__setattr__(memo, '_keeper', (self, key))
+                    self._unused[key] = weakref.ref(memo)
+                    if len(self._unused) > self._sweep_at:
+                        self._sweep()
                 else:
                     memo = self._kept[key] = copy.copy(self._base)
             return memo
 
+    def _in_use(self, key: str) -> _ObjectMemo | None:
+        ref = self._unused.get(key)
+        return ref() if ref is not None else None
+
+    def _sweep(self) -> None:
+        self._unused = {key: ref for key, ref in self._unused.items() if ref() is not None}
+        self._sweep_at = max(_SWEEP_AT_LEAST, 2 * len(self._unused))
+
     def _keep(self, key: str, memo: _ObjectMemo) -> None:
         with self._lock:
-            if self._unused.get(key) is memo:
+            if self._in_use(key) is memo:
                 del self._unused[key]
                 self._kept[key] = memo
 
@@ -111,8 +129,9 @@ class ObjectMemos:
         with self._lock:
             self._kept.pop(key, None)
             unused = self._unused.pop(key, None)
-            if unused is not None:
-                object.__setattr__(unused, '_keeper', None)  # gone: nothing to keep it for
+            memo = unused() if unused is not None else None
+            if memo is not None:
+                object.__setattr__(memo, '_keeper', None)  # gone: nothing to keep it for
 
     def __len__(self) -> int:
         """How many memos are kept (those with something stored in them)."""

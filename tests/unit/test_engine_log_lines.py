@@ -1,16 +1,22 @@
 """The engine's own log lines (`log_here`) and the time in `kopf run`'s formats: the same
 records and the same text as `logging` makes by itself, only cheaper."""
 
+import io
 import logging
+import re
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
+from kopf import OperatorSettings, _posting
 from kopf._logging import (
     LocalObjectLogger,
     LogFormat,
     ObjectLogger,
     TerseObjectLogger,
+    _KopfStreamHandler,
+    configure,
     log_here,
     make_formatter,
 )
@@ -148,3 +154,109 @@ def test_the_time_follows_the_formatters_settings(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setattr(logging.Formatter, 'default_msec_format', None)
     assert formatter.formatTime(record) == time.strftime('%H:%M:%S', time.localtime(record.created))
     assert formatter.formatTime(record, '%Y') == time.strftime('%Y', time.localtime(record.created))
+
+
+# `kopf run`'s own handler alone, as `configure()` sets it up: the lines are written without
+# records, and must be what logging would have written.
+
+TIME = re.compile(r'^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}\] ')
+
+
+@pytest.fixture
+def kopf_run_logging(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[io.StringIO, list[logging.LogRecord]]]:
+    """`kopf run`'s logging into a buffer; the records that logging makes, as they are made."""
+    stream, made = io.StringIO(), []
+    root, objects = logging.getLogger(), logging.getLogger('kopf.objects')
+    saved = root.handlers[:], root.level, objects.level
+    make_record = logging.Logger.makeRecord
+
+    def recording(self: logging.Logger, *args: Any, **kwargs: Any) -> logging.LogRecord:
+        made.append(record := make_record(self, *args, **kwargs))
+        return record
+
+    monkeypatch.setattr(logging.Logger, 'makeRecord', recording)
+    try:
+        yield stream, made
+    finally:
+        root.handlers[:] = saved[0]
+        root.setLevel(saved[1])
+        objects.setLevel(saved[2])
+
+
+def kopf_run(stream: io.StringIO, **options: Any) -> None:
+    """Logging as `kopf run` sets it up, into the stream, without pytest's capturing handlers."""
+    configure(**options)
+    root = logging.getLogger()
+    root.handlers[:] = [handler for handler in root.handlers if isinstance(handler, _KopfStreamHandler)]
+    root.handlers[0].setStream(stream)  # type: ignore[attr-defined]
+
+
+def both_lines(stream: io.StringIO, logger: logging.LoggerAdapter) -> tuple[str, str]:  # type: ignore[type-arg]
+    """A line as logging writes it, and as `log_here` does, without their times."""
+    logger.info("Handler 'h' succeeded.")
+    log_here(logger, logging.INFO, "Handler 'h' succeeded.")
+    theirs, ours = stream.getvalue().splitlines()[-2:]
+    return TIME.sub('[T] ', theirs), TIME.sub('[T] ', ours)
+
+
+@pytest.mark.parametrize('log_format', [LogFormat.FULL, LogFormat.PLAIN])
+@pytest.mark.parametrize('log_prefix', [True, False])
+@pytest.mark.parametrize('cls', [LocalObjectLogger, TerseObjectLogger])
+def test_a_line_written_directly_is_the_line_logging_writes(
+        kopf_run_logging: tuple[io.StringIO, list[logging.LogRecord]], cls: type[LocalObjectLogger],
+        log_format: LogFormat, log_prefix: bool) -> None:
+    stream, made = kopf_run_logging
+    kopf_run(stream, verbose=True, log_format=log_format, log_prefix=log_prefix)
+    theirs, ours = both_lines(stream, cls(body=BODY, settings=OperatorSettings()))
+    assert ours == theirs
+    assert len(made) == 1  # logging's own line; ours had no record
+    if log_format is LogFormat.FULL:
+        assert TIME.match(stream.getvalue().splitlines()[1])
+        assert ours == f"[T] kopf.objects         [INFO    ] {'[ns1/n1] ' if log_prefix else ''}Handler 'h' succeeded."
+
+
+def test_lines_posted_as_events_are_records(kopf_run_logging: tuple[io.StringIO, list[logging.LogRecord]],
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    stream, made = kopf_run_logging
+    posted: list[dict[str, Any]] = []
+    monkeypatch.setattr(_posting, 'enqueue', lambda **kwargs: posted.append(kwargs))
+    kopf_run(stream, log_prefix=True)
+    settings = OperatorSettings()
+    theirs, ours = both_lines(stream, ObjectLogger(body=BODY, settings=settings))
+    assert len(made) == 1 and posted == []  # not posted by default: written directly
+    settings.posting.loggers = True
+    theirs, ours = both_lines(stream, ObjectLogger(body=BODY, settings=settings))
+    assert ours == theirs
+    assert len(made) == 3 and len(posted) == 2
+    assert posted[1]['message'] == "Handler 'h' succeeded."
+
+
+@pytest.mark.parametrize('change', ['a filter', 'a handler', 'a formatter', 'a record factory', 'a level'])
+def test_lines_are_records_when_anything_else_may_see_them(
+        kopf_run_logging: tuple[io.StringIO, list[logging.LogRecord]], monkeypatch: pytest.MonkeyPatch,
+        change: str) -> None:
+    stream, made = kopf_run_logging
+    kopf_run(stream, log_prefix=True)
+    handler = logging.getLogger().handlers[-1]
+    seen: list[logging.LogRecord] = []
+    if change == 'a filter':
+        handler.addFilter(lambda record: seen.append(record) or True)
+    elif change == 'a handler':
+        logging.getLogger('kopf').addHandler(other := Records())
+        seen = other.records
+        monkeypatch.setattr(logging.getLogger('kopf'), 'handlers', [other])
+    elif change == 'a formatter':
+        handler.setFormatter(logging.Formatter('%(levelname)s %(funcName)s %(message)s'))
+    elif change == 'a record factory':
+        monkeypatch.setattr(logging, '_logRecordFactory', lambda *args, **kwargs: seen.append(
+            record := logging.LogRecord(*args, **kwargs)) or record)
+    elif change == 'a level':  # a handler that takes fewer lines: nothing is written
+        handler.setLevel(logging.WARNING)
+    log_here(LocalObjectLogger(body=BODY, settings=OperatorSettings()), logging.INFO, "Hello.")
+    if change == 'a level':
+        assert stream.getvalue() == ""
+        return
+    assert len(made) == 1
+    assert seen == made or change == 'a formatter'
+    if change == 'a formatter':
+        assert stream.getvalue() == "INFO log Hello.\n"

@@ -81,3 +81,24 @@ def test_another_kind_of_memo_is_kept_for_every_object() -> None:
     assert type(memo) is Own and memo == {'a': 1}
     del memo
     assert len(memos) == 1
+
+
+def test_the_memos_no_longer_in_use_are_not_remembered_forever() -> None:
+    memos = ObjectMemos(kopf.Memo())
+    in_use = memos.of('uid-kept-in-use')
+    for number in range(10_000):
+        memos.of(f'uid-{number}')  # used and dropped at once, as by most calls
+    assert len(memos._unused) <= 2 * 64
+    assert memos.of('uid-kept-in-use') is in_use
+    in_use.counter = 1
+    del in_use
+    gc.collect()
+    assert memos.of('uid-kept-in-use') == {'counter': 1}
+
+
+def test_a_forgotten_memo_is_not_kept_when_stored_in_later() -> None:
+    memos = ObjectMemos(kopf.Memo())
+    memo = memos.of('uid-a')
+    memos.forget('uid-a')
+    memo.late = True
+    assert len(memos) == 0 and memos.of('uid-a') == {}
