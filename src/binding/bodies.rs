@@ -57,7 +57,7 @@ impl CoreBody {
     fn item<'py>(&self, py: Python<'py>, key: &str) -> PyResult<Bound<'py, PyAny>> {
         let found = match &self.source {
             Source::Tree(tree) => match tree.get(key) {
-                Some(value) => Some(pythonize::pythonize(py, value)?),
+                Some(value) => Some(super::values::to_python(py, value)?),
                 None => None,
             },
             Source::Text(compact) => parse(compact, Field { key, py })?,

@@ -177,7 +177,7 @@ fn kind_name(kind: HandlerKind) -> &'static str {
 }
 
 fn to_py<'py>(py: Python<'py>, value: &Value) -> PyResult<Bound<'py, PyAny>> {
-    Ok(pythonize::pythonize(py, value)?)
+    super::values::to_python(py, value)
 }
 
 fn diff_list<'py>(py: Python<'py>, diff: &Diff) -> PyResult<Bound<'py, PyList>> {

@@ -59,7 +59,7 @@ impl EventStream {
         let Some(delivery) = py.detach(|| runtime.block_on(waiting)) else {
             return Ok(None);
         };
-        let object = pythonize::pythonize(py, &*delivery.event.object)?;
+        let object = super::values::to_python(py, &delivery.event.object)?;
         Ok(Some((delivery.number, delivery.event.kind, object)))
     }
 

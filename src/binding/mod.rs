@@ -15,6 +15,7 @@ mod runtime;
 mod scopes;
 mod storages;
 mod threads;
+mod values;
 mod webhooks;
 
 use pyo3::prelude::*;

@@ -111,9 +111,9 @@ impl PyStorage {
             let value = match arg {
                 Arg::Str(text) => text.into_pyobject(py)?.into_any(),
                 Arg::OptStr(text) => text.into_pyobject(py)?.into_any(),
-                Arg::Json(value) => pythonize::pythonize(py, value)?,
+                Arg::Json(value) => super::values::to_python(py, value)?,
                 Arg::Body(body) => {
-                    (self.body_type.bind(py)).call1((pythonize::pythonize(py, body)?,))?
+                    (self.body_type.bind(py)).call1((super::values::to_python(py, body)?,))?
                 }
                 Arg::Fields(fields) => {
                     let paths = fields.iter().map(|f| PyTuple::new(py, f));

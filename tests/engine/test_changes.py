@@ -470,6 +470,10 @@ def test_objects_are_handled_concurrently(crd: None, namespace: str, tmp_path: P
     assert [event for event, _ in order] == ["start", "start", "end", "end"], order
 
 
+SPEC = {"who": "Alice", "n": 3, "ratio": 0.5, "list": [{"x": None}, True, False, -7, [1.5, "ü"]],
+        "big": 9_007_199_254_740_993, "small": -9_223_372_036_854_775_808, "empty": {}, "none": []}
+
+
 def test_a_handlers_body_reads_as_a_mapping_of_plain_values(crd: None, namespace: str, tmp_path: Path) -> None:
     """The core hands bodies over unconverted and converts a field when it is first read: to
     a handler, `body` is still a mapping of plain dicts in the API's order, that compares,
@@ -486,11 +490,16 @@ def test_a_handlers_body_reads_as_a_mapping_of_plain_values(crd: None, namespace
                 "copies": copy.deepcopy(body) == body and pickle.loads(pickle.dumps(body)) == dict(body),
                 "spec": dict(body)["spec"], "default": body.get("nothing", "none"),
                 "labels": dict(body.meta.labels), "name": body.metadata.name,
+                "spec_text": json.dumps(dict(body)["spec"]),  # ints stay ints, floats floats
             }, sort_keys=True)
 
         @kopf.on.create('greetings')
         def created(body, logger, **_):
             logger.info(f"created sees {describe(body)}")
+
+        @kopf.on.event('greetings')
+        def event(body, logger, **_):
+            logger.info(f"event sees {describe(body)}")
 
         @kopf.timer('greetings', interval=0.3)
         async def ticked(body, logger, **_):
@@ -501,19 +510,21 @@ def test_a_handlers_body_reads_as_a_mapping_of_plain_values(crd: None, namespace
         kubectl("create", "-f", "-", input=json.dumps({
             "apiVersion": "demo.kopf.dev/v1", "kind": "Greeting",
             "metadata": {"name": "b1", "namespace": namespace, "labels": {"z": "1", "a": "2"}},
-            "spec": {"who": "Alice", "n": 3, "ratio": 0.5, "list": [{"x": None}]}}))
+            "spec": SPEC}))
         operator.wait_for(r"created sees")
+        operator.wait_for(r"event sees")
         output = operator.wait_for(r"ticked sees")
     finally:
         exit_code = operator.stop()
-    lines = re.findall(r"\] (created|ticked) sees (.*)$", output, re.MULTILINE)
+    lines = re.findall(r"\] (created|ticked|event) sees (.*)$", output, re.MULTILINE)
     seen = {kind: json.loads(text) for kind, text in lines}
-    for kind in ("created", "ticked"):
+    for kind in ("created", "ticked", "event"):
         assert seen[kind]["keys"][:4] == ["apiVersion", "kind", "metadata", "spec"], kind
         assert seen[kind]["len"] == len(seen[kind]["keys"])
         assert seen[kind]["in"] == [True, False, False]
         assert seen[kind]["same"] is True and seen[kind]["type"] == "dict" and seen[kind]["copies"] is True
-        assert seen[kind]["spec"] == {"who": "Alice", "n": 3, "ratio": 0.5, "list": [{"x": None}]}
+        assert seen[kind]["spec"] == SPEC
+        assert seen[kind]["spec_text"] == json.dumps(SPEC, sort_keys=True), kind  # in the API's order
         assert seen[kind]["default"] == "none"
         assert seen[kind]["labels"] == {"z": "1", "a": "2"} and seen[kind]["name"] == "b1"
     assert "Traceback" not in operator.output
