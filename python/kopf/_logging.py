@@ -112,7 +112,7 @@ class ObjectLogger(logging.LoggerAdapter):  # type: ignore[type-arg]
     """The ``logger`` kwarg of handlers: messages carry the object's reference."""
 
     def __init__(self, *, body: Mapping[str, Any], settings: Any) -> None:
-        if isinstance(body, LazyRaw):  # the engine's: not converted for this
+        if type(body) is LazyRaw:  # the engine's: not converted for this (no ABC check)
             api_version, kind, name, uid, namespace = body.identity()
         else:
             meta = body.get('metadata', {})

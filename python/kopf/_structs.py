@@ -76,12 +76,13 @@ class LazyRaw(Mapping[str, Any]):
     body is replaced whole when its object changes (``_replace``); fields read before stay as
     they were. Copies and pickles are plain dicts."""
 
-    __slots__ = ('_state',)
+    __slots__ = ('_state', '_named')
 
     def __init__(self, source: Any) -> None:
         # The source (`kopf._engine.CoreBody`), the fields read so far, the keys once known:
         # one attribute, so that a thread reading it never sees half of a replacement.
         self._state: tuple[Any, dict[str, Any], list[str] | None] = (source, {}, None)
+        self._named: tuple[Any, Any] | None = None  # the source and its identity, once asked
 
     def _replace(self, source: Any) -> None:
         self._state = (source, {}, None)
@@ -97,8 +98,12 @@ class LazyRaw(Mapping[str, Any]):
         return keys
 
     def identity(self) -> tuple[str | None, str | None, str | None, str | None, str | None]:
-        """``(apiVersion, kind, name, uid, namespace)``, read without converting anything else."""
-        return cast(tuple[Any, Any, Any, Any, Any], self._state[0].identity())
+        """``(apiVersion, kind, name, uid, namespace)``, read without converting anything else
+        (once per source: a call's kwargs and logger both ask, a timer's every time)."""
+        source, named = self._state[0], self._named
+        if named is None or named[0] is not source:
+            named = self._named = (source, source.identity())
+        return cast(tuple[Any, Any, Any, Any, Any], named[1])
 
     def __getitem__(self, key: str) -> Any:
         source, fields, _ = self._state

@@ -19,6 +19,7 @@ class Source:
     def __init__(self, data: dict[str, Any]) -> None:
         self.data = data
         self.converted: list[str] = []
+        self.identified = 0
 
     def keys(self) -> list[str]:
         return list(self.data)
@@ -30,6 +31,7 @@ class Source:
         return copy.deepcopy(self.data[key])
 
     def identity(self) -> tuple[Any, ...]:
+        self.identified += 1
         meta = self.data.get('metadata', {})
         return (self.data.get('apiVersion'), self.data.get('kind'),
                 meta.get('name'), meta.get('uid'), meta.get('namespace'))
@@ -91,3 +93,13 @@ def test_views_and_loggers_read_only_what_they_need() -> None:
     assert source.converted == []
     assert body.spec['x'] == [1, {'y': None}] and dict(body.meta.labels) == {'a': '1'} and body.status == {}
     assert source.converted == ['spec', 'metadata']
+
+
+def test_the_identity_is_read_once_per_source() -> None:
+    source = Source(OBJECT)
+    raw = LazyRaw(source)
+    assert raw.identity() == raw.identity() == ('v1', 'Thing', 'n', 'u', None)
+    ObjectLogger(body=raw, settings=None)
+    assert source.identified == 1 and source.converted == []
+    raw._replace(Source({**OBJECT, 'metadata': {'name': 'renamed'}}))
+    assert raw.identity() == ('v1', 'Thing', 'renamed', None, None)
