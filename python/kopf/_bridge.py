@@ -518,13 +518,13 @@ class Bridge:
         return True
 
 
-@functools.lru_cache(maxsize=1024)
 def _utcnow() -> datetime.datetime:
     """Now, naive UTC (`.replace(tzinfo=None)`, with its keyword, cost thrice as much)."""
     now = datetime.datetime.now(datetime.UTC)
     return datetime.datetime.combine(now.date(), now.time())
 
 
+@functools.lru_cache(maxsize=1024)
 def _started(text: str) -> datetime.datetime:
     """When a handler was first called: the same for all calls of a timer and for all
     retries of a handler (parsed once; datetimes are immutable)."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import json
 import re
 import signal
@@ -226,7 +227,7 @@ def test_event_handlers_and_kubernetes_events(crd: None, namespace: str, tmp_pat
 
         @kopf.on.event('greetings')
         def attempt(name, retry, started, runtime, logger, **_):  # as Kopf passes them
-            logger.info(f"attempt {name}: {retry} {started.tzinfo} {runtime.total_seconds() < 5}")
+            logger.info(f"attempt {name}: {retry} {started.tzinfo} {runtime.total_seconds() < 5} at {started.isoformat()}")
 
         @kopf.on.create('greetings')
         def notify(body, **_):
@@ -243,6 +244,7 @@ def test_event_handlers_and_kubernetes_events(crd: None, namespace: str, tmp_pat
         operator.wait_for(r"event ADDED g-after")
         operator.wait_for(r"attempt g-after: 0 None True")
         operator.wait_for(r"event MODIFIED g-after")
+        operator.wait_for(r"attempt g-after: .* at .*\n(.*\n)*.*attempt g-after: .* at ")
         kubectl("delete", "greeting", "g-after", "-n", namespace, "--timeout=30s")
         operator.wait_for(r"event DELETED g-after")
 
@@ -255,6 +257,11 @@ def test_event_handlers_and_kubernetes_events(crd: None, namespace: str, tmp_pat
     finally:
         operator.stop()
     assert "Handler 'notify' succeeded." in operator.output  # a failed post is not fatal
+    # Each event's call starts now (naive UTC), not when an earlier one did.
+    starts = re.findall(r"attempt g-after: 0 None True at (\S+)", operator.output)
+    assert len(starts) >= 2 and len(set(starts)) == len(starts)
+    first = datetime.datetime.fromisoformat(starts[0])
+    assert abs(first - datetime.datetime.now(datetime.UTC).replace(tzinfo=None)) < datetime.timedelta(minutes=5)
     by_reason = {e["reason"]: e for e in found}
     assert by_reason["Greeted"]["type"] == "Normal"
     assert by_reason["Greeted"]["message"] == "A greeting was made."
