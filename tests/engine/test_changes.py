@@ -227,7 +227,8 @@ def test_event_handlers_and_kubernetes_events(crd: None, namespace: str, tmp_pat
 
         @kopf.on.event('greetings')
         def attempt(name, retry, started, runtime, logger, **_):  # as Kopf passes them
-            logger.info(f"attempt {name}: {retry} {started.tzinfo} {runtime.total_seconds() < 5} at {started.isoformat()}")
+            at = started.isoformat()
+            logger.info(f"attempt {name}: {retry} {started.tzinfo} {runtime.total_seconds() < 5} at {at}")
 
         @kopf.on.create('greetings')
         def notify(body, **_):
