@@ -242,9 +242,9 @@ def test_lines_are_records_when_anything_else_may_see_them(
     if change == 'a filter':
         handler.addFilter(lambda record: seen.append(record) or True)
     elif change == 'a handler':
-        logging.getLogger('kopf').addHandler(other := Records())
+        other = Records()
         seen = other.records
-        monkeypatch.setattr(logging.getLogger('kopf'), 'handlers', [other])
+        monkeypatch.setattr(logging.getLogger('kopf'), 'handlers', [other])  # (put back after)
     elif change == 'a formatter':
         handler.setFormatter(logging.Formatter('%(levelname)s %(funcName)s %(message)s'))
     elif change == 'a record factory':
