@@ -84,8 +84,7 @@ class ObjectPrefixingMixin(ObjectFormatter):
         ref = getattr(record, 'k8s_ref', None)
         if ref is None:
             return super().format(record)
-        namespace, name = ref.get('namespace') or '', ref.get('name') or ''
-        prefix = f"[{namespace}/{name}]" if namespace else f"[{name}]"
+        prefix = _prefix(ref)
         # Prefixed for this formatting only; other handlers get the record as it was. (Put
         # back rather than copied: a copy of every record was a tenth of a timer call's cost.)
         saved = record.msg, record.__dict__.get('message')
@@ -98,6 +97,12 @@ class ObjectPrefixingMixin(ObjectFormatter):
                 record.__dict__.pop('message', None)
             else:
                 record.message = saved[1]
+
+
+def _prefix(ref: Mapping[str, Any]) -> str:
+    """An object's prefix of the lines about it: ``[namespace/name]``, or ``[name]``."""
+    namespace, name = ref.get('namespace') or '', ref.get('name') or ''
+    return f"[{namespace}/{name}]" if namespace else f"[{name}]"
 
 
 class ObjectPrefixingTextFormatter(ObjectPrefixingMixin, ObjectTextFormatter):
@@ -210,8 +215,7 @@ def _write_directly(target: logging.Logger, level: int, msg: str, extra: Mapping
         return False
     ref = extra.get('k8s_ref') if extra and type(formatter) is ObjectPrefixingTextFormatter else None
     if ref is not None:
-        namespace, name = ref.get('namespace') or '', ref.get('name') or ''
-        msg = f"[{namespace}/{name}] {msg}" if namespace else f"[{name}] {msg}"
+        msg = f"{_prefix(ref)} {msg}"
     fields = {'name': target.name, 'levelname': logging.getLevelName(level), 'message': msg}
     if timed:
         created = time.time()  # as a record's: its milliseconds, truncated
