@@ -49,6 +49,10 @@ engine_logger = logging.getLogger('kopf._core.engine')
 _LOGGERS: dict[HandlerKind, type[ObjectLogger]] = {'watching': LocalObjectLogger, 'indexing': TerseObjectLogger,
                                                    'admission': LocalObjectLogger}
 _ABSENT_VALUE = object()
+# How handlers' errors are treated unless they say (`errors=`): a review is answered at once,
+# with no retries; `on.event` and indexing handlers are not retried; the others are.
+_DEFAULT_ERRORS: dict[HandlerKind, ErrorsMode] = {'admission': ErrorsMode.PERMANENT, 'watching': ErrorsMode.IGNORED,
+                                                  'indexing': ErrorsMode.IGNORED}
 
 
 def _resolve(data: Any, path: tuple[str, ...] | None) -> Any:
@@ -258,18 +262,21 @@ class Bridge:
     async def invoke(self, call: Invocation) -> Invoked:
         handler = self._handler(call)
         kwargs, logger, patch = self._call_kwargs(call, handler)
-        stopper = self._stopper(call['daemon']['token']) if call.get('daemon') else None
+        daemon = call.get('daemon')
+        stopper = self.stoppers.get(daemon['token']) if daemon is not None else None  # made by `_kwargs`
         if stopper is not None and stopper.cancelled:
             return {'final': True, 'cancelled': True}
         sub = self._subhandling(call, handler, kwargs)
         declaring = _subhandling.current.set(sub)
+        # Only change handlers may declare sub-handlers (`@kopf.subhandler` refuses others).
+        after = functools.partial(_subhandling.execute_declared, sub) if isinstance(handler, ChangingHandler) else None
         try:
             if stopper is not None:
                 stopper.task = asyncio.current_task(self._loop)
             outcome = await execute_once(
                 handler=handler, kwargs=kwargs, logger=logger, retry=call['retry'], runtime=call['runtime'],
-                settings=self.settings, default_errors=self._default_errors(call),
-                after=functools.partial(_subhandling.execute_declared, sub),
+                settings=self.settings, default_errors=_DEFAULT_ERRORS.get(call['kind'], ErrorsMode.TEMPORARY),
+                after=after,
             )
         except asyncio.CancelledError:
             if stopper is None or not stopper.cancelled:
@@ -291,10 +298,12 @@ class Bridge:
         kwargs, logger, patch = self._call_kwargs(call, handler)
         sub = self._subhandling(call, handler, kwargs)
         _subhandling.current.set(sub)  # in this call's own context (see `invoke_in_thread`)
+        changing = isinstance(handler, ChangingHandler)
+        after = functools.partial(_subhandling.execute_declared_blocking, sub) if changing else None
         outcome = execute_in_thread(
             handler=handler, kwargs=kwargs, logger=logger, retry=call['retry'], runtime=call['runtime'],
-            settings=self.settings, default_errors=self._default_errors(call),
-            after=functools.partial(_subhandling.execute_declared_blocking, sub),
+            settings=self.settings, default_errors=_DEFAULT_ERRORS.get(call['kind'], ErrorsMode.TEMPORARY),
+            after=after,
         )
         return self._answer(call, outcome, patch, kwargs)
 
@@ -345,12 +354,6 @@ class Bridge:
             kwargs |= self.indices
         return kwargs, logger, patch
 
-    @staticmethod
-    def _default_errors(call: Invocation) -> ErrorsMode:
-        if call['kind'] == 'admission':
-            return ErrorsMode.PERMANENT  # a review is answered at once: no retries
-        return ErrorsMode.IGNORED if call['kind'] in ('watching', 'indexing') else ErrorsMode.TEMPORARY
-
     def _handler(self, call: Invocation) -> ResourceHandler:
         scope = call.get('scope')
         if scope is not None:
@@ -388,11 +391,10 @@ class Bridge:
             stopper = self.stoppers.setdefault(token, DaemonStopper(self._loop))
         return stopper
 
-    def _live_body(self, daemon: DaemonCall, source: CoreBody) -> LazyRaw:
+    def _live_body(self, daemon: DaemonCall, source: CoreBody, stopper: DaemonStopper) -> LazyRaw:
         """Daemons and timers see one live body per object, replaced when it changes (what
         was read of it is kept while the core's body stays the same)."""
         key = daemon['key']
-        stopper = self._stopper(daemon['token'])
         if stopper.key is None:
             stopper.key = key
             self.live_users[key] = self.live_users.get(key, 0) + 1
@@ -408,7 +410,7 @@ class Bridge:
         body read lazily; for daemons and timers, their object's live one."""
         daemon = call.get('daemon')
         if daemon is not None:
-            return self._live_body(daemon, call['body'])
+            return self._live_body(daemon, call['body'], self._stopper(daemon['token']))
         body = call['body']
         return body if isinstance(body, dict) else LazyRaw(body)
 
@@ -420,13 +422,14 @@ class Bridge:
             shared |= {'reason': Reason(call['reason'] or 'noop'), 'diff': Diff(call['diff'] or ()),
                        'old': call['old'], 'new': call['new']}
             return shared, shared['logger'], shared['patch']
-        raw = self._raw_body(call)
         daemon = call.get('daemon')
         if daemon is None:
+            raw = self._raw_body(call)
             kwargs = self._object_kwargs(call, raw)
         else:
             # A daemon's or timer's calls all see its live body: its views are made once.
             stopper = self._stopper(daemon['token'])
+            raw = self._live_body(daemon, call['body'], stopper)
             if stopper.kwargs is None:
                 stopper.kwargs = self._object_kwargs(call, raw)
                 checker = AsyncDaemonStopperChecker if is_async_fn(handler.fn) else SyncDaemonStopperChecker

@@ -40,16 +40,14 @@ class Outcome:
             'result': self.result if self.exception is None else None,
             # As Kopf keeps it in the progress record: the text only (empty for `Exception()`).
             'exception': None if self.exception is None else str(self.exception),
-            'failure': _failure(self.exception),
+            'failure': None if self.exception is None else _failure(self.exception),
             'subrefs': [],
             'patch': patch or None,
         }
 
 
-def _failure(exception: BaseException | None) -> str | None:
+def _failure(exception: BaseException) -> str:
     """How a call failed, for the engine's metrics."""
-    if exception is None:
-        return None
     if isinstance(exception, PermanentError):
         return 'permanent'
     return 'temporary' if isinstance(exception, TemporaryError) else 'exception'

@@ -154,8 +154,11 @@ def log_here(logger: logging.Logger | logging.LoggerAdapter,  # type: ignore[typ
             return
         if local:  # what its `log()` adds, and where logging finds the caller: in that `log()`
             extra = dict(extra or {}, k8s_skip=True)
-        msg, kwargs = logger.process(msg, {'extra': extra} if extra else {})
-        target, extra = logger.logger, kwargs.get('extra')
+        if extra or type(logger).process is not ObjectLogger.process:
+            msg, kwargs = logger.process(msg, {'extra': extra} if extra else {})
+            target, extra = logger.logger, kwargs.get('extra')
+        else:  # what `process()` would make: a copy of the adapter's own fields, only read
+            target, extra = logger.logger, logger.extra
     else:
         target = logger
     if type(target) is not logging.Logger:  # a custom class may find or make records its way
@@ -223,8 +226,12 @@ def _write_directly(target: logging.Logger, level: int, msg: str, extra: Mapping
     line = style._fmt % fields
     writer.acquire()
     try:
-        writer.stream.write(line + writer.terminator)
-        writer.flush()
+        stream = writer.stream
+        stream.write(line + writer.terminator)
+        if type(writer).flush is not logging.StreamHandler.flush:
+            writer.flush()
+        elif stream and hasattr(stream, 'flush'):  # as that `flush()` does; its lock is held already
+            stream.flush()
     except RecursionError:  # as logging's own handlers let it through
         raise
     except Exception:
