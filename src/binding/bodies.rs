@@ -7,6 +7,7 @@
 //! converts one top-level field when it is first asked for; the Python side
 //! (`kopf._structs.LazyRaw`) keeps what it has converted, as a dict would keep it.
 
+use super::values::Parsed;
 use crate::state::bodies::CompactBody;
 use pyo3::exceptions::{PyKeyError, PyValueError};
 use pyo3::prelude::*;
@@ -60,7 +61,9 @@ impl CoreBody {
                 Some(value) => Some(super::values::to_python(py, value)?),
                 None => None,
             },
-            Source::Text(compact) => parse(compact, Field { key, py })?,
+            Source::Text(compact) => {
+                super::values::parsing(py, |value| parse(compact, Field { key, value }))?
+            }
         };
         found.ok_or_else(|| PyKeyError::new_err(key.to_owned()))
     }
@@ -135,24 +138,24 @@ impl<'de> Visitor<'de> for Keys {
 }
 
 /// One top-level field, straight from the text into Python objects; the others skipped.
-struct Field<'k, 'py> {
+struct Field<'k, 'py, 'v> {
     key: &'k str,
-    py: Python<'py>,
+    value: Parsed<'py, 'v>,
 }
 
-impl<'de, 'py> Visitor<'de> for Field<'_, 'py> {
+impl<'de, 'py> Visitor<'de> for Field<'_, 'py, '_> {
     type Value = Option<Bound<'py, PyAny>>;
 
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
         f.write_str("an object")
     }
 
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+    fn visit_map<A: MapAccess<'de>>(mut self, mut map: A) -> Result<Self::Value, A::Error> {
         let mut found = None;
         // To the end: the parser checks that the object is whole.
         while let Some(wanted) = map.next_key_seed(IsKey(self.key))? {
             if wanted {
-                found = Some(map.next_value_seed(ToPython(self.py))?);
+                found = Some(map.next_value_seed(self.value.again())?);
             } else {
                 map.next_value::<IgnoredAny>()?;
             }
@@ -181,18 +184,6 @@ impl<'de> Visitor<'de> for IsKey<'_> {
 
     fn visit_str<E: de::Error>(self, key: &str) -> Result<bool, E> {
         Ok(key == self.0)
-    }
-}
-
-/// A value of the text, converted as it is parsed (no tree in between).
-struct ToPython<'py>(Python<'py>);
-
-impl<'de, 'py> DeserializeSeed<'de> for ToPython<'py> {
-    type Value = Bound<'py, PyAny>;
-
-    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
-        serde_transcode::transcode(deserializer, pythonize::Pythonizer::new(self.0))
-            .map_err(de::Error::custom)
     }
 }
 

@@ -479,7 +479,9 @@ def test_objects_are_handled_concurrently(crd: None, namespace: str, tmp_path: P
 
 
 SPEC = {"who": "Alice", "n": 3, "ratio": 0.5, "list": [{"x": None}, True, False, -7, [1.5, "ü"]],
-        "big": 9_007_199_254_740_993, "small": -9_223_372_036_854_775_808, "empty": {}, "none": []}
+        "big": 9_007_199_254_740_993, "small": -9_223_372_036_854_775_808, "empty": {}, "none": [],
+        # Keys that are escaped in the text, not ASCII, or longer than the names the core keeps.
+        'quo"ted\\': {"ключ": "значение"}, "k" * 70: 1}
 
 
 def test_a_handlers_body_reads_as_a_mapping_of_plain_values(crd: None, namespace: str, tmp_path: Path) -> None:
