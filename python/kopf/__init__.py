@@ -3,6 +3,10 @@
 Operators written for Kopf 1.45 import ``kopf`` and run unchanged.
 """
 
+from kopf import _deferred
+
+_deferred.defer_tls()  # before anything imports asyncio
+
 import logging as _stdlogging
 from typing import TYPE_CHECKING as _TYPE_CHECKING
 from typing import Any as _Any

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import signal
 import socket
 import threading
 import time
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
@@ -87,6 +89,41 @@ def test_failed_startup_stops_the_operator(cluster: dict[str, str], tmp_path: Pa
     operator.stop()
     assert exit_code != 0
     assert "Activity 'impossible' failed permanently: cannot start" in operator.output
+
+
+def test_handlers_speak_tls_and_hash_with_pythons_own_modules(cluster: dict[str, str], tmp_path: Path) -> None:
+    """ssl, asyncio's TLS and hashlib are loaded at their first use (kopf._deferred), and work."""
+    url = kubectl("config", "view", "--minify", "-o", "jsonpath={.clusters[0].cluster.server}")
+    server = urllib.parse.urlsplit(url)
+    script = write_script(tmp_path, """
+        import asyncio, hashlib, os, ssl, sys
+        import kopf
+
+        @kopf.on.login()  # not the client libraries' logins: the test's virtualenv has them, with TLS
+        def login(**kwargs):
+            return kopf.login_with_kubeconfig(**kwargs)
+
+        @kopf.on.startup()
+        async def handshake(logger, **_):
+            logger.info(f"OpenSSL before: {sorted(m for m in ('_ssl', '_hashlib') if m in sys.modules)}")
+            context = ssl.create_default_context()
+            context.check_hostname = False
+            context.verify_mode = ssl.CERT_NONE
+            reader, writer = await asyncio.open_connection(os.environ['HOST'], int(os.environ['PORT']), ssl=context)
+            version = writer.get_extra_info('ssl_object').version()
+            writer.close()
+            await writer.wait_closed()
+            logger.info(f"handshake: {version}; sha256: {hashlib.sha256(b'kopf').hexdigest()}")
+    """)
+    operator = OperatorProcess(["run", "-A", str(script)], cwd=tmp_path,
+                               env={"HOST": server.hostname or "", "PORT": str(server.port)})
+    try:
+        output = operator.wait_for(r"handshake: ")
+    finally:
+        operator.stop()
+    assert "OpenSSL before: []" in output
+    assert f"handshake: TLSv1.3; sha256: {hashlib.sha256(b'kopf').hexdigest()}" in output
+    assert "Activity 'handshake' succeeded." in output
 
 
 def test_core_threads_and_their_variable(cluster: dict[str, str], tmp_path: Path) -> None:
