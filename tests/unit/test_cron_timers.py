@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
 import kopf
 import pytest
 from kopf._handlers import TimerHandler
@@ -49,3 +55,23 @@ def test_options_that_do_not_combine_with_a_schedule(options: dict[str, object])
 def test_a_time_zone_without_a_schedule() -> None:
     with pytest.raises(TypeError, match="timezone= applies to cron= schedules only"):
         declare(interval=5, timezone='UTC')
+
+
+def test_zones_come_from_the_bundled_database_without_the_systems(tmp_path: Path) -> None:
+    """An image without /usr/share/zoneinfo (TZDIR: an empty folder) knows the zones too."""
+    source = textwrap.dedent("""
+        import kopf
+        registry = kopf.OperatorRegistry()
+        for zone in ['Asia/Kolkata', 'Mars/Olympus']:
+            try:
+                kopf.timer('greetings', registry=registry, cron='0 9 * * *', timezone=zone)(lambda **_: None)
+                print(zone, 'accepted')
+            except ValueError as e:
+                print(zone, 'refused:', e)
+    """)
+    result = subprocess.run([sys.executable, "-c", source], capture_output=True, text=True, timeout=60,
+                            env={**os.environ, "TZDIR": str(tmp_path)}, check=False)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0] == "Asia/Kolkata accepted"
+    assert lines[1].startswith("Mars/Olympus refused:") and 'unknown time zone "Mars/Olympus"' in lines[1]
