@@ -69,6 +69,14 @@ def write_script(directory: Path, source: str, name: str = "handlers.py") -> Pat
     return path
 
 
+def run_python(source: str, *, cwd: Path | None = None, env: dict[str, str] | None = None) -> str:
+    """Run the code in a fresh interpreter of this virtualenv; its output, if it succeeded."""
+    result = subprocess.run([sys.executable, "-c", textwrap.dedent(source)], capture_output=True, text=True,
+                            cwd=cwd, env={**os.environ, **(env or {})}, timeout=60, check=False)
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
 def get(kind: str, name: str, namespace: str) -> dict[str, Any]:
     return json.loads(kubectl("get", kind, name, "-n", namespace, "-o", "json"))
 

@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-import textwrap
 from pathlib import Path
 
 import kopf
 import pytest
 from kopf._handlers import TimerHandler
+from operators import run_python
 
 
 def declare(**options: object) -> TimerHandler:
@@ -59,7 +56,7 @@ def test_a_time_zone_without_a_schedule() -> None:
 
 def test_zones_come_from_the_bundled_database_without_the_systems(tmp_path: Path) -> None:
     """An image without /usr/share/zoneinfo (TZDIR: an empty folder) knows the zones too."""
-    source = textwrap.dedent("""
+    output = run_python("""
         import kopf
         registry = kopf.OperatorRegistry()
         for zone in ['Asia/Kolkata', 'Mars/Olympus']:
@@ -68,10 +65,7 @@ def test_zones_come_from_the_bundled_database_without_the_systems(tmp_path: Path
                 print(zone, 'accepted')
             except ValueError as e:
                 print(zone, 'refused:', e)
-    """)
-    result = subprocess.run([sys.executable, "-c", source], capture_output=True, text=True, timeout=60,
-                            env={**os.environ, "TZDIR": str(tmp_path)}, check=False)
-    assert result.returncode == 0, result.stderr
-    lines = result.stdout.splitlines()
+    """, env={"TZDIR": str(tmp_path)})
+    lines = output.splitlines()
     assert lines[0] == "Asia/Kolkata accepted"
     assert lines[1].startswith("Mars/Olympus refused:") and 'unknown time zone "Mars/Olympus"' in lines[1]

@@ -3,17 +3,10 @@
 Each case runs in a fresh interpreter: this one has imported asyncio (and ssl) long ago.
 """
 
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
-
-def run_python(source: str, cwd: Path | None = None) -> str:
-    result = subprocess.run([sys.executable, "-c", textwrap.dedent(source)], capture_output=True, text=True,
-                            cwd=cwd, timeout=60, check=False)
-    assert result.returncode == 0, result.stderr
-    return result.stdout
+from operators import run_python
 
 
 def test_kopf_loads_no_openssl_until_tls_or_hashes_are_used() -> None:
