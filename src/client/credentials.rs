@@ -16,9 +16,10 @@ use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 /// One-shot requests in flight at once (watches are not counted). Each needs a TLS
-/// connection of its own (HTTP/1.1), kept in the client's pool afterwards: unbounded,
-/// a burst of a thousand objects left a thousand connections and 60 MiB behind, while a
-/// few dozen already saturate an API server.
+/// connection of its own (HTTP/1.1), kept in the client's pool afterwards (until idle
+/// for a while, see `transport`): unbounded, a burst of a thousand objects left a
+/// thousand connections and 60 MiB behind, while a few dozen already saturate an API
+/// server.
 const MAX_CONCURRENT_REQUESTS: usize = 32;
 
 /// Runs the login handlers again; their best connection, or why there is none.

@@ -21,6 +21,13 @@ use tower::{BoxError, ServiceBuilder, ServiceExt};
 
 type Service = BoxCloneSyncService<Request<Full<Bytes>>, Response<Incoming>, BoxError>;
 
+/// How long a connection may wait in the pool for its next request before it is closed
+/// (aiohttp's keep-alive, so Kopf's): a burst of requests leaves up to 32 TLS connections
+/// (`MAX_CONCURRENT_REQUESTS`), each with ~60 KB of buffers and TLS state here and more
+/// in the API server, which hyper would otherwise keep until they are used again.
+/// The pool's sweep stops once it is empty: at rest, nothing wakes up for it.
+const IDLE_CONNECTION_TIMEOUT: Duration = Duration::from_secs(15);
+
 /// Requests to one API server with one login's credentials; clones share the connections.
 #[derive(Clone)]
 pub struct Transport {
@@ -67,6 +74,10 @@ impl Transport {
         let connector = config.rustls_https_connector_with_connector(connector)?;
         let client =
             hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+                .pool_idle_timeout(IDLE_CONNECTION_TIMEOUT)
+                // Without a timer, hyper closes an idle connection only when it is next
+                // taken from the pool, and keeps the rest for ever.
+                .pool_timer(hyper_util::rt::TokioTimer::new())
                 .build(connector);
         let service = ServiceBuilder::new()
             .layer(config.base_uri_layer())
@@ -262,35 +273,49 @@ mod tests {
 
     type Chunks = Vec<&'static [u8]>;
 
+    /// What the mock server has seen: requests, and connections still open.
+    #[derive(Clone, Default)]
+    struct Seen {
+        requests: Arc<AtomicUsize>,
+        open: Arc<AtomicUsize>,
+    }
+
     /// A server that answers every request with `code` and these chunks of a body (each
-    /// sent on its own); a transport to it, and the count of requests it got.
-    async fn serve(code: u16, chunks: Chunks) -> (Transport, Arc<AtomicUsize>) {
+    /// sent on its own); a transport to it, and what the server has seen.
+    async fn serve(code: u16, chunks: Chunks) -> (Transport, Seen) {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
-        let count = Arc::new(AtomicUsize::new(0));
-        let counted = count.clone();
+        let seen = Seen::default();
+        let counted = seen.clone();
         tokio::spawn(async move {
             loop {
                 let (stream, _) = listener.accept().await.unwrap();
                 let (chunks, counted) = (chunks.clone(), counted.clone());
+                let requests = counted.requests.clone();
                 let service = hyper::service::service_fn(move |_: Request<Incoming>| {
-                    counted.fetch_add(1, Ordering::SeqCst);
-                    let frames = chunks
-                        .clone()
-                        .into_iter()
-                        .map(|chunk| Ok::<_, Infallible>(Frame::data(Bytes::from_static(chunk))));
+                    requests.fetch_add(1, Ordering::SeqCst);
+                    // Collected: a closure's type in the body would be held across the
+                    // connection's awaits, which the compiler cannot prove general enough.
+                    let frames: Vec<Result<Frame<Bytes>, Infallible>> = (chunks.iter())
+                        .map(|chunk| Ok(Frame::data(Bytes::from_static(chunk))))
+                        .collect();
                     let body = StreamBody::new(futures::stream::iter(frames));
                     let response = Response::builder().status(code).body(body);
                     async move { response }
                 });
                 let io = hyper_util::rt::TokioIo::new(stream);
-                tokio::spawn(
-                    hyper::server::conn::http1::Builder::new().serve_connection(io, service),
-                );
+                counted.open.fetch_add(1, Ordering::SeqCst);
+                tokio::spawn(async move {
+                    let served = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(io, service)
+                        .await;
+                    counted.open.fetch_sub(1, Ordering::SeqCst);
+                    served
+                });
             }
         });
         let config = kube::Config::new(url.parse().unwrap());
-        (Transport::new(&config, None).unwrap(), count)
+        (Transport::new(&config, None).unwrap(), seen)
     }
 
     fn get(path: &str) -> Request<Vec<u8>> {
@@ -310,14 +335,14 @@ mod tests {
     #[tokio::test]
     async fn a_refusal_is_the_servers_status_after_one_request() {
         let status = br#"{"kind":"Status","apiVersion":"v1","status":"Failure","code":503,"message":"busy"}"#;
-        let (transport, count) = serve(503, vec![status]).await;
+        let (transport, seen) = serve(503, vec![status]).await;
         let result = transport.request::<serde_json::Value>(get("/x")).await;
         let Err(kube::Error::Api(status)) = result else {
             panic!("a refusal: {result:?}");
         };
         assert_eq!((status.code, status.message.as_str()), (503, "busy"));
         // Retries are the engine's (Kopf's `error_backoffs`), not the transport's.
-        assert_eq!(count.load(Ordering::SeqCst), 1);
+        assert_eq!(seen.requests.load(Ordering::SeqCst), 1);
     }
 
     #[tokio::test]
@@ -367,5 +392,27 @@ mod tests {
             matches!(&events[..], [Err(kube::Error::Api(status))] if status.code == 500),
             "{events:?}"
         );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn idle_connections_are_closed_after_a_while_and_reused_before() {
+        let (transport, seen) = serve(200, vec![b"{}"]).await;
+        transport.get::<serde_json::Value>("/a").await.unwrap();
+        tokio::time::sleep(IDLE_CONNECTION_TIMEOUT / 2).await;
+        transport.get::<serde_json::Value>("/b").await.unwrap();
+        assert_eq!(seen.requests.load(Ordering::SeqCst), 2);
+        assert_eq!(
+            seen.open.load(Ordering::SeqCst),
+            1,
+            "one connection, reused"
+        );
+
+        tokio::time::sleep(IDLE_CONNECTION_TIMEOUT * 2).await;
+        // The close reaches the server through a real socket: wait for it in real time.
+        let real = std::time::Instant::now();
+        while seen.open.load(Ordering::SeqCst) > 0 && real.elapsed() < Duration::from_secs(5) {
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(seen.open.load(Ordering::SeqCst), 0, "closed when idle");
     }
 }
