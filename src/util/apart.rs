@@ -9,9 +9,10 @@
 //! Allocated `apart`, the values pack densely in a region of their own.
 //!
 //! The region is one reservation of address space, used from its start as needed (only
-//! pages written to take memory), in slots of sizes in steps of 16 bytes; a freed slot is
-//! reused for the next value of its size. Anything bigger than a page, aligned more than
-//! 16 bytes, or allocated outside `apart`, is the system's.
+//! pages written to take memory), in slots of sizes in steps of 16 bytes, or of 128 bytes
+//! for values aligned to a cache line (a tokio task: a daemon's or timer's lives as long as
+//! it does); a freed slot is reused for the next value of its size. Anything bigger than a
+//! page, aligned more than a cache line, or allocated outside `apart`, is the system's.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::{Cell, UnsafeCell};
@@ -19,10 +20,15 @@ use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
 
 /// Slot sizes are multiples of this (and so is their alignment).
 const GRAIN: usize = 16;
+/// The slots of values aligned more than `GRAIN`: multiples of this, aligned to it (a
+/// cache line, as tokio pads its tasks' headers).
+const LINE: usize = 128;
 /// Bigger allocations are the system's: tables and buffers are few and freed whole (an
 /// object's body, usually smaller, is kept apart by daemons).
 const LARGEST: usize = 4096;
-const CLASSES: usize = LARGEST / GRAIN;
+/// The slot sizes: first those in steps of `GRAIN`, then those in steps of `LINE`.
+const GRAINED: usize = LARGEST / GRAIN;
+const CLASSES: usize = GRAINED + LARGEST / LINE;
 
 /// How much address space to ask for, in order: nothing is used until written to.
 #[cfg(unix)]
@@ -142,13 +148,13 @@ impl Region {
                 slots.free[class] = unsafe { *(free as *const usize) };
                 return Some(free as *mut u8);
             }
-            let size = (class + 1) * GRAIN;
+            let (size, align) = slot_of(class);
+            let slot = slots.next.next_multiple_of(align);
             let end = self.end.load(Ordering::Relaxed);
-            if slots.next + size > end {
+            if slot + size > end {
                 return None; // full: the system's from now on
             }
-            let slot = slots.next;
-            slots.next += size;
+            slots.next = slot + size;
             Some(slot as *mut u8)
         })
     }
@@ -191,7 +197,24 @@ fn reserve() -> Option<(usize, usize)> {
 /// The slot size class of an allocation that may go to the region.
 fn class_of(layout: Layout) -> Option<usize> {
     let size = layout.size().max(1);
-    (size <= LARGEST && layout.align() <= GRAIN).then(|| size.div_ceil(GRAIN) - 1)
+    if size > LARGEST {
+        None
+    } else if layout.align() <= GRAIN {
+        Some(size.div_ceil(GRAIN) - 1)
+    } else if layout.align() <= LINE {
+        Some(GRAINED + size.div_ceil(LINE) - 1)
+    } else {
+        None
+    }
+}
+
+/// A class's slot size and alignment.
+fn slot_of(class: usize) -> (usize, usize) {
+    if class < GRAINED {
+        ((class + 1) * GRAIN, GRAIN)
+    } else {
+        ((class - GRAINED + 1) * LINE, LINE)
+    }
 }
 
 fn is_apart() -> bool {
@@ -258,6 +281,28 @@ mod tests {
         assert!(holds(&*kept), "no region on this system?");
         assert!(!holds(&*other));
         assert_eq!(*kept, [1, 2, 3]);
+    }
+
+    #[test]
+    fn values_aligned_to_a_cache_line_are_kept_apart_aligned() {
+        // The size of a tokio task's cell; a size no other test uses.
+        #[repr(align(128))]
+        struct Padded([u8; 640]);
+        let first: Box<Padded> = apart(|| Box::new(Padded([1; 640])));
+        assert!(holds(&*first));
+        let address = &*first as *const Padded as usize;
+        assert_eq!(address % 128, 0);
+        drop(first);
+        let second: Box<Padded> = apart(|| Box::new(Padded([2; 640])));
+        assert_eq!(
+            &*second as *const Padded as usize, address,
+            "the slot, used again"
+        );
+        assert_eq!(second.0[639], 2);
+        // A plain value of the same size has slots of its own.
+        let plain: Box<[u8; 640]> = apart(|| Box::new([3; 640]));
+        assert!(holds(&*plain));
+        assert_ne!(&*plain as *const [u8; 640] as usize, address);
     }
 
     #[test]
