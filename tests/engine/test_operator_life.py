@@ -118,7 +118,7 @@ def test_handlers_speak_tls_and_hash_with_pythons_own_modules(cluster: dict[str,
     operator = OperatorProcess(["run", "-A", str(script)], cwd=tmp_path,
                                env={"HOST": server.hostname or "", "PORT": str(server.port)})
     try:
-        output = operator.wait_for(r"handshake: ")
+        output = operator.wait_for(r"Activity 'handshake' (succeeded|failed)")  # its last line
     finally:
         operator.stop()
     assert "OpenSSL before: []" in output
