@@ -22,9 +22,9 @@ use tower::{BoxError, ServiceBuilder, ServiceExt};
 type Service = BoxCloneSyncService<Request<Full<Bytes>>, Response<Incoming>, BoxError>;
 
 /// How long a connection may wait in the pool for its next request before it is closed
-/// (aiohttp's keep-alive, so Kopf's): a burst of requests leaves up to 32 TLS connections
-/// (`MAX_CONCURRENT_REQUESTS`), each with ~60 KB of buffers and TLS state here and more
-/// in the API server, which hyper would otherwise keep until they are used again.
+/// (aiohttp's keep-alive, so Kopf's): a burst of requests leaves dozens of TLS connections
+/// (a few more than `MAX_CONCURRENT_REQUESTS`), each with ~60 KB of buffers and TLS state
+/// here and more in the API server, which hyper would otherwise keep until used again.
 /// The pool's sweep stops once it is empty: at rest, nothing wakes up for it.
 const IDLE_CONNECTION_TIMEOUT: Duration = Duration::from_secs(15);
 
