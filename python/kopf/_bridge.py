@@ -104,6 +104,14 @@ class Bridge:
         self._threaded: set[Target] = {(kind, index) for kind, handlers in self._by_kind.items()
                           for index, handler in enumerate(handlers)
                           if not is_async_fn(handler.fn) and not isinstance(handler, DaemonHandler)}
+        # Also decided once per handler (by its identity: the lists keep them alive): whether
+        # it is async, and, unless it is a change handler, what its calls show to
+        # `@kopf.subhandler` and `kopf.execute()`: only the handler, as they refuse it.
+        registered = [handler for handlers in self._by_kind.values() for handler in handlers]
+        self._asyncs = {id(handler): is_async_fn(handler.fn) for handler in registered}
+        self._refusing = {id(handler): _subhandling.Call(handler=handler, scope=None, lifecycle=lifecycle,
+                                                         kwargs={}, scopes=self.scopes)
+                          for handler in registered if not isinstance(handler, ChangingHandler)}
 
     def spec(self) -> dict[str, Any]:
         """The handlers as the core needs them (their positions identify them in calls back)."""
@@ -259,7 +267,7 @@ class Bridge:
             engine_logger.exception(f"The initial delay of {handler} has failed; starting with no delay.")
             return 0.0
 
-    async def invoke(self, call: Invocation) -> Invoked:
+    async def invoke(self, call: Invocation) -> Invoked | None:
         handler = self._handler(call)
         kwargs, logger, patch = self._call_kwargs(call, handler)
         daemon = call.get('daemon')
@@ -276,7 +284,7 @@ class Bridge:
             outcome = await execute_once(
                 handler=handler, kwargs=kwargs, logger=logger, retry=call['retry'], runtime=call['runtime'],
                 settings=self.settings, default_errors=_DEFAULT_ERRORS.get(call['kind'], ErrorsMode.TEMPORARY),
-                after=after,
+                after=after, is_async=self._asyncs.get(id(handler)),
             )
         except asyncio.CancelledError:
             if stopper is None or not stopper.cancelled:
@@ -288,12 +296,12 @@ class Bridge:
                 stopper.task = None
         return self._answer(call, outcome, patch, kwargs)
 
-    def invoke_in_thread(self, call: Invocation) -> Invoked:
+    def invoke_in_thread(self, call: Invocation) -> Invoked | None:
         """A synchronous handler, called on one of the core's threads (see ``threading``),
         in a copy of the loop's context, as the executor would have run it."""
         return self._context.copy().run(self._invoke_here, call)
 
-    def _invoke_here(self, call: Invocation) -> Invoked:
+    def _invoke_here(self, call: Invocation) -> Invoked | None:
         handler = self._handler(call)
         kwargs, logger, patch = self._call_kwargs(call, handler)
         sub = self._subhandling(call, handler, kwargs)
@@ -363,23 +371,32 @@ class Bridge:
     def _subhandling(self, call: Invocation, handler: ResourceHandler, kwargs: dict[str, Any]) -> _subhandling.Call:
         """What sub-handlers declared in this call need: its scope in the core (change
         handlers only), the lifecycle it ran by, and the kwargs its sub-handlers share."""
+        refusing = self._refusing.get(id(handler))
+        if refusing is not None:
+            return refusing
         scope = call.get('scope')
         lifecycle = self.scopes[scope].lifecycle if scope is not None else self.lifecycle
         return _subhandling.Call(handler=handler, scope=call.get('children'), lifecycle=lifecycle,
                                  kwargs=kwargs, scopes=self.scopes)
 
     @staticmethod
-    def _answer(call: Invocation, outcome: Outcome, patch: Patch, kwargs: Mapping[str, Any] | None = None) -> Invoked:
+    def _answer(call: Invocation, outcome: Outcome, patch: Patch,
+                kwargs: Mapping[str, Any] | None = None) -> Invoked | None:
         """The outcome for the core. A sub-handler's `patch` is its parent's: it goes with
         the parent's outcome. An indexing function's result goes to the core as it is (the
         core converts it, see ``src/binding/indices.rs``), and its `patch` nowhere (as in Kopf).
         An admission handler's warnings and error go to the review's response."""
-        if call['kind'] == 'indexing':
+        kind = call['kind']
+        if kind == 'indexing':
             invoked = outcome.for_engine()
             invoked['indexed'] = invoked.pop('result', None)
             return invoked
-        invoked = outcome.for_engine({} if call.get('scope') is not None else patch._as_merge_patch())
-        if call['kind'] == 'admission':
+        merge_patch = {} if call.get('scope') is not None else patch._as_merge_patch()
+        if (kind != 'admission' and outcome.final and outcome.exception is None and outcome.result is None
+                and not merge_patch):
+            return None  # succeeded, nothing to keep or apply: the core needs no dict to read
+        invoked = outcome.for_engine(merge_patch)
+        if kind == 'admission':
             invoked['warnings'] = [str(w) for w in (kwargs or {}).get('warnings', [])]
             invoked['rejection'] = _rejection(outcome.exception)
         return invoked

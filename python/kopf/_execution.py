@@ -81,9 +81,13 @@ def _is_async_fn(fn: Callable[..., Any] | None) -> bool:
     return inspect.iscoroutinefunction(fn)
 
 
-async def invoke(fn: Callable[..., Any], kwargs: dict[str, Any], executor: Any = None) -> Any:
-    """Call the function: awaited if async; in the executor (with the current context) if sync."""
-    if is_async_fn(fn):
+async def invoke(fn: Callable[..., Any], kwargs: dict[str, Any], executor: Any = None,
+                 is_async: bool | None = None) -> Any:
+    """Call the function: awaited if async; in the executor (with the current context) if sync.
+    ``is_async``: whether it is, if the caller knows it already."""
+    if is_async is None:
+        is_async = is_async_fn(fn)
+    if is_async:
         return await fn(**kwargs)
     context = contextvars.copy_context()
     future = asyncio.get_running_loop().run_in_executor(executor, functools.partial(context.run, fn, **kwargs))
@@ -102,12 +106,13 @@ async def invoke(fn: Callable[..., Any], kwargs: dict[str, Any], executor: Any =
 async def execute_once(*, handler: Any, kwargs: dict[str, Any], logger: logging.LoggerAdapter,  # type: ignore[type-arg]
                        retry: int, runtime: float, settings: Any,
                        default_errors: ErrorsMode = ErrorsMode.TEMPORARY,
-                       after: Callable[[], Awaitable[None]] | None = None) -> Outcome:
+                       after: Callable[[], Awaitable[None]] | None = None,
+                       is_async: bool | None = None) -> Outcome:
     """Run a handler once; interpret its errors by its errors/timeout/retries/backoff options.
     ``after`` runs when the handler has returned, as part of it (its sub-handlers)."""
     try:
         _check_limits(handler, logger, retry, runtime)
-        result = await invoke(handler.fn, kwargs, executor=settings.execution.executor)
+        result = await invoke(handler.fn, kwargs, executor=settings.execution.executor, is_async=is_async)
         if after is not None:
             await after()
     except asyncio.CancelledError:

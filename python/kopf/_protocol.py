@@ -79,7 +79,8 @@ class Invocation(TypedDict):
 
 class Invoked(TypedDict, total=False):
     """How a call ended, for the core; a cancelled daemon's call has only ``final`` and
-    ``cancelled``."""
+    ``cancelled``. ``None`` instead of it: succeeded, with nothing to keep or apply (most
+    calls of timers and ``on.event`` handlers: no dict for them, none read by the core)."""
     final: bool  # no more retries: succeeded or failed for good
     delay: float | None  # until the next attempt, if not final
     result: Any  # the handler's return value, for ``status.<handler id>``

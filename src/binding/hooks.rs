@@ -276,11 +276,21 @@ fn invocation_dict<'py>(py: Python<'py>, call: &Invocation) -> PyResult<Bound<'p
 }
 
 /// The bridge's answer: `{"final", "delay", "result", "exception", "subrefs", "patch"}`,
-/// and for an indexing function, `"indexed"` (its result as it returned it), converted here.
+/// and for an indexing function, `"indexed"` (its result as it returned it), converted here;
+/// `None` for a call that succeeded with nothing to keep or apply.
 fn parse_invoked<'py>(
     answer: &Bound<'py, PyAny>,
     indexing: Option<&Converter>,
 ) -> PyResult<Invoked> {
+    if answer.is_none() {
+        return Ok(Invoked {
+            outcome: Outcome {
+                final_: true,
+                ..Default::default()
+            },
+            ..Default::default()
+        });
+    }
     let answer = answer.cast::<PyDict>()?;
     // Absent and `None` are the same: a cancelled call has only `final` and `cancelled`.
     let py = answer.py();
