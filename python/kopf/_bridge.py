@@ -370,7 +370,8 @@ class Bridge:
 
     def _subhandling(self, call: Invocation, handler: ResourceHandler, kwargs: dict[str, Any]) -> _subhandling.Call:
         """What sub-handlers declared in this call need: its scope in the core (change
-        handlers only), the lifecycle it ran by, and the kwargs its sub-handlers share."""
+        handlers only), the lifecycle it ran by, and the kwargs its sub-handlers share; for
+        the other handlers, their one record made at the start (see ``__init__``)."""
         refusing = self._refusing.get(id(handler))
         if refusing is not None:
             return refusing

@@ -44,7 +44,7 @@ struct Shared {
     /// so that the core's threads push into room made earlier instead of growing a new
     /// queue each batch (its reallocations were 7% of the core threads' time under 1 000 timers).
     spare: Mutex<Vec<Queued>>,
-    waiting: Mutex<HashMap<u64, Completion>>,
+    waiting: Mutex<HashMap<u64, Completion, foldhash::fast::RandomState>>,
     next_id: AtomicU64,
     /// A wake-up byte is in the socket and not consumed yet: no need for another.
     woken: AtomicBool,

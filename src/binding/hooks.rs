@@ -27,8 +27,8 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 use serde_json::Value;
-use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, LazyLock, Mutex};
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
 use tokio::sync::Semaphore;
 
 pub struct PyHooks {
@@ -196,16 +196,20 @@ fn diff_list<'py>(py: Python<'py>, diff: &Diff) -> PyResult<Bound<'py, PyList>> 
 }
 
 /// The resources as Python dicts, each made once: every call names its resource, and a
-/// resource's dict is a few dozen objects (its verbs, names, subresources).
-static RESOURCES: LazyLock<Mutex<HashMap<Resource, Py<PyAny>>>> = LazyLock::new(Default::default);
+/// resource's dict is a few dozen objects (its verbs, names, subresources). Found by the
+/// `Arc` that the calls share (hashing and comparing a whole resource on every call was a
+/// few microseconds of each `on.event` call), else by equality: one dict per distinct value.
+static RESOURCES: Mutex<Vec<(Arc<Resource>, Py<PyAny>)>> = Mutex::new(Vec::new());
 
-fn resource_dict<'py>(py: Python<'py>, resource: &Resource) -> PyResult<Bound<'py, PyAny>> {
+fn resource_dict<'py>(py: Python<'py>, resource: &Arc<Resource>) -> PyResult<Bound<'py, PyAny>> {
     let mut cache = RESOURCES.lock().expect("not poisoned");
-    if let Some(found) = cache.get(resource) {
-        return Ok(found.bind(py).clone());
+    let found = (cache.iter().find(|(kept, _)| Arc::ptr_eq(kept, resource)))
+        .or_else(|| cache.iter().find(|(kept, _)| **kept == **resource));
+    if let Some((_, dict)) = found {
+        return Ok(dict.bind(py).clone());
     }
-    let made = pythonize::pythonize(py, resource)?;
-    cache.insert(resource.clone(), made.clone().unbind());
+    let made = pythonize::pythonize(py, &**resource)?;
+    cache.push((resource.clone(), made.clone().unbind()));
     Ok(made)
 }
 

@@ -17,7 +17,7 @@ const KEPT_KEY_LENGTH: usize = 64;
 /// ever new keys must not grow this without end).
 const KEPT_KEYS: usize = 4096;
 
-type Keys = HashMap<Box<str>, Py<PyString>>;
+type Keys = HashMap<Box<str>, Py<PyString>, foldhash::fast::RandomState>;
 
 static KEYS: LazyLock<Mutex<Keys>> = LazyLock::new(Mutex::default);
 
