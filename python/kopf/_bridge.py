@@ -99,16 +99,15 @@ class Bridge:
         # from holding all those bodies at once.
         threads = getattr(settings.execution.executor, '_max_workers', None) or 32
         self._executor_slots = asyncio.Semaphore(2 * threads)
-        # Decided once per handler, not per call: sync handlers that return soon (daemons
-        # run for long and do not count).
-        self._threaded: set[Target] = {(kind, index) for kind, handlers in self._by_kind.items()
-                          for index, handler in enumerate(handlers)
-                          if not is_async_fn(handler.fn) and not isinstance(handler, DaemonHandler)}
-        # Also decided once per handler (by its identity: the lists keep them alive): whether
-        # it is async, and, unless it is a change handler, what its calls show to
+        # Decided once per handler (by its identity: the lists keep them alive), not per call:
+        # whether it is async; which are sync handlers that return soon (daemons run for long
+        # and do not count); and, unless it is a change handler, what its calls show to
         # `@kopf.subhandler` and `kopf.execute()`: only the handler, as they refuse it.
         registered = [handler for handlers in self._by_kind.values() for handler in handlers]
         self._asyncs = {id(handler): is_async_fn(handler.fn) for handler in registered}
+        self._threaded: set[Target] = {(kind, index) for kind, handlers in self._by_kind.items()
+                          for index, handler in enumerate(handlers)
+                          if not self._asyncs[id(handler)] and not isinstance(handler, DaemonHandler)}
         self._refusing = {id(handler): _subhandling.Call(handler=handler, scope=None, lifecycle=lifecycle,
                                                          kwargs={}, scopes=self.scopes)
                           for handler in registered if not isinstance(handler, ChangingHandler)}

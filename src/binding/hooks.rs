@@ -203,7 +203,9 @@ static RESOURCES: Mutex<Vec<(Arc<Resource>, Py<PyAny>)>> = Mutex::new(Vec::new()
 
 fn resource_dict<'py>(py: Python<'py>, resource: &Arc<Resource>) -> PyResult<Bound<'py, PyAny>> {
     let mut cache = RESOURCES.lock().expect("not poisoned");
-    let found = (cache.iter().find(|(kept, _)| Arc::ptr_eq(kept, resource)))
+    let found = cache
+        .iter()
+        .find(|(kept, _)| Arc::ptr_eq(kept, resource))
         .or_else(|| cache.iter().find(|(kept, _)| **kept == **resource));
     if let Some((_, dict)) = found {
         return Ok(dict.bind(py).clone());
