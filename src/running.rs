@@ -31,7 +31,7 @@ use crate::util::tasks;
 use crate::webhooks::admitting::{Admission, Served};
 use crate::webhooks::managing;
 use serde::Deserialize;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use tokio::sync::{mpsc, watch, Semaphore};
 use tokio::task::JoinSet;
@@ -62,6 +62,31 @@ pub struct OperatorSpec {
     pub liveness_endpoint: Option<String>,
     #[serde(default)]
     pub settings: Settings,
+}
+
+/// The API groups the engine itself reads through discovery: the core API (namespaces),
+/// the CRDs (to rescan on their changes), and both groups of Kopf's peering resources.
+const OWN_GROUPS: [&str; 4] = ["", "apiextensions.k8s.io", "kopf.dev", "zalando.org"];
+
+impl OperatorSpec {
+    /// The API groups to discover, as Kopf narrows its scans: those the handlers' selectors
+    /// name and the engine's own; all (`None`) if any selector leaves its group open (a bare
+    /// name, `kopf.EVERYTHING`, a callable).
+    fn api_groups(&self) -> Option<BTreeSet<String>> {
+        let filters = (self.changing.iter().map(|h| &h.filters))
+            .chain(self.watching.iter().map(|h| &h.filters))
+            .chain(self.spawning.iter().map(|h| &h.filters))
+            .chain(self.indexing.iter().map(|h| &h.filters))
+            .chain(self.webhooks.iter().map(|h| &h.filters));
+        let mut groups: BTreeSet<String> = OWN_GROUPS.iter().map(|g| (*g).to_owned()).collect();
+        for selector in filters.filter_map(|filters| filters.selector.as_ref()) {
+            match &selector.group {
+                Some(group) if !selector.callable => groups.insert(group.clone()),
+                _ => return None,
+            };
+        }
+        Some(groups)
+    }
 }
 
 /// How many events of a stream may wait for its dispatcher. The dispatcher never waits for
@@ -294,7 +319,8 @@ pub async fn run(
         Some(address) => Some(crate::metrics::serving::serve(address).await?),
         None => None,
     };
-    let resources = discover(&credentials, server).await?;
+    let groups = spec.api_groups();
+    let resources = discover(&credentials, server, groups.as_ref()).await?;
     let settings = Arc::new(spec.settings.clone());
     let targets = peering_targets(&credentials, &spec, &resources).await?;
     let lease = &settings.leadership;
@@ -464,12 +490,17 @@ pub async fn run(
                 if !crd_versions.is_news(&event) {
                     continue;
                 }
+                // A CRD of a group that was not scanned cannot change what is served.
+                let group = event.object.pointer("/spec/group").and_then(|g| g.as_str());
+                if groups.as_ref().zip(group).is_some_and(|(groups, group)| !groups.contains(group)) {
+                    continue;
+                }
                 // Let a burst (a new CRD becoming established) settle, then look again.
                 tokio::time::sleep(std::time::Duration::from_secs(1)).await;
                 while let Ok(event) = crd_rx.try_recv() {
                     crd_versions.is_news(&event);
                 }
-                match discover(&credentials, server).await {
+                match discover(&credentials, server, groups.as_ref()).await {
                     Ok(resources) => {
                         serving.update(plan(&spec, &resources, hooks.as_ref(), false).await);
                         if let Some(admission) = &admission {
@@ -668,13 +699,16 @@ impl Serving {
 /// Discovery, retried with the networking backoffs: an API server that is still starting
 /// (or briefly unreachable) is waited for; one that stays away ends the operator with an error.
 /// The served resources, retried as any request (`settings.networking.error_backoffs`).
-async fn discover(credentials: &Credentials, server: &str) -> Result<Vec<Resource>, RunError> {
+async fn discover(
+    credentials: &Credentials,
+    server: &str,
+    groups: Option<&BTreeSet<String>>,
+) -> Result<Vec<Resource>, RunError> {
     let what = format!("GET {server}/api & /apis (API discovery)");
     (credentials
-        .call(
-            &what,
-            |client| async move { discovery::scan(&client).await },
-        )
+        .call(&what, |client| async move {
+            discovery::scan(&client, groups).await
+        })
         .await)
         .map_err(|source| {
             let server = server.to_owned();

@@ -83,7 +83,7 @@ async fn connect(info: &ConnectionInfo) -> PyResult<(Transport, Vec<Resource>)> 
     let client = connection::client(info, None)
         .await
         .map_err(|e| failed(e.to_string()))?;
-    let resources = discovery::scan(&client).await.map_err(|source| {
+    let resources = discovery::scan(&client, None).await.map_err(|source| {
         let server = info.server.clone();
         failed(DiscoveryError { server, source }.to_string())
     })?;

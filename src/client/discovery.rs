@@ -5,6 +5,7 @@ use crate::client::resources::Resource;
 use crate::client::transport::Transport;
 use crate::util::logging::ENGINE;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{APIGroupList, APIResourceList, APIVersions};
+use std::collections::BTreeSet;
 
 /// The API's discovery failed (the server is unreachable, or refuses us).
 #[derive(Debug, thiserror::Error)]
@@ -15,17 +16,30 @@ pub struct DiscoveryError {
     pub source: kube::Error,
 }
 
-/// Scan the core API and every group version; errors of single groups (e.g. a broken
-/// aggregated API) are skipped, as kubectl skips them, but the core API must answer.
-pub async fn scan(client: &Transport) -> Result<Vec<Resource>, kube::Error> {
+/// Scan the core API and the group versions: all of them, or only those of `groups` (`""`
+/// is the core API), as Kopf scans only the groups its handlers name. Errors of single
+/// groups (e.g. a broken aggregated API) are skipped, as kubectl skips them, but the core
+/// API must answer.
+pub async fn scan(
+    client: &Transport,
+    groups: Option<&BTreeSet<String>>,
+) -> Result<Vec<Resource>, kube::Error> {
+    let wanted = |group: &str| groups.is_none_or(|groups| groups.contains(group));
     let mut lists: Vec<(String, String, bool, APIResourceList)> = Vec::new();
-    let core = client.get::<APIVersions>("/api").await?;
-    for version in &core.versions {
-        let list = client.get(&format!("/api/{version}")).await?;
-        lists.push((String::new(), version.clone(), version == "v1", list));
+    if wanted("") {
+        let core = client.get::<APIVersions>("/api").await?;
+        for version in &core.versions {
+            let list = client.get(&format!("/api/{version}")).await?;
+            lists.push((String::new(), version.clone(), version == "v1", list));
+        }
     }
-    let groups = client.get::<APIGroupList>("/apis").await?;
-    let requests = groups.groups.iter().flat_map(|group| {
+    let named = groups.is_none_or(|groups| groups.iter().any(|group| !group.is_empty()));
+    let groups = match named {
+        true => client.get::<APIGroupList>("/apis").await?.groups,
+        false => Vec::new(),
+    };
+    let groups = groups.iter().filter(|group| wanted(&group.name));
+    let requests = groups.flat_map(|group| {
         let preferred = group.preferred_version.as_ref().map(|v| v.version.clone());
         group.versions.iter().map(move |gv| {
             let preferred = preferred.as_deref() == Some(gv.version.as_str());

@@ -243,6 +243,39 @@ def test_scanning_disabled_leaves_the_crds_unwatched(
     assert bool(crd_requests(audit)) == (not disabled)
 
 
+def discovered_groups(audit: AuditLog) -> set[str]:
+    """The API groups the operator asked for the resources of (`/apis/GROUP/VERSION`)."""
+    paths = [r["requestURI"].split("?")[0] for r in audit.requests(agent=AGENT)
+             if r["verb"] == "get" and not r.get("objectRef")]
+    return {path.split("/")[2] for path in paths if path.startswith("/apis/") and path.count("/") == 3}
+
+
+@pytest.mark.parametrize("selector, everything", [
+    ("'greetings.demo.kopf.dev'", False),  # the group is named: only it (and the engine's own)
+    ("'demo.kopf.dev', 'v1', 'greetings'", False),
+    ("'greetings'", True),  # any group may have "greetings": all are asked, as in Kopf
+])
+def test_discovery_asks_only_for_the_groups_that_handlers_name(
+        crd: None, namespace: str, tmp_path: Path, selector: str, everything: bool) -> None:
+    audit = AuditLog()
+    script = write_script(tmp_path, f"""
+        import kopf
+
+        @kopf.on.create({selector})
+        def greet(name, logger, **_):
+            logger.info(f"greeted {{name}}")
+    """)
+    operator = OperatorProcess(["run", "-n", namespace, str(script)], cwd=tmp_path)
+    try:
+        kubectl("create", "-f", "-", input=greeting("d1", namespace))
+        operator.wait_for(r"greeted d1")
+    finally:
+        operator.stop()
+    groups = discovered_groups(audit)
+    assert {"demo.kopf.dev", "apiextensions.k8s.io"} <= groups, groups
+    assert ("apps" in groups) == everything, groups
+
+
 def test_expired_credentials_are_renewed_before_a_request(crd: None, namespace: str, tmp_path: Path) -> None:
     audit = AuditLog()
     script = write_script(tmp_path, """
