@@ -141,7 +141,7 @@ async fn collect(
     let script = Arc::new(Mutex::new(script));
     let server = serve(script.clone()).await;
     let config = kube::Config::new(server.parse().unwrap());
-    let client = kopf_rs::client::transport::Transport::new(&config, None).unwrap();
+    let client = kopf_rs::client::transport::Transport::plain(&config).unwrap();
     let capture = Capture::default();
     let watcher = Watcher {
         credentials: Credentials::fixed(client),

@@ -2,49 +2,32 @@
 //! (Kopf's `ConnectionInfo`): a server, its CA, and a token, a client
 //! certificate, or a username and password.
 
+use crate::client::authorization::{Authorization, AuthorizationError};
+use crate::client::tls::{self, TlsError};
 use crate::client::transport::Transport;
-use base64::Engine as _;
-use kube::config::{
-    AuthInfo, Cluster, Context, KubeConfigOptions, Kubeconfig, NamedAuthInfo, NamedCluster,
-    NamedContext,
-};
-use serde::Deserialize;
 use std::time::Duration;
 
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(default)]
-pub struct ConnectionInfo {
-    pub server: String,
-    pub ca_path: Option<String>,
-    /// PEM bytes, as a string.
-    pub ca_data: Option<String>,
-    pub insecure: Option<bool>,
-    pub username: Option<String>,
-    pub password: Option<String>,
-    pub scheme: Option<String>,
-    pub token: Option<String>,
-    /// A file to re-read the token from (in-cluster service accounts rotate it).
-    pub token_path: Option<String>,
-    pub certificate_path: Option<String>,
-    pub certificate_data: Option<String>,
-    pub private_key_path: Option<String>,
-    pub private_key_data: Option<String>,
-    pub default_namespace: Option<String>,
-    /// An HTTP(S) or SOCKS5 proxy for every request (a kubeconfig's `proxy-url`).
-    pub proxy_url: Option<String>,
-    /// Without a proxy URL: take the proxy from `HTTPS_PROXY`/`HTTP_PROXY`, minus `NO_PROXY`.
-    pub trust_env: bool,
-    /// When the credentials expire (seconds since the epoch): renewed at the first request after.
-    pub expiration: Option<f64>,
-}
+pub use crate::client::connection_info::ConnectionInfo;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConnectionError {
-    #[error("the credentials cannot be used for {server}: {source}")]
-    Config {
+    #[error("the server's URL {server:?} is not valid: {source}")]
+    Server {
         server: String,
         #[source]
-        source: kube::config::KubeconfigError,
+        source: http::uri::InvalidUri,
+    },
+    #[error("the credentials cannot be used for {server}: {source}")]
+    Tls {
+        server: String,
+        #[source]
+        source: TlsError,
+    },
+    #[error("the credentials cannot be used for {server}: {source}")]
+    Authorization {
+        server: String,
+        #[source]
+        source: AuthorizationError,
     },
     #[error("cannot build an API client for {server}: {source}")]
     Client {
@@ -62,13 +45,10 @@ pub enum ConnectionError {
     },
 }
 
-fn b64(data: &str) -> String {
-    base64::engine::general_purpose::STANDARD.encode(data.as_bytes())
-}
-
-/// Build a client, via an in-memory kubeconfig (so kube parses the credentials as kubectl does).
-/// Requests' own deadlines are the caller's (`Credentials`): watches and one-shot requests
-/// share the client's connections but not their timeouts.
+/// Build a client: TLS, authorization and proxy as these credentials say (made here, not
+/// by kube's `Config`: see `client::tls`). Requests' own deadlines are the caller's
+/// (`Credentials`): watches and one-shot requests share the client's connections but not
+/// their timeouts.
 pub async fn client(
     info: &ConnectionInfo,
     connect_timeout: Option<f64>,
@@ -78,57 +58,25 @@ pub async fn client(
             return Err(ConnectionError::Scheme(scheme.clone()));
         }
     }
-    let cluster = Cluster {
-        server: Some(info.server.clone()),
-        insecure_skip_tls_verify: info.insecure,
-        certificate_authority: info.ca_path.clone(),
-        certificate_authority_data: info.ca_data.as_deref().map(b64),
-        ..Default::default()
-    };
-    let auth = AuthInfo {
-        username: info.username.clone(),
-        password: info.password.clone().map(Into::into),
-        token: info.token.clone().map(Into::into),
-        token_file: info.token_path.clone(),
-        client_certificate: info.certificate_path.clone(),
-        client_certificate_data: info.certificate_data.as_deref().map(b64),
-        client_key: info.private_key_path.clone(),
-        client_key_data: info.private_key_data.as_deref().map(|d| b64(d).into()),
-        ..Default::default()
-    };
-    let kubeconfig = Kubeconfig {
-        clusters: vec![NamedCluster {
-            name: "kopf".into(),
-            cluster: Some(cluster),
-            other: Default::default(),
-        }],
-        auth_infos: vec![NamedAuthInfo {
-            name: "kopf".into(),
-            auth_info: Some(auth),
-            other: Default::default(),
-        }],
-        contexts: vec![NamedContext {
-            name: "kopf".into(),
-            context: Some(Context {
-                cluster: "kopf".into(),
-                user: Some("kopf".into()),
-                namespace: info.default_namespace.clone(),
-                ..Default::default()
-            }),
-            other: Default::default(),
-        }],
-        current_context: Some("kopf".into()),
-        ..Default::default()
-    };
     let server = info.server.clone();
-    let mut config =
-        kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
-            .await
-            .map_err(|source| ConnectionError::Config {
-                server: server.clone(),
-                source,
-            })?;
-    // kube reads `HTTPS_PROXY` by itself; Kopf only when asked to (`trust_env`).
+    let url: http::Uri = server.parse().map_err(|source| ConnectionError::Server {
+        server: server.clone(),
+        source,
+    })?;
+    let mut config = kube::Config::new(url);
+    if let Some(namespace) = &info.default_namespace {
+        config.default_namespace = namespace.clone();
+    }
+    let tls = tls::client_config(info).map_err(|source| ConnectionError::Tls {
+        server: server.clone(),
+        source,
+    })?;
+    let authorization =
+        Authorization::of(info).map_err(|source| ConnectionError::Authorization {
+            server: server.clone(),
+            source,
+        })?;
+    // Kopf reads `HTTPS_PROXY` & co only when asked to (`trust_env`).
     config.proxy_url = proxy(info)?;
     // Told apart from other clients in the apiserver's audit log (as Kopf is by `kopf/x.y.z`).
     config.headers.push((
@@ -138,7 +86,7 @@ pub async fn client(
     // Watches have their own inactivity timeout (no read timeout); the connect timeout is
     // none, as in Kopf, unless set (the request's whole timeout still applies).
     let connect_timeout = connect_timeout.map(Duration::from_secs_f64);
-    Transport::new(&config, connect_timeout)
+    Transport::new(&config, tls, authorization, connect_timeout)
         .map_err(|source| ConnectionError::Client { server, source })
 }
 

@@ -486,7 +486,7 @@ mod tests {
 
     fn credentials(backoffs: &[f64], enforce_retry_after: bool) -> Credentials {
         let config = kube::Config::new("http://127.0.0.1:1".parse().expect("a URL"));
-        let client = Transport::new(&config, None).expect("a client");
+        let client = Transport::plain(&config).expect("a client");
         let network = Network {
             error_backoffs: backoffs.to_vec(),
             enforce_retry_after,

@@ -4,12 +4,15 @@
 //! Uses `util`, `state` (patches) and `settings`.
 
 pub mod applying;
+pub mod authorization;
 pub mod connection;
+pub mod connection_info;
 pub mod credentials;
 pub mod discovery;
 pub mod listing;
 pub mod namespaces;
 pub mod posting;
 pub mod resources;
+pub mod tls;
 pub mod transport;
 pub mod watching;

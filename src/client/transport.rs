@@ -1,10 +1,12 @@
-//! The HTTP stack under the credentials: kube's TLS connector, proxies and
-//! authentication layers, called directly. kube's own `Client` puts more around every
+//! The HTTP stack under the credentials: hyper's client with our TLS (`client::tls`) and
+//! authorization (`client::authorization`), hyper-util's proxies, and kube's layers for the
+//! server's URL and extra headers, called directly. kube's own `Client` puts more around every
 //! request that the engine does not want: a buffer (a channel to a task of its own:
 //! one more task hop per request), a trace span, a copy of each request for its retry
 //! layer, and that layer itself, which retried 429/503/504 up to 15 times before the
 //! engine saw the error, where Kopf retries by `settings.networking.error_backoffs` alone.
 
+use crate::client::authorization::Authorization;
 use bytes::{Bytes, BytesMut};
 use futures::{Stream, TryStreamExt};
 use http::{Request, Response};
@@ -15,6 +17,7 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use kube::client::ConfigExt;
 use kube::core::{Status, WatchEvent};
 use serde::de::DeserializeOwned;
+use std::sync::Arc;
 use std::time::Duration;
 use tower::util::BoxCloneSyncService;
 use tower::{BoxError, ServiceBuilder, ServiceExt};
@@ -35,22 +38,31 @@ pub struct Transport {
 }
 
 impl Transport {
-    /// The stack for these credentials (kube's `Config`: server, TLS, authentication,
-    /// proxy, extra headers); connections time out by `connect_timeout` (none: no limit).
-    pub fn new(config: &kube::Config, connect_timeout: Option<Duration>) -> kube::Result<Self> {
+    /// The stack for these credentials: kube's `Config` for the server, the proxy and extra
+    /// headers, with our TLS and authorization (see `client::tls`); connections time out by
+    /// `connect_timeout` (none: no limit).
+    pub fn new(
+        config: &kube::Config,
+        tls: rustls::ClientConfig,
+        authorization: Authorization,
+        connect_timeout: Option<Duration>,
+    ) -> kube::Result<Self> {
+        let stack = Stack {
+            config,
+            tls: Arc::new(tls),
+            authorization: Arc::new(authorization),
+        };
         let mut connector = HttpConnector::new();
         connector.enforce_http(false);
         connector.set_connect_timeout(connect_timeout);
         match config.proxy_url.as_ref() {
-            None => Self::over(config, connector),
+            None => stack.over(connector),
             Some(url) => match url.scheme_str() {
-                Some("socks5") => Self::over(config, SocksV5::new(url.clone(), connector)),
-                Some("http") => {
-                    Self::over(config, proxy_auth(url, Tunnel::new(url.clone(), connector)))
-                }
+                Some("socks5") => stack.over(SocksV5::new(url.clone(), connector)),
+                Some("http") => stack.over(proxy_auth(url, Tunnel::new(url.clone(), connector))),
                 Some("https") => {
-                    let tls = config.rustls_https_connector_with_connector(connector)?;
-                    Self::over(config, proxy_auth(url, Tunnel::new(url.clone(), tls)))
+                    let tls = stack.https(connector);
+                    stack.over(proxy_auth(url, Tunnel::new(url.clone(), tls)))
                 }
                 _ => Err(kube::Error::ProxyProtocolUnsupported {
                     proxy_url: Box::new(url.clone()),
@@ -59,35 +71,13 @@ impl Transport {
         }
     }
 
-    fn over<C>(config: &kube::Config, connector: C) -> kube::Result<Self>
-    where
-        C: tower::Service<http::Uri> + Clone + Send + Sync + 'static,
-        C::Response: hyper::rt::Read
-            + hyper::rt::Write
-            + hyper_util::client::legacy::connect::Connection
-            + Send
-            + Unpin
-            + 'static,
-        C::Future: Send + 'static,
-        C::Error: Into<BoxError>,
-    {
-        let connector = config.rustls_https_connector_with_connector(connector)?;
-        let client =
-            hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
-                .pool_idle_timeout(IDLE_CONNECTION_TIMEOUT)
-                // Without a timer, hyper closes an idle connection only when it is next
-                // taken from the pool, and keeps the rest for ever.
-                .pool_timer(hyper_util::rt::TokioTimer::new())
-                .build(connector);
-        let service = ServiceBuilder::new()
-            .layer(config.base_uri_layer())
-            .option_layer(config.auth_layer()?)
-            .layer(config.extra_headers_layer()?)
-            .map_err(BoxError::from)
-            .service(client);
-        Ok(Self {
-            service: BoxCloneSyncService::new(service),
-        })
+    /// A transport without credentials, for servers of plain HTTP (tests' mock servers):
+    /// no CA is trusted, no authorization is sent.
+    pub fn plain(config: &kube::Config) -> kube::Result<Self> {
+        let tls = rustls::ClientConfig::builder()
+            .with_root_certificates(rustls::RootCertStore::empty())
+            .with_no_client_auth();
+        Self::new(config, tls, Authorization::None, None)
     }
 
     /// The response to a request, if it is a success; the server's `Status` if not.
@@ -240,6 +230,61 @@ fn is_incomplete(error: &hyper::Error) -> bool {
 }
 
 /// A proxy URL's `user:password@` as the tunnel's basic authentication.
+/// What a transport is built of, over whichever connector the proxy needs.
+struct Stack<'c> {
+    config: &'c kube::Config,
+    tls: Arc<rustls::ClientConfig>,
+    authorization: Arc<Authorization>,
+}
+
+impl Stack<'_> {
+    fn https<C>(&self, connector: C) -> hyper_rustls::HttpsConnector<C> {
+        hyper_rustls::HttpsConnectorBuilder::new()
+            .with_tls_config((*self.tls).clone())
+            .https_or_http()
+            .enable_http1()
+            .wrap_connector(connector)
+    }
+
+    fn over<C>(&self, connector: C) -> kube::Result<Transport>
+    where
+        C: tower::Service<http::Uri> + Clone + Send + Sync + 'static,
+        C::Response: hyper::rt::Read
+            + hyper::rt::Write
+            + hyper_util::client::legacy::connect::Connection
+            + Send
+            + Unpin
+            + 'static,
+        C::Future: Send + 'static,
+        C::Error: Into<BoxError>,
+    {
+        let client =
+            hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+                .pool_idle_timeout(IDLE_CONNECTION_TIMEOUT)
+                // Without a timer, hyper closes an idle connection only when it is next
+                // taken from the pool, and keeps the rest for ever.
+                .pool_timer(hyper_util::rt::TokioTimer::new())
+                .build(self.https(connector));
+        let authorization = self.authorization.clone();
+        let service = ServiceBuilder::new()
+            .layer(self.config.base_uri_layer())
+            .map_request(move |mut request: Request<Full<Bytes>>| {
+                if let Some(value) = authorization.header() {
+                    request
+                        .headers_mut()
+                        .insert(http::header::AUTHORIZATION, value);
+                }
+                request
+            })
+            .layer(self.config.extra_headers_layer()?)
+            .map_err(BoxError::from)
+            .service(client);
+        Ok(Transport {
+            service: BoxCloneSyncService::new(service),
+        })
+    }
+}
+
 fn proxy_auth<C>(url: &http::Uri, tunnel: Tunnel<C>) -> Tunnel<C> {
     match proxy_authorization(url) {
         Some(header) => tunnel.with_auth(header),
@@ -315,7 +360,7 @@ mod tests {
             }
         });
         let config = kube::Config::new(url.parse().unwrap());
-        (Transport::new(&config, None).unwrap(), seen)
+        (Transport::plain(&config).unwrap(), seen)
     }
 
     fn get(path: &str) -> Request<Vec<u8>> {

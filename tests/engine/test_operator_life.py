@@ -14,6 +14,7 @@ import urllib.request
 from pathlib import Path
 
 import kopf
+import pytest
 from conftest import kubectl
 from kopf.testing import KopfRunner
 from operators import OperatorProcess, eventually, get, write_script
@@ -241,6 +242,35 @@ def test_sigterm_with_a_slow_handler_exits_cleanly(crd: None, namespace: str, tm
     started = time.monotonic()
     assert operator.stop(signal.SIGTERM) == 0
     assert time.monotonic() - started < 15
+
+
+@pytest.mark.parametrize("tls", ["insecure=True", "ca_data=open(os.environ['CA_PATH'], 'rb').read()"])
+def test_a_logins_tls_insecure_or_with_an_inline_ca(crd: None, namespace: str, tmp_path: Path, tls: str) -> None:
+    pki = Path(os.environ["KUBECONFIG"]).parent / "pki"
+    server = json.loads(Path(os.environ["KUBECONFIG"]).read_text())["clusters"][0]["cluster"]["server"]
+    script = write_script(tmp_path, f"""
+        import os
+        import kopf
+
+        @kopf.on.login()
+        def login(**_):
+            with open(os.environ['ADMIN_TOKEN_FILE']) as f:
+                token = f.read().strip()
+            return kopf.ConnectionInfo(server=os.environ['SERVER'], token=token, {tls})
+
+        @kopf.on.create('greetings')
+        def hello(name, logger, **_):
+            logger.info(f"hello {{name}}")
+    """)
+    env = {"ADMIN_TOKEN_FILE": str(pki / "admin.token"), "SERVER": server, "CA_PATH": str(pki / "ca.crt")}
+    operator = OperatorProcess(["run", "-n", namespace, str(script)], cwd=tmp_path, env=env)
+    try:
+        kubectl("create", "-f", "-", input=json.dumps({
+            "apiVersion": "demo.kopf.dev/v1", "kind": "Greeting",
+            "metadata": {"name": "t1", "namespace": namespace}, "spec": {}}))
+        operator.wait_for("hello t1")
+    finally:
+        operator.stop()
 
 
 def test_relogin_when_the_server_refuses_the_credentials(crd: None, namespace: str, tmp_path: Path) -> None:
