@@ -273,7 +273,8 @@ def timers(run: Run) -> dict[str, Any]:
         window_end, cpu_end = time.time(), cpu_seconds(operator.process.pid)
         rss = peak_rss_mib(operator.process.pid)
         code, exit_time = operator.terminate()
-        samples = json.loads(samples_path.read_text()) if samples_path.exists() else []
+        flat = json.loads(samples_path.read_text()) if samples_path.exists() else []
+    samples = zip(flat[0::2], flat[1::2], strict=True)  # (when, lateness) pairs
     lateness = [late * 1000 for at, late in samples if window_start <= at <= window_end]
     return {
         "cpu_seconds": cpu_end - cpu_start,
