@@ -49,7 +49,7 @@ impl Transport {
     ) -> kube::Result<Self> {
         let stack = Stack {
             config,
-            tls: Arc::new(tls),
+            tls,
             authorization: Arc::new(authorization),
         };
         let mut connector = HttpConnector::new();
@@ -229,18 +229,17 @@ fn is_incomplete(error: &hyper::Error) -> bool {
     false
 }
 
-/// A proxy URL's `user:password@` as the tunnel's basic authentication.
 /// What a transport is built of, over whichever connector the proxy needs.
 struct Stack<'c> {
     config: &'c kube::Config,
-    tls: Arc<rustls::ClientConfig>,
+    tls: rustls::ClientConfig,
     authorization: Arc<Authorization>,
 }
 
 impl Stack<'_> {
     fn https<C>(&self, connector: C) -> hyper_rustls::HttpsConnector<C> {
         hyper_rustls::HttpsConnectorBuilder::new()
-            .with_tls_config((*self.tls).clone())
+            .with_tls_config(self.tls.clone())
             .https_or_http()
             .enable_http1()
             .wrap_connector(connector)
@@ -285,6 +284,7 @@ impl Stack<'_> {
     }
 }
 
+/// A proxy URL's `user:password@` as the tunnel's basic authentication.
 fn proxy_auth<C>(url: &http::Uri, tunnel: Tunnel<C>) -> Tunnel<C> {
     match proxy_authorization(url) {
         Some(header) => tunnel.with_auth(header),
