@@ -7,6 +7,7 @@ import json
 import os
 import signal
 import socket
+import textwrap
 import threading
 import time
 import urllib.parse
@@ -244,67 +245,49 @@ def test_sigterm_with_a_slow_handler_exits_cleanly(crd: None, namespace: str, tm
     assert time.monotonic() - started < 15
 
 
-@pytest.mark.parametrize("tls", ["insecure=True", "ca_data=open(os.environ['CA_PATH'], 'rb').read()"])
-def test_a_logins_tls_insecure_or_with_an_inline_ca(crd: None, namespace: str, tmp_path: Path, tls: str) -> None:
+def greet_with_login(namespace: str, tmp_path: Path, login: str, name: str) -> str:
+    """Run an operator whose login handler has the body `login` (it may read the admin's
+    token file, the server and its CA from `ADMIN_TOKEN_FILE`, `SERVER`, `CA_PATH`) until it
+    greets a new object `name`; the operator's output. (`attempts` is a list for the login's
+    own use.)"""
     pki = Path(os.environ["KUBECONFIG"]).parent / "pki"
     server = json.loads(Path(os.environ["KUBECONFIG"]).read_text())["clusters"][0]["cluster"]["server"]
-    script = write_script(tmp_path, f"""
-        import os
-        import kopf
-
-        @kopf.on.login()
-        def login(**_):
-            with open(os.environ['ADMIN_TOKEN_FILE']) as f:
-                token = f.read().strip()
-            return kopf.ConnectionInfo(server=os.environ['SERVER'], token=token, {tls})
-
-        @kopf.on.create('greetings')
-        def hello(name, logger, **_):
-            logger.info(f"hello {{name}}")
-    """)
+    body = textwrap.indent(textwrap.dedent(login).strip(), " " * 4)
+    script = write_script(tmp_path, "\n".join([
+        "import os", "import kopf", "", "attempts = []", "",
+        "@kopf.on.login()", "def login(logger, **_):", body, "",
+        "@kopf.on.create('greetings')", "def hello(name, logger, **_):", "    logger.info(f'hello {name}')", ""]))
     env = {"ADMIN_TOKEN_FILE": str(pki / "admin.token"), "SERVER": server, "CA_PATH": str(pki / "ca.crt")}
     operator = OperatorProcess(["run", "-n", namespace, str(script)], cwd=tmp_path, env=env)
     try:
         kubectl("create", "-f", "-", input=json.dumps({
             "apiVersion": "demo.kopf.dev/v1", "kind": "Greeting",
-            "metadata": {"name": "t1", "namespace": namespace}, "spec": {}}))
-        operator.wait_for("hello t1")
+            "metadata": {"name": name, "namespace": namespace}, "spec": {}}))
+        operator.wait_for(f"hello {name}")
     finally:
         operator.stop()
+    return operator.output
+
+
+@pytest.mark.parametrize("tls", ["insecure=True", "ca_data=open(os.environ['CA_PATH'], 'rb').read()"])
+def test_a_logins_tls_insecure_or_with_an_inline_ca(crd: None, namespace: str, tmp_path: Path, tls: str) -> None:
+    greet_with_login(namespace, tmp_path, f"""
+        with open(os.environ['ADMIN_TOKEN_FILE']) as f:
+            token = f.read().strip()
+        return kopf.ConnectionInfo(server=os.environ['SERVER'], token=token, {tls})
+    """, "t1")
 
 
 def test_relogin_when_the_server_refuses_the_credentials(crd: None, namespace: str, tmp_path: Path) -> None:
     pki = Path(os.environ["KUBECONFIG"]).parent / "pki"
-    server = json.loads(Path(os.environ["KUBECONFIG"]).read_text())["clusters"][0]["cluster"]["server"]
-    script = write_script(tmp_path, """
-        import os
-        import kopf
-
-        attempts = []
-
-        @kopf.on.login()
-        def login(logger, **_):
-            attempts.append(1)
-            # The first token is refused (as an expired one would be); then the real one.
-            with open(os.environ['ADMIN_TOKEN_FILE']) as f:
-                token = 'expired-s3cr3t' if len(attempts) == 1 else f.read().strip()
-            logger.info(f"login attempt {len(attempts)}")
-            return kopf.ConnectionInfo(server=os.environ['SERVER'], ca_path=os.environ['CA_PATH'], token=token)
-
-        @kopf.on.create('greetings')
-        def hello(name, logger, **_):
-            logger.info(f"hello {name}")
-    """)
-    env = {"ADMIN_TOKEN_FILE": str(pki / "admin.token"), "SERVER": server, "CA_PATH": str(pki / "ca.crt")}
-    operator = OperatorProcess(["run", "-n", namespace, str(script)], cwd=tmp_path, env=env)
-    try:
-        kubectl("create", "-f", "-", input=json.dumps({
-            "apiVersion": "demo.kopf.dev/v1", "kind": "Greeting",
-            "metadata": {"name": "l1", "namespace": namespace}, "spec": {}}))
-        operator.wait_for("hello l1")
-    finally:
-        operator.stop()
-    output = operator.output
+    output = greet_with_login(namespace, tmp_path, """
+        attempts.append(1)
+        # The first token is refused (as an expired one would be); then the real one.
+        with open(os.environ['ADMIN_TOKEN_FILE']) as f:
+            token = 'expired-s3cr3t' if len(attempts) == 1 else f.read().strip()
+        logger.info(f"login attempt {len(attempts)}")
+        return kopf.ConnectionInfo(server=os.environ['SERVER'], ca_path=os.environ['CA_PATH'], token=token)
+    """, "l1")
     assert "login attempt 1" in output and "login attempt 2" in output
     assert "Re-authentication has been initiated." in output
     assert "Re-authentication has finished." in output
