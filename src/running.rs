@@ -64,8 +64,9 @@ pub struct OperatorSpec {
     pub settings: Settings,
 }
 
-/// The API groups the engine itself reads through discovery: the core API (namespaces),
-/// the CRDs (to rescan on their changes), and both groups of Kopf's peering resources.
+/// The API groups the engine itself reads through discovery: the core API (as Kopf's
+/// backbone has it), the CRDs (to rescan on their changes), and both groups of Kopf's
+/// peering resources.
 const OWN_GROUPS: [&str; 4] = ["", "apiextensions.k8s.io", "kopf.dev", "zalando.org"];
 
 impl OperatorSpec {

@@ -80,9 +80,7 @@ fn connection_info(connection: &str) -> PyResult<ConnectionInfo> {
 /// A client of these credentials, and what its server serves.
 async fn connect(info: &ConnectionInfo) -> PyResult<(Transport, Vec<Resource>)> {
     let failed = |message: String| PyRuntimeError::new_err(message);
-    let client = connection::client(info, None)
-        .await
-        .map_err(|e| failed(e.to_string()))?;
+    let client = connection::client(info, None).map_err(|e| failed(e.to_string()))?;
     let resources = discovery::scan(&client, None).await.map_err(|source| {
         let server = info.server.clone();
         failed(DiscoveryError { server, source }.to_string())

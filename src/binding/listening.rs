@@ -34,7 +34,7 @@ impl EventStream {
         let sink = PythonLog::new(py)?;
         let runtime = pyo3_async_runtimes::tokio::get_runtime();
         let starting = async move {
-            let client = (connection::client(&info, None).await)
+            let client = connection::client(&info, None)
                 .map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
             (Listening::start(Credentials::fixed(client), spec).await)
                 .map_err(|e| PyRuntimeError::new_err(e.to_string()))

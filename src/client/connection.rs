@@ -49,7 +49,7 @@ pub enum ConnectionError {
 /// by kube's `Config`: see `client::tls`). Requests' own deadlines are the caller's
 /// (`Credentials`): watches and one-shot requests share the client's connections but not
 /// their timeouts.
-pub async fn client(
+pub fn client(
     info: &ConnectionInfo,
     connect_timeout: Option<f64>,
 ) -> Result<Transport, ConnectionError> {

@@ -93,11 +93,11 @@ impl Clients {
         info: &ConnectionInfo,
         network: &Network,
     ) -> Result<Self, ConnectionError> {
-        let requests = connection::client(info, network.connect_timeout).await?;
+        let requests = connection::client(info, network.connect_timeout)?;
         let watches = if network.watch_connect_timeout == network.connect_timeout {
             requests.clone()
         } else {
-            connection::client(info, network.watch_connect_timeout).await?
+            connection::client(info, network.watch_connect_timeout)?
         };
         Ok(Self {
             generation,
