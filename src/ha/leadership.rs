@@ -142,7 +142,38 @@ impl Leadership {
             }
         }
         if leading_until.is_some() {
+            self.hold_until_quiet(&mut observed).await;
             self.release().await;
+        }
+    }
+
+    /// Stop handling, and keep the lock renewed while what runs finishes (the engine's exit
+    /// bounds the wait), so that the next leader does not start on the same objects.
+    async fn hold_until_quiet(&self, observed: &mut Option<Observed>) {
+        self.pause.lead_until(self.voter, None);
+        let what = self.lock.describe();
+        if !self.pause.is_quiet() {
+            tracing::info!(target: LEADERSHIP,
+                "Releasing {what} once the handling in progress has finished.");
+        }
+        let deadline = Duration::from_secs_f64(self.settings.renew_deadline);
+        let retry = Duration::from_secs_f64(self.settings.retry_period);
+        while !self.pause.quiet_within(retry).await {
+            match tokio::time::timeout(deadline, self.attempt(observed)).await {
+                Ok(Ok(Attempt::Held)) => {}
+                Ok(Ok(Attempt::HeldBy(holder))) => {
+                    tracing::warn!(target: LEADERSHIP,
+                        "{} is taken by {holder} while the handling in progress finishes.",
+                        capitalized(&what));
+                    return;
+                }
+                Ok(Err(error)) => tracing::warn!(target: LEADERSHIP,
+                    "{} could not be renewed while the handling in progress finishes: {}",
+                    capitalized(&what), crate::util::errors::chain(&error)),
+                Err(_) => tracing::warn!(target: LEADERSHIP,
+                    "{}: the API did not answer in {} seconds.",
+                    capitalized(&what), self.settings.renew_deadline),
+            }
         }
     }
 

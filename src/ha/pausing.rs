@@ -5,6 +5,7 @@
 //! the pause came is counted (`busy()`), so that a shard is handed over only when it is quiet.
 
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
@@ -54,6 +55,11 @@ impl Pause {
     pub async fn quiet(&self) {
         let mut busy = self.busy.subscribe();
         let _ = busy.wait_for(|count| *count == 0).await;
+    }
+
+    /// Waits until nothing is being handled, for `period` at most: whether it is quiet.
+    pub async fn quiet_within(&self, period: Duration) -> bool {
+        tokio::time::timeout(period, self.quiet()).await.is_ok()
     }
 
     pub fn subscribe(&self) -> watch::Receiver<bool> {

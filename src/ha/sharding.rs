@@ -218,7 +218,7 @@ impl Sharding {
                 _ = stop.wait_for(|stopped| *stopped) => break,
             }
         }
-        self.leave(&state).await;
+        self.leave(&mut state).await;
     }
 
     /// One look at the group and one renewal of our Lease, moving the hand-over on.
@@ -368,7 +368,10 @@ impl Sharding {
         let mut lease = match state.lease.take() {
             Some(lease) => lease,
             None => match self.credentials.get(&url).await {
-                Ok(lease) => lease,
+                Ok(lease) => {
+                    state.joined = true;
+                    lease
+                }
                 Err(kube::Error::Api(status)) if status.code == 404 => {
                     let lease = json!({
                         "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
@@ -379,6 +382,7 @@ impl Sharding {
                                  "acquireTime": now, "renewTime": now},
                     });
                     state.lease = Some(self.credentials.post(&self.collection(), &lease).await?);
+                    state.joined = true;
                     return Ok(());
                 }
                 Err(error) => return Err(error),
@@ -394,18 +398,34 @@ impl Sharding {
         Ok(())
     }
 
-    /// Leaving: stop handling, let what runs finish (within the renew deadline), delete the
-    /// Lease so that the others take our range at once.
-    async fn leave(&self, state: &State) {
+    /// Leaving: stop handling, let what runs finish under our claim (renewed meanwhile, so
+    /// that nobody takes the range before it has finished; the engine's exit bounds the
+    /// wait), then delete the Lease so that the others take our range at once.
+    async fn leave(&self, state: &mut State) {
         self.pause.lead_until(self.voter, None);
-        let quiet = async {
-            while !self.pause.is_quiet() {
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
+        let claim = match state.serving {
+            Serving::Range(range) | Serving::Stopping(range) => Some(range),
+            Serving::Nothing => None,
         };
+        if !self.pause.is_quiet() {
+            tracing::info!(target: SHARDING,
+                "Leaving the group '{}' once the handling in progress has finished.", self.group);
+        }
         let deadline = Duration::from_secs_f64(self.settings.renew_deadline);
-        if tokio::time::timeout(deadline, quiet).await.is_err() || state.lease.is_none() {
-            return; // still busy (it expires) or never created
+        let retry = Duration::from_secs_f64(self.settings.retry_period);
+        while !self.pause.quiet_within(retry).await {
+            match tokio::time::timeout(deadline, self.renew(state, claim)).await {
+                Ok(Ok(())) => {}
+                Ok(Err(error)) => tracing::warn!(target: SHARDING,
+                    "The lease '{}' could not be renewed while leaving: {}", self.lease_name(),
+                    crate::util::errors::chain(&error)),
+                Err(_) => tracing::warn!(target: SHARDING,
+                    "The lease '{}': the API did not answer in {} seconds while leaving.",
+                    self.lease_name(), self.settings.renew_deadline),
+            }
+        }
+        if !state.joined {
+            return; // never created
         }
         let url = format!("{}/{}", self.collection(), self.lease_name());
         match self.credentials.delete(&url, &json!({})).await {
@@ -423,8 +443,12 @@ struct State {
     serving: Serving,
     /// Handling is valid until then (renewed in time), while serving.
     valid_until: Option<Instant>,
-    /// Our Lease as last written (its version for the next compare-and-swap).
+    /// Our Lease as last written (its version for the next compare-and-swap); none after a
+    /// failed or cut-off renewal (it is read anew).
     lease: Option<Value>,
+    /// Our Lease was created or found: it is deleted on leaving, even if the last renewal
+    /// was cut off by the stop.
+    joined: bool,
     /// Our Lease's name.
     own: String,
     observed: HashMap<String, Observed>,

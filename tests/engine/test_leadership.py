@@ -120,6 +120,51 @@ def test_one_replica_handles_and_another_takes_over(crd: None, namespace: str, t
     assert re.findall(r"HANDLED d\d BY (\S+)", everything) == [third[0]] * 3
 
 
+def test_a_leader_that_exits_holds_the_lease_until_its_handlers_finish(
+        crd: None, namespace: str, tmp_path: Path) -> None:
+    """On exit, the leader keeps its Lease renewed (past the lease's duration) while the
+    handlers it had started finish (within the exit timeout), and releases it only then:
+    the next leader does not start those objects meanwhile."""
+    script = write_script(tmp_path, SCRIPT + """
+import time
+
+@kopf.on.startup()
+def wait_longer(settings, **_):
+    settings.queueing.exit_timeout = 15
+
+@kopf.on.create('greetings', field='spec.slow', value=True)
+def slow(name, logger, **_):
+    logger.info(f"STARTED {name} BY {os.environ['POD_ID']} AT {time.time():.6f}")
+    if os.environ['POD_ID'] == 'first':
+        time.sleep(8)  # twice the lease's duration
+    logger.info(f"FINISHED {name} BY {os.environ['POD_ID']} AT {time.time():.6f}")
+""")
+    def start(name: str) -> OperatorProcess:
+        return OperatorProcess(["run", "-n", namespace, "--standalone", "--lease", "test-lease", str(script)],
+                               cwd=tmp_path, env={"POD_ID": name})
+
+    replicas = {"first": start("first")}
+    first = replicas["first"]
+    try:
+        first.wait_for(rf"Leading: the lease '{namespace}/test-lease' is held by first")
+        second = replicas["second"] = start("second")  # the first leads: it started alone
+        second.wait_for(rf"Not leading: the lease '{namespace}/test-lease' is held by first")
+        apply([{**greeting(f"slow{i}", namespace), "spec": {"slow": True}} for i in range(3)])
+        first.wait_for(r"STARTED slow\d BY first", count=3)
+        first.process.send_signal(signal.SIGINT)
+        assert first.process.wait(timeout=30) == 0
+        second.wait_for(rf"Leading: the lease '{namespace}/test-lease' is held by second")
+        time.sleep(1)  # time for the new leader to start anything left
+    finally:
+        codes = [replica.stop() for replica in replicas.values()]
+    assert codes == [0, 0]
+    finished = re.findall(r"FINISHED (slow\d) BY first AT ([\d.]+)", first.output)
+    assert sorted(name for name, _ in finished) == ["slow0", "slow1", "slow2"], first.output
+    assert "STARTED slow" not in second.output, "the next leader took over before the handlers finished"
+    assert f"Releasing the lease '{namespace}/test-lease' once the handling in progress has finished." in first.output
+    assert f"Released the lease '{namespace}/test-lease'." in first.output
+
+
 def test_the_example_deployments_rbac_is_enough(crd: None, namespace: str, tmp_path: Path) -> None:
     """The documented ServiceAccount and roles let the operator elect and handle: run it
     with that account's token (as the Deployment's pods would) and see it work."""

@@ -194,6 +194,52 @@ def test_a_handler_still_running_holds_its_range_until_it_finishes(
     assert codes == [0, 0]
 
 
+def test_a_leaving_replica_holds_its_range_until_its_handler_finishes(
+        crd: None, namespace: str, tmp_path: Path) -> None:
+    """On exit, a replica keeps claiming its range (renewing its Lease past the lease's
+    duration) while the handlers it had started finish (within the exit timeout), and
+    deletes its Lease only then: the other replica does not start those objects meanwhile."""
+    script = sharded_script(tmp_path, namespace, "leaving-shards", """
+        @kopf.on.startup()
+        def wait_longer(settings, **_):
+            settings.queueing.exit_timeout = 15
+
+        @kopf.on.create('greetings')
+        def greet(name, logger, **_):
+            logger.info(f"STARTED {name} BY {os.environ['POD_ID']} AT {time.time():.6f}")
+            if os.environ['POD_ID'] == 'first':
+                time.sleep(8)  # twice the lease's duration
+            logger.info(f"FINISHED {name} BY {os.environ['POD_ID']} AT {time.time():.6f}")
+    """)
+    first, second = (start(script, namespace, tmp_path, identity) for identity in ("first", "second"))
+    try:
+        for replica in (first, second):
+            replica.wait_for(r"Serving shard \d of 2", timeout=40)
+        names = [f"slow{i}" for i in range(12)]  # some in each half (none in the first's: 1 in 4096)
+        kubectl("create", "-f", "-", input=greetings(namespace, names))
+        first.wait_for(r"STARTED slow\d BY first")
+        first.process.send_signal(signal.SIGINT)
+        assert first.process.wait(timeout=30) == 0
+        second.wait_for(r"Serving shard 1 of 1", timeout=30)
+        eventually(lambda: set(names) <= {name for r in (first, second) for name, _ in events(r, "FINISHED")},
+                   timeout=60, what="all handled")
+    finally:
+        codes = [r.stop() for r in (first, second)]
+    assert codes[1] == 0
+    finished_by_first = dict(events(first, "FINISHED"))
+    assert finished_by_first, "the first replica's handlers finished before it exited"
+    restarted = dict(events(second, "STARTED"))
+    assert all(restarted.get(name, float("inf")) > at for name, at in finished_by_first.items()), \
+        (finished_by_first, restarted)
+    assert "Leaving the group 'leaving-shards' once the handling in progress has finished." in first.output
+    assert "Left the group 'leaving-shards'" in first.output
+
+
+def events(replica: OperatorProcess, what: str) -> list[tuple[str, float]]:
+    """The handler's STARTED/FINISHED lines of a replica: (name, when)."""
+    return [(name, float(at)) for name, at in re.findall(rf"{what} (\S+) BY \S+ AT ([\d.]+)", replica.output)]
+
+
 def test_contradicting_options_are_refused_at_once(tmp_path: Path, namespace: str) -> None:
     script = write_script(tmp_path, """
         import kopf
