@@ -156,7 +156,7 @@ def test_replicas_share_the_objects_and_resplit_when_one_dies_or_joins(
     # Graceful exits leave the group (the leases deleted); the dead one's stays until it is
     # long expired. The streams asked the API server for the shards.
     for replica in replicas[:2] + [joined]:
-        assert "Left the group 'test-shards'" in replica.output
+        assert "Left the group 'test-shards'" in replica.output, tail(replica)
     shards = {urllib.parse.parse_qs(urllib.parse.urlparse(r["requestURI"]).query).get("shardSelector", [""])[0]
               for r in audit.requests(agent="kopf-rs/", namespace=namespace)
               if r.get("objectRef", {}).get("resource") == "greetings" and r["verb"] in ("list", "watch")}
@@ -232,7 +232,12 @@ def test_a_leaving_replica_holds_its_range_until_its_handler_finishes(
     assert all(restarted.get(name, float("inf")) > at for name, at in finished_by_first.items()), \
         (finished_by_first, restarted)
     assert "Leaving the group 'leaving-shards' once the handling in progress has finished." in first.output
-    assert "Left the group 'leaving-shards'" in first.output
+    assert "Left the group 'leaving-shards'" in first.output, tail(first)
+
+
+def tail(replica: OperatorProcess, lines: int = 30) -> str:
+    """The last lines of a replica's log, for an assertion's message (pytest cuts long ones)."""
+    return "\n".join(replica.output.splitlines()[-lines:])
 
 
 def events(replica: OperatorProcess, what: str) -> list[tuple[str, float]]:
