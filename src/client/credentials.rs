@@ -133,6 +133,11 @@ enum Channel {
     Watches,
 }
 
+/// One of the concurrent requests' slots, held while it lives.
+pub struct Slot<'a> {
+    _permit: tokio::sync::SemaphorePermit<'a>,
+}
+
 pub struct Credentials {
     current: RwLock<Clients>,
     renewing: tokio::sync::Mutex<()>,
@@ -408,8 +413,27 @@ impl Credentials {
         url: &str,
         patch: &serde_json::Value,
     ) -> Result<T, kube::Error> {
+        let slot = self.slot().await;
+        self.merge_patch_in(&slot, url, patch).await
+    }
+
+    /// A request slot, for a caller that makes its requests in it (`merge_patch_in`): it
+    /// waits for the slot before it makes the requests' state.
+    pub async fn slot(&self) -> Slot<'_> {
+        let _permit = self.requests.acquire().await.expect("never closed");
+        Slot { _permit }
+    }
+
+    /// `merge_patch` in a slot already taken.
+    pub async fn merge_patch_in<T: DeserializeOwned>(
+        &self,
+        _slot: &Slot<'_>,
+        url: &str,
+        patch: &serde_json::Value,
+    ) -> Result<T, kube::Error> {
         let json = "application/merge-patch+json";
-        self.send(http::Method::PATCH, url, json, patch, None).await
+        self.send_in_slot(http::Method::PATCH, url, json, patch, None)
+            .await
     }
 
     /// Replace an object; its `metadata.resourceVersion` makes it a compare-and-swap.
@@ -460,7 +484,19 @@ impl Credentials {
         payload: &serde_json::Value,
         backoffs: Option<&[f64]>,
     ) -> Result<T, kube::Error> {
-        let _slot = self.requests.acquire().await.expect("never closed");
+        let _slot = self.slot().await;
+        self.send_in_slot(method, url, content_type, payload, backoffs)
+            .await
+    }
+
+    async fn send_in_slot<T: DeserializeOwned>(
+        &self,
+        method: http::Method,
+        url: &str,
+        content_type: &str,
+        payload: &serde_json::Value,
+        backoffs: Option<&[f64]>,
+    ) -> Result<T, kube::Error> {
         let what = format!("{method} {url}");
         let body = json_bytes(payload);
         // Boxed once a slot is taken: a request in flight is a few KiB of state, and in a

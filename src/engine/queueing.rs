@@ -536,29 +536,44 @@ impl Worker {
 
     /// Until there is nothing to do (idle), the queue is closed and drained, or the object
     /// is gone; the object's key, memory (none if it is gone), and errors in a row.
-    async fn run(mut self) -> Finished {
-        while let Some(batch) = self.next_batch().await {
-            // Counted before the pause is checked: a pause that comes later waits for it.
-            let busy = self.dispatcher.pause.busy();
-            if !self.dispatcher.pause.is_active() {
-                self.latest = None; // dropped: everything is listed again on resuming
-                self.indexed(&batch);
-                continue;
+    ///
+    /// Not an `async fn`: its future would hold the worker twice (the argument, then the
+    /// variable). Both waits are boxed, so that the task (one per busy object: a listing
+    /// makes hundreds at once) holds only the worker and the one wait it is in: 376 bytes
+    /// instead of 944.
+    #[allow(clippy::manual_async_fn)] // deliberately not an `async fn`: see above
+    fn run(mut self) -> impl std::future::Future<Output = Finished> {
+        async move {
+            while let Some(batch) = Box::pin(self.next_batch()).await {
+                if let Flow::Exit = Box::pin(self.handle(batch)).await {
+                    break;
+                }
             }
-            // Boxed, as the cycle: a waiting worker's future (for its own change, say) then
-            // holds only the wait for news, not the room of the calls (3.6 KB).
-            Box::pin(self.absorb(batch)).await;
-            let Some(event) = self.current() else {
-                continue;
-            };
-            if let Flow::Exit = Box::pin(self.cycle(event, busy)).await {
-                break;
+            Finished {
+                memory: (!self.gone).then_some(self.memory),
+                errors_in_a_row: if self.gone { 0 } else { self.errors_in_a_row },
+                key: self.key,
             }
         }
-        Finished {
-            memory: (!self.gone).then_some(self.memory),
-            errors_in_a_row: if self.gone { 0 } else { self.errors_in_a_row },
-            key: self.key,
+    }
+
+    /// The batch's events, then a cycle of the latest state if one is due. The cycle's rare
+    /// waits (a delay, a touch, the throttling) are boxed: inline, their room was in the
+    /// state of every cycle waiting for its patch (856 bytes now, 1 216 with them).
+    async fn handle(&mut self, batch: Vec<Queued>) -> Flow {
+        // Counted before the pause is checked: a pause that comes later waits for it.
+        let busy = self.dispatcher.pause.busy();
+        if !self.dispatcher.pause.is_active() {
+            self.latest = None; // dropped: everything is listed again on resuming
+            self.indexed(&batch);
+            return Flow::Next;
+        }
+        // Boxed: inline, the absorbing (1.5 KB) would be in the state of every cycle
+        // waiting for its patch.
+        Box::pin(self.absorb(batch)).await;
+        match self.current() {
+            Some(event) => self.cycle(event, busy).await,
+            None => Flow::Next,
         }
     }
 
@@ -699,7 +714,7 @@ impl Worker {
             }
             Err(error) => {
                 drop(busy);
-                self.throttle(&object, &CycleError::Storage(error)).await;
+                Box::pin(self.throttle(&object, &CycleError::Storage(error))).await;
                 return Flow::Next;
             }
         };
@@ -736,7 +751,7 @@ impl Worker {
             Err(error) => {
                 self.memory.remaining_patch = Some(unapplied);
                 drop(busy);
-                self.throttle(&object, &error).await;
+                Box::pin(self.throttle(&object, &error)).await;
                 return Flow::Next;
             }
         }
@@ -751,12 +766,12 @@ impl Worker {
                 );
             }
         } else if let Some(delay) = delay {
-            match self.sleep(&object, delay, object_daemons.as_deref()).await {
+            match Box::pin(self.sleep(&object, delay, object_daemons.as_deref())).await {
                 // The new state is in `latest` already (or the daemons are to be re-checked).
                 Slept::Interrupted | Slept::DaemonExited => self.retry_now = true,
                 Slept::Fully => {
                     let event = event.expect("a delay is slept only without a patch");
-                    self.touch(&object, &event.object).await
+                    Box::pin(self.touch(&object, &event.object)).await
                 }
             }
         } else if !had_patch && cycle.matched {
@@ -897,7 +912,7 @@ impl Worker {
                 if let Some(metrics) = crate::metrics::get() {
                     metrics.events_queued(&self.ctx().resource.name(), -1);
                 }
-                // Boxed, as in `run`: inline, the absorbing (1.5 KB) would be in every
+                // Boxed, as in `handle`: inline, the absorbing (1.5 KB) would be in every
                 // waiting cycle's state, here and while it waits for its patch.
                 Box::pin(self.absorb(vec![queued])).await;
                 Slept::Interrupted
