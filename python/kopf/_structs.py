@@ -7,7 +7,7 @@ import copy
 import enum
 import functools
 from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping
-from typing import Any, Literal, NamedTuple, NewType, TypedDict, cast
+from typing import Any, Literal, NamedTuple, NewType, Self, TypedDict, cast
 
 RawBody = MutableMapping[str, Any]
 BodyEssence = Mapping[str, Any]
@@ -46,6 +46,14 @@ class MappingView(Mapping[str, Any]):
     def __init__(self, src: Mapping[str, Any], *path: str) -> None:
         self._src = src
         self._path = path
+
+    @classmethod
+    def _at(cls, src: Mapping[str, Any], path: tuple[str, ...]) -> Self:
+        """A view at a path tuple given whole: the usual paths are shared, not made per view."""
+        view = cls.__new__(cls)
+        view._src = src
+        view._path = path
+        return view
 
     def _resolve(self) -> Mapping[str, Any]:
         current: Any = self._src
@@ -86,6 +94,7 @@ class LazyRaw(Mapping[str, Any]):
 
     def _replace(self, source: Any) -> None:
         self._state = (source, {}, None)
+        self._named = None  # nor is the old source kept for its identity (a daemon's body)
 
     def _source(self) -> Any:
         return self._state[0]
@@ -150,6 +159,14 @@ class MutableMappingView(MappingView, MutableMapping[str, Any]):
         del self._ensure()[key]
 
 
+# The views' usual paths, shared by all views (a tuple for each view was most of its size).
+_METADATA = ('metadata',)
+_LABELS = ('metadata', 'labels')
+_ANNOTATIONS = ('metadata', 'annotations')
+_SPEC = ('spec',)
+_STATUS = ('status',)
+
+
 class Labels(MappingView):
     pass
 
@@ -170,17 +187,26 @@ class Meta(MappingView):
     """``metadata`` of a body, with shortcuts to its common fields."""
 
     def __init__(self, src: Mapping[str, Any]) -> None:
-        super().__init__(src, 'metadata')
-        self._labels = Labels(src, 'metadata', 'labels')
-        self._annotations = Annotations(src, 'metadata', 'annotations')
+        self._src = src
+        self._path = _METADATA
+        # Made when first read (and then always the same): a daemon or timer keeps its views
+        # for as long as it runs, and most handlers never look at these two.
+        self._labels: Labels | None = None
+        self._annotations: Annotations | None = None
 
     @property
     def labels(self) -> Labels:
-        return self._labels
+        labels = self._labels
+        if labels is None:
+            labels = self._labels = Labels._at(self._src, _LABELS)
+        return labels
 
     @property
     def annotations(self) -> Annotations:
-        return self._annotations
+        annotations = self._annotations
+        if annotations is None:
+            annotations = self._annotations = Annotations._at(self._src, _ANNOTATIONS)
+        return annotations
 
     @property
     def uid(self) -> str | None:
@@ -209,8 +235,8 @@ class Body(MappingView):
     def __init__(self, src: Mapping[str, Any]) -> None:
         super().__init__(src)
         self._meta = Meta(src)
-        self._spec = Spec(src, 'spec')
-        self._status = Status(src, 'status')
+        self._spec = Spec._at(src, _SPEC)
+        self._status = Status._at(src, _STATUS)
 
     @property
     def metadata(self) -> Meta:

@@ -5,7 +5,9 @@ converts)."""
 from __future__ import annotations
 
 import copy
+import gc
 import pickle
+import weakref
 from typing import Any
 
 import pytest
@@ -103,3 +105,31 @@ def test_the_identity_is_read_once_per_source() -> None:
     assert source.identified == 1 and source.converted == []
     raw._replace(Source({**OBJECT, 'metadata': {'name': 'renamed'}}))
     assert raw.identity() == ('v1', 'Thing', 'renamed', None, None)
+
+
+def test_a_replaced_source_is_not_kept_for_its_identity() -> None:
+    # A timer's body is replaced when its object changes; its first body, asked for its
+    # identity once (for the kwargs), must not stay alive with it.
+    first = Source(OBJECT)
+    raw = LazyRaw(first)
+    assert raw.identity() == ('v1', 'Thing', 'n', 'u', None)
+    gone = weakref.ref(first)
+    del first
+    raw._replace(Source({**OBJECT, 'spec': {'x': 2}}))
+    gc.collect()
+    assert gone() is None
+    assert raw.identity() == ('v1', 'Thing', 'n', 'u', None)
+
+
+def test_labels_and_annotations_views_are_the_same_each_time_and_live() -> None:
+    raw: dict[str, Any] = {'metadata': {'name': 'n'}}
+    body = Body(raw)
+    labels, annotations = body.meta.labels, body.meta.annotations
+    assert body.meta.labels is labels and body.metadata.annotations is annotations
+    assert dict(labels) == {} and dict(annotations) == {}
+    raw['metadata']['labels'] = {'a': '1'}
+    raw['metadata']['annotations'] = {'b': '2'}
+    assert dict(labels) == {'a': '1'} and dict(annotations) == {'b': '2'}
+    assert body.spec == {} and body.status == {}
+    raw['spec'] = {'x': 1}
+    assert body.spec == {'x': 1} and body.spec is body.spec
