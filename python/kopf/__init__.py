@@ -44,6 +44,7 @@ from kopf._errors import (
     TemporaryError,
 )
 from kopf._filters import ABSENT, PRESENT, all_, any_, none_, not_
+from kopf._formatting import LogFormat
 from kopf._handlers import OperatorRegistry, Reason, get_default_registry, set_default_registry
 from kopf._hierarchies import (
     adjust_namespace,
@@ -55,7 +56,7 @@ from kopf._hierarchies import (
 )
 from kopf._indices import Index, Store
 from kopf._lifecycles import get_default_lifecycle, set_default_lifecycle
-from kopf._logging import LocalObjectLogger, LogFormat, ObjectLogger, configure
+from kopf._logging import LocalObjectLogger, ObjectLogger, configure
 from kopf._posting import event, exception, info, warn
 from kopf._progress import (
     AnnotationsProgressStorage,

@@ -3,7 +3,6 @@ the ``plain``/``full``/``json`` formats, and optional posting of log lines as Ev
 
 from __future__ import annotations
 
-import enum
 import logging
 import sys
 import time
@@ -11,106 +10,16 @@ from collections.abc import Mapping, MutableMapping
 from typing import Any
 
 from kopf import _posting
+from kopf._formatting import (
+    LogFormat,
+    ObjectFormatter,
+    ObjectPrefixingTextFormatter,
+    ObjectTextFormatter,
+    _prefix,
+)
 from kopf._structs import LazyRaw
 
-try:
-    from pythonjsonlogger.core import RESERVED_ATTRS as _JSON_RESERVED
-    from pythonjsonlogger.json import JsonFormatter as _JsonFormatter
-except ImportError:  # python-json-logger < 3
-    from pythonjsonlogger.jsonlogger import RESERVED_ATTRS as _JSON_RESERVED  # type: ignore
-    from pythonjsonlogger.jsonlogger import JsonFormatter as _JsonFormatter  # type: ignore
-
 objects_logger = logging.getLogger('kopf.objects')
-DEFAULT_JSON_REFKEY = 'object'
-
-
-class LogFormat(enum.Enum):
-    """The formats of ``--log-format``."""
-
-    PLAIN = '%(message)s'
-    FULL = '[%(asctime)s] %(name)-20.20s [%(levelname)-8.8s] %(message)s'
-    JSON = '-json-'
-
-
-class ObjectFormatter(logging.Formatter):
-
-    def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:
-        # The same text as logging's, with the seconds' part formatted once per second: the
-        # local time's conversion and `strftime` were a tenth of a timer's call.
-        if datefmt or self.converter is not time.localtime or record.created < 0:
-            return super().formatTime(record, datefmt)
-        return self._asctime(record.created, record.msecs)
-
-    def _asctime(self, created: float, msecs: float) -> str:
-        time_format = self.default_time_format
-        second = int(created)
-        cached = self.__dict__.get('_kopf_second')
-        if cached is None or cached[0] != second or cached[1] != time_format:
-            cached = self._kopf_second = (second, time_format, time.strftime(time_format, time.localtime(second)))
-        msec_format = self.default_msec_format
-        return msec_format % (cached[2], msecs) if msec_format else cached[2]
-
-
-class ObjectTextFormatter(ObjectFormatter):
-    pass
-
-
-class ObjectJsonFormatter(ObjectFormatter, _JsonFormatter):
-    """JSON lines with the object's reference under ``refkey`` and a ``severity``."""
-
-    def __init__(self, *args: Any, refkey: str | None = None, **kwargs: Any) -> None:
-        reserved = set(kwargs.pop('reserved_attrs', _JSON_RESERVED)) | {'k8s_skip', 'k8s_ref', 'settings'}
-        kwargs['reserved_attrs'] = reserved
-        kwargs.setdefault('timestamp', True)
-        super().__init__(*args, **kwargs)
-        self._refkey = refkey or DEFAULT_JSON_REFKEY
-
-    def add_fields(self, log_record: dict[str, Any], record: logging.LogRecord,
-                   message_dict: dict[str, Any]) -> None:
-        super().add_fields(log_record, record, message_dict)
-        if self._refkey and hasattr(record, 'k8s_ref'):
-            log_record[self._refkey] = record.k8s_ref
-        if 'severity' not in log_record:
-            level = record.levelno
-            log_record['severity'] = ('debug' if level <= logging.DEBUG else 'info' if level <= logging.INFO
-                                      else 'warn' if level <= logging.WARNING
-                                      else 'error' if level <= logging.ERROR else 'fatal')
-
-
-class ObjectPrefixingMixin(ObjectFormatter):
-    """Prefix messages about objects with ``[namespace/name]`` (or ``[name]``)."""
-
-    def format(self, record: logging.LogRecord) -> str:
-        ref = getattr(record, 'k8s_ref', None)
-        if ref is None:
-            return super().format(record)
-        prefix = _prefix(ref)
-        # Prefixed for this formatting only; other handlers get the record as it was. (Put
-        # back rather than copied: a copy of every record was a tenth of a timer call's cost.)
-        saved = record.msg, record.__dict__.get('message')
-        record.msg = f"{prefix} {record.msg}"
-        try:
-            return super().format(record)
-        finally:
-            record.msg = saved[0]
-            if saved[1] is None:
-                record.__dict__.pop('message', None)
-            else:
-                record.message = saved[1]
-
-
-def _prefix(ref: Mapping[str, Any]) -> str:
-    """An object's prefix of the lines about it: ``[namespace/name]``, or ``[name]``."""
-    namespace, name = ref.get('namespace') or '', ref.get('name') or ''
-    return f"[{namespace}/{name}]" if namespace else f"[{name}]"
-
-
-class ObjectPrefixingTextFormatter(ObjectPrefixingMixin, ObjectTextFormatter):
-    pass
-
-
-class ObjectPrefixingJsonFormatter(ObjectPrefixingMixin, ObjectJsonFormatter):
-    pass
 
 
 class ObjectLogger(logging.LoggerAdapter):  # type: ignore[type-arg]
@@ -274,6 +183,7 @@ def make_formatter(log_format: LogFormat | str = LogFormat.FULL, log_prefix: boo
                    log_refkey: str | None = None) -> ObjectFormatter:
     log_prefix = log_prefix if log_prefix is not None else log_format is not LogFormat.JSON
     if log_format is LogFormat.JSON:
+        from kopf._jsonlogging import ObjectJsonFormatter, ObjectPrefixingJsonFormatter
         return ObjectPrefixingJsonFormatter(refkey=log_refkey) if log_prefix else ObjectJsonFormatter(refkey=log_refkey)
     text = log_format.value if isinstance(log_format, LogFormat) else log_format
     if not isinstance(text, str):
@@ -328,3 +238,12 @@ def _posted(fields: Mapping[str, Any], level: int) -> bool:
 
 
 objects_logger.addHandler(K8sPoster())
+
+
+def __getattr__(name: str) -> Any:
+    # The JSON formatters import python-json-logger (with `uuid` and `platform`, ~0.5 MiB of
+    # every operator's memory): only when the JSON format is asked for, or they are named.
+    if name in ('ObjectJsonFormatter', 'ObjectPrefixingJsonFormatter'):
+        from kopf import _jsonlogging
+        return getattr(_jsonlogging, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

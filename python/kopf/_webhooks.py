@@ -18,7 +18,6 @@ import ipaddress
 import json
 import logging
 import os
-import pathlib
 import ssl
 import urllib.parse
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Collection, Iterable
@@ -151,6 +150,12 @@ def _accessible(addr: str | None) -> str:
     return addr
 
 
+def _read_bytes(path: StrPath) -> bytes:
+    # (Not `pathlib`: importing it was ~0.6 MiB of every operator, with or without webhooks.)
+    with open(path, 'rb') as f:
+        return f.read()
+
+
 def _url(scheme: str, host: str, port: int, path: str) -> str:
     try:
         host = f'[{ipaddress.IPv6Address(host)}]'
@@ -219,7 +224,8 @@ class WebhookServer(WebhookContextManager):
                 if cadata is not None:
                     client_config['caBundle'] = base64.b64encode(cadata).decode('ascii')
                     if self.cadump is not None:
-                        pathlib.Path(self.cadump).write_bytes(cadata)
+                        with open(self.cadump, 'wb') as f:
+                            f.write(cadata)
                 yield client_config
                 await self._until_files_change()
                 logger.debug("Restarting with the renewed SSL certificate files.")
@@ -231,11 +237,13 @@ class WebhookServer(WebhookContextManager):
         addr = _accessible(self.addr)
         cas: list[str] = []
         if self.verify_cafile is not None:
-            cas.append(pathlib.Path(self.verify_cafile).read_text())
+            with open(self.verify_cafile, encoding='utf-8') as f:
+                cas.append(f.read())
         if self.verify_capath is not None:
-            for entry in sorted(pathlib.Path(self.verify_capath).iterdir()):
+            for entry in sorted(os.scandir(self.verify_capath), key=lambda entry: entry.name):
                 if entry.is_file():
-                    cas.append(entry.read_text(errors='replace'))
+                    with open(entry.path, encoding='utf-8', errors='replace') as f:
+                        cas.append(f.read())
         if self.verify_cadata is not None:
             data = self.verify_cadata
             cas.append(data.decode() if isinstance(data, bytes) else data)
@@ -259,9 +267,9 @@ class WebhookServer(WebhookContextManager):
         if self.cadata is not None:
             return self.cadata
         if self.cafile is not None:
-            return pathlib.Path(self.cafile).read_bytes()
+            return _read_bytes(self.cafile)
         if self.certfile is not None and not self.insecure:
-            return pathlib.Path(self.certfile).read_bytes()
+            return _read_bytes(self.certfile)
         return None
 
     async def _until_files_change(self) -> None:
@@ -271,7 +279,7 @@ class WebhookServer(WebhookContextManager):
         def digest() -> str:
             hasher = hashlib.sha256()
             for path in paths:
-                hasher.update(pathlib.Path(path).read_bytes())
+                hasher.update(_read_bytes(path))
             return hasher.hexdigest()
         initial = digest()
         while True:

@@ -14,7 +14,7 @@ from typing import Any
 
 import click
 
-from kopf import _engine, _loading, _logging, _peering, _rbac, _running
+from kopf import _engine, _formatting, _loading, _logging, _peering, _rbac, _running
 from kopf._errors import LoginError, OperatorError
 from kopf._handlers import OperatorRegistry, get_default_registry, set_default_registry
 from kopf._settings import OperatorSettings
@@ -38,11 +38,11 @@ def logging_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     @click.option('-v', '--verbose', is_flag=True)
     @click.option('-d', '--debug', is_flag=True)
     @click.option('-q', '--quiet', is_flag=True)
-    @click.option('--log-format', type=click.Choice(_logging.LogFormat, case_sensitive=False), default='full')
+    @click.option('--log-format', type=click.Choice(_formatting.LogFormat, case_sensitive=False), default='full')
     @click.option('--log-refkey', type=str)
     @click.option('--log-prefix/--no-log-prefix', default=None)
     @functools.wraps(fn)
-    def wrapper(verbose: bool, quiet: bool, debug: bool, log_format: _logging.LogFormat = _logging.LogFormat.FULL,
+    def wrapper(verbose: bool, quiet: bool, debug: bool, log_format: _formatting.LogFormat = _formatting.LogFormat.FULL,
                 log_prefix: bool | None = False, log_refkey: str | None = None, *args: Any, **kwargs: Any) -> Any:
         _logging.configure(debug=debug, verbose=verbose, quiet=quiet, log_format=log_format,
                            log_refkey=log_refkey, log_prefix=log_prefix)

@@ -33,6 +33,29 @@ def test_kopf_loads_no_openssl_until_tls_or_hashes_are_used() -> None:
     ]
 
 
+def test_the_json_log_format_loads_its_library_when_first_used() -> None:
+    # python-json-logger (with uuid and platform), pathlib and PyYAML are not imported by
+    # `kopf` itself: ~2 MiB of every operator's memory. The JSON format works as it did.
+    output = run_python("""
+        import io, json, logging, sys
+        import kopf, kopf._running, kopf.cli
+        print(sorted(m for m in ('pythonjsonlogger', 'pathlib', 'yaml') if m in sys.modules))
+        from kopf._logging import LogFormat, make_formatter
+        stream = io.StringIO()
+        handler = logging.StreamHandler(stream)
+        handler.setFormatter(make_formatter(LogFormat.JSON, log_prefix=None, log_refkey='ref'))
+        logger = logging.getLogger('test.json')
+        logger.addHandler(handler)
+        logger.warning('hello', extra={'k8s_ref': {'name': 'n'}})
+        record = json.loads(stream.getvalue())
+        print(record['message'], record['ref'], record['severity'])
+        print('pythonjsonlogger' in sys.modules)
+        from kopf._logging import ObjectJsonFormatter
+        print(ObjectJsonFormatter.__module__)
+    """)
+    assert output.splitlines() == ["[]", "hello {'name': 'n'} warn", "True", "kopf._jsonlogging"]
+
+
 def test_nothing_is_deferred_when_asyncio_came_first() -> None:
     output = run_python("""
         import sys, types, asyncio

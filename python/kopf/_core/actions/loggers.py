@@ -1,15 +1,16 @@
 """Kopf's ``kopf._core.actions.loggers``: the logging of operators and of objects."""
 
-from kopf._logging import (
+from kopf._formatting import (
     DEFAULT_JSON_REFKEY,
-    LocalObjectLogger,
     LogFormat,
     ObjectFormatter,
-    ObjectJsonFormatter,
-    ObjectLogger,
-    ObjectPrefixingJsonFormatter,
     ObjectPrefixingTextFormatter,
     ObjectTextFormatter,
+)
+from kopf._jsonlogging import ObjectJsonFormatter, ObjectPrefixingJsonFormatter
+from kopf._logging import (
+    LocalObjectLogger,
+    ObjectLogger,
     TerseObjectLogger,
     configure,
     make_formatter,
