@@ -8,6 +8,9 @@ __version__: str
 def check_cron(pattern: str, timezone: str | None = None) -> None:
     """A ValueError if the cron pattern (five fields) or the time zone (an IANA name) is wrong."""
 
+def parse_kubeconfig(text: str) -> Any:
+    """A kubeconfig file's YAML as Python values (None if empty); a ValueError if it is not YAML."""
+
 @final
 class Operator:
     """The core of one operator run: ``run()`` once, ``stop()`` from anywhere."""

@@ -38,6 +38,7 @@ fn _engine(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(commands::review_access, m)?)?;
     m.add_function(wrap_pyfunction!(webhooks::describe_certificate, m)?)?;
     m.add_function(wrap_pyfunction!(check_cron, m)?)?;
+    m.add_function(wrap_pyfunction!(parse_kubeconfig, m)?)?;
     Ok(())
 }
 
@@ -49,4 +50,13 @@ fn check_cron(pattern: &str, timezone: Option<&str>) -> PyResult<()> {
     crate::engine::schedules::Schedule::parse(pattern, timezone)
         .map(|_| ())
         .map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))
+}
+
+/// A kubeconfig file's text as Python values (`ValueError` if it is not valid YAML).
+#[pyfunction]
+fn parse_kubeconfig(py: Python<'_>, text: &str) -> PyResult<Py<PyAny>> {
+    let value = py
+        .detach(|| crate::client::kubeconfigs::parse(text))
+        .map_err(pyo3::exceptions::PyValueError::new_err)?;
+    Ok(values::to_python(py, &value)?.unbind())
 }

@@ -9,6 +9,7 @@ pub mod connection;
 pub mod connection_info;
 pub mod credentials;
 pub mod discovery;
+pub mod kubeconfigs;
 pub mod listing;
 pub mod namespaces;
 pub mod posting;
