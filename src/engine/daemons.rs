@@ -240,7 +240,15 @@ impl Daemons {
         if let Some(object) = objects.get(key) {
             return object.clone();
         }
-        let compact = CompactBody::kept(body);
+        // Without our finalizer, the body is replaced at once by our own write's (daemons
+        // need the finalizer): kept apart, its slot would stay unused, as the next body is
+        // bigger (a slot is reused only for a value of its size).
+        let finalizer = &self.ctx.settings.persistence.finalizer;
+        let compact = if crate::util::dicts::has_finalizer(body, finalizer) {
+            CompactBody::kept(body)
+        } else {
+            Arc::new(CompactBody::of(body))
+        };
         apart(|| {
             let object = Arc::new(ObjectDaemons {
                 key: key.into(),
@@ -856,6 +864,28 @@ mod tests {
         fn running(&self) -> usize {
             self.object.snapshot().len()
         }
+    }
+
+    #[test]
+    fn a_first_body_is_kept_apart_only_if_our_write_will_not_replace_it() {
+        let hooks = FakeHooks::new(Behaviour::Returning);
+        let patcher = Arc::new(FakePatcher::default());
+        let ctx = testing::context(Handlers::default(), Settings::default(), hooks, patcher);
+        let daemons = Daemons::new(ctx.clone(), Pause::new(0));
+        let finalizer = ctx.settings.persistence.finalizer.clone();
+        let mut finalized = object("b", "1", json!({}));
+        finalized["metadata"]["finalizers"] = json!([finalizer]);
+        let new = daemons.object("uid-a", &Arc::new(object("a", "1", json!({}))));
+        let old = daemons.object("uid-b", &Arc::new(finalized));
+        let kept = |o: &ObjectDaemons| crate::util::apart::holds(o.body.lock().unwrap().text());
+        assert!(!kept(&new), "its finalizer's write brings the body to keep");
+        assert!(kept(&old));
+        new.refresh(
+            &Arc::new(object("a", "2", json!({}))),
+            false,
+            ctx.hooks.as_ref(),
+        );
+        assert!(kept(&new));
     }
 
     #[tokio::test(start_paused = true)]

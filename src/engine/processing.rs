@@ -172,9 +172,7 @@ fn is_deletion_ongoing(body: &Value) -> bool {
 }
 
 fn is_deletion_blocked(body: &Value, finalizer: &str) -> bool {
-    dicts::meta(body, "finalizers")
-        .and_then(Value::as_array)
-        .is_some_and(|list| list.iter().any(|f| f.as_str() == Some(finalizer)))
+    dicts::has_finalizer(body, finalizer)
 }
 
 fn detect_change(

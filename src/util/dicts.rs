@@ -27,6 +27,13 @@ pub fn meta<'a>(body: &'a Value, key: &str) -> Option<&'a Value> {
     body.get("metadata")?.get(key)
 }
 
+/// Whether the object's `metadata.finalizers` name this finalizer.
+pub fn has_finalizer(body: &Value, finalizer: &str) -> bool {
+    meta(body, "finalizers")
+        .and_then(Value::as_array)
+        .is_some_and(|list| list.iter().any(|f| f.as_str() == Some(finalizer)))
+}
+
 /// The mutable `metadata.<key>` of an object's body.
 pub fn meta_mut<'a>(body: &'a mut Value, key: &str) -> Option<&'a mut Value> {
     body.get_mut("metadata")?.get_mut(key)
