@@ -1,5 +1,5 @@
-"""The JSON formats of ``--log-format=json``: apart, as python-json-logger (with ``uuid`` and
-``platform``) is imported only when they are used."""
+"""The JSON formats of ``--log-format=json``: apart, as python-json-logger is imported only
+when they are used."""
 
 from __future__ import annotations
 

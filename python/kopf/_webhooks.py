@@ -151,7 +151,7 @@ def _accessible(addr: str | None) -> str:
 
 
 def _read_bytes(path: StrPath) -> bytes:
-    # (Not `pathlib`: importing it was ~0.6 MiB of every operator, with or without webhooks.)
+    # (Not `pathlib`: every operator imported it for these reads, with or without webhooks.)
     with open(path, 'rb') as f:
         return f.read()
 

@@ -413,8 +413,9 @@ impl Credentials {
         url: &str,
         patch: &serde_json::Value,
     ) -> Result<T, kube::Error> {
-        let slot = self.slot().await;
-        self.merge_patch_in(&slot, url, patch).await
+        let json = "application/merge-patch+json";
+        self.send(None, http::Method::PATCH, url, json, patch, None)
+            .await
     }
 
     /// A request slot, for a caller that makes its requests in it (`merge_patch_in`): it
@@ -427,12 +428,12 @@ impl Credentials {
     /// `merge_patch` in a slot already taken.
     pub async fn merge_patch_in<T: DeserializeOwned>(
         &self,
-        _slot: &Slot<'_>,
+        slot: &Slot<'_>,
         url: &str,
         patch: &serde_json::Value,
     ) -> Result<T, kube::Error> {
         let json = "application/merge-patch+json";
-        self.send_in_slot(http::Method::PATCH, url, json, patch, None)
+        self.send(Some(slot), http::Method::PATCH, url, json, patch, None)
             .await
     }
 
@@ -442,8 +443,15 @@ impl Credentials {
         url: &str,
         object: &serde_json::Value,
     ) -> Result<serde_json::Value, kube::Error> {
-        self.send(http::Method::PUT, url, "application/json", object, None)
-            .await
+        self.send(
+            None,
+            http::Method::PUT,
+            url,
+            "application/json",
+            object,
+            None,
+        )
+        .await
     }
 
     pub async fn post(
@@ -460,8 +468,15 @@ impl Credentials {
         url: &str,
         options: &serde_json::Value,
     ) -> Result<serde_json::Value, kube::Error> {
-        self.send(http::Method::DELETE, url, "application/json", options, None)
-            .await
+        self.send(
+            None,
+            http::Method::DELETE,
+            url,
+            "application/json",
+            options,
+            None,
+        )
+        .await
     }
 
     /// Create an object; `backoffs`, if given, replace `error_backoffs` for its retries.
@@ -472,31 +487,24 @@ impl Credentials {
         backoffs: Option<&[f64]>,
     ) -> Result<serde_json::Value, kube::Error> {
         let json = "application/json";
-        self.send(http::Method::POST, url, json, object, backoffs)
+        self.send(None, http::Method::POST, url, json, object, backoffs)
             .await
     }
 
+    /// One request, in the caller's slot or in one taken now.
     async fn send<T: DeserializeOwned>(
         &self,
+        slot: Option<&Slot<'_>>,
         method: http::Method,
         url: &str,
         content_type: &str,
         payload: &serde_json::Value,
         backoffs: Option<&[f64]>,
     ) -> Result<T, kube::Error> {
-        let _slot = self.slot().await;
-        self.send_in_slot(method, url, content_type, payload, backoffs)
-            .await
-    }
-
-    async fn send_in_slot<T: DeserializeOwned>(
-        &self,
-        method: http::Method,
-        url: &str,
-        content_type: &str,
-        payload: &serde_json::Value,
-        backoffs: Option<&[f64]>,
-    ) -> Result<T, kube::Error> {
+        let _own_slot = match slot {
+            Some(_) => None,
+            None => Some(self.slot().await),
+        };
         let what = format!("{method} {url}");
         let body = json_bytes(payload);
         // Boxed once a slot is taken: a request in flight is a few KiB of state, and in a
