@@ -49,6 +49,7 @@ engine_logger = logging.getLogger('kopf._core.engine')
 _LOGGERS: dict[HandlerKind, type[ObjectLogger]] = {'watching': LocalObjectLogger, 'indexing': TerseObjectLogger,
                                                    'admission': LocalObjectLogger}
 _ABSENT_VALUE = object()
+_NO_RUNTIME = datetime.timedelta(0)  # the first attempt's (timedeltas are immutable)
 # How handlers' errors are treated unless they say (`errors=`): a review is answered at once,
 # with no retries; `on.event` and indexing handlers are not retried; the others are.
 _DEFAULT_ERRORS: dict[HandlerKind, ErrorsMode] = {'admission': ErrorsMode.PERMANENT, 'watching': ErrorsMode.IGNORED,
@@ -355,8 +356,9 @@ class Bridge:
             # No progress is kept for them: each call is the first and only attempt, from now
             # (naive UTC, as Kopf keeps the times of attempts).
             started = _utcnow()
+        runtime = call['runtime']
         kwargs |= {'retry': call['retry'], 'started': started,
-                   'runtime': datetime.timedelta(seconds=call['runtime'])}
+                   'runtime': datetime.timedelta(seconds=runtime) if runtime else _NO_RUNTIME}
         if self.indices:
             kwargs |= self.indices
         return kwargs, logger, patch
@@ -479,28 +481,30 @@ class Bridge:
 
     def _object_kwargs(self, call: Invocation, raw: Mapping[str, Any]) -> dict[str, Any]:
         """The kwargs about the object: its body's views, logger, memo, resource."""
-        body = Body(raw)
-        meta = body.meta
+        body = Body._with_views(raw)
+        meta = body._meta
         # The same values as the views' shortcuts give, read without walking their paths.
         if type(raw) is LazyRaw:  # (not `isinstance`: an ABC's check costs a microsecond)
-            _, _, name, uid, namespace = raw.identity()
+            api_version, kind, name, uid, namespace = raw.identity()
         else:
             fields = raw.get('metadata')
             fields = fields if isinstance(fields, dict) else {}
+            api_version, kind = raw.get('apiVersion'), raw.get('kind')
             name, uid, namespace = fields.get('name'), fields.get('uid'), fields.get('namespace')
+        ref = {'apiVersion': api_version, 'kind': kind, 'name': name, 'uid': uid, 'namespace': namespace}
         return {
-            'logger': _LOGGERS.get(call['kind'], ObjectLogger)(body=raw, settings=self.settings),
+            'logger': _LOGGERS.get(call['kind'], ObjectLogger)._made(ref, self.settings),
             'memo': self.memos.of(uid or ''),
             'resource': self._resource(call['resource']),
             'body': body,
-            'spec': body.spec,
+            'spec': body._spec,
             'meta': meta,
-            'status': body.status,
+            'status': body._status,
             'uid': uid,
             'name': name,
             'namespace': namespace,
-            'labels': meta.labels,
-            'annotations': meta.annotations,
+            'labels': meta._labels,
+            'annotations': meta._annotations,
         }
 
     def _resource(self, data: ResourceInfo) -> Resource:

@@ -7,7 +7,7 @@ import logging
 import sys
 import time
 from collections.abc import Mapping, MutableMapping
-from typing import Any
+from typing import Any, Self
 
 from kopf import _posting
 from kopf._formatting import (
@@ -20,6 +20,7 @@ from kopf._formatting import (
 from kopf._structs import LazyRaw
 
 objects_logger = logging.getLogger('kopf.objects')
+_new = object.__new__
 
 
 class ObjectLogger(logging.LoggerAdapter):  # type: ignore[type-arg]
@@ -37,6 +38,15 @@ class ObjectLogger(logging.LoggerAdapter):  # type: ignore[type-arg]
             'k8s_skip': False,
             'k8s_ref': {'apiVersion': api_version, 'kind': kind, 'name': name, 'uid': uid, 'namespace': namespace},
         })
+
+    @classmethod
+    def _made(cls, ref: dict[str, Any], settings: Any) -> Self:
+        """The same logger as ``cls(body=..., settings=...)``, for an object's reference read
+        already: made for every handler call, without ``__init__``'s reading of the body."""
+        logger = _new(cls)
+        extra = {'settings': settings, 'k8s_skip': False, 'k8s_ref': ref}
+        logging.LoggerAdapter.__init__(logger, objects_logger, extra)
+        return logger
 
     def process(self, msg: str, kwargs: MutableMapping[str, Any]) -> tuple[str, MutableMapping[str, Any]]:
         kwargs['extra'] = dict(self.extra or {}) | dict(kwargs.get('extra') or {})
@@ -61,9 +71,13 @@ def log_here(logger: logging.Logger | logging.LoggerAdapter,  # type: ignore[typ
             else:
                 logger.log(level, msg, stacklevel=stacklevel, extra=extra)
             return
-        if local:  # what its `log()` adds, and where logging finds the caller: in that `log()`
-            extra = dict(extra or {}, k8s_skip=True)
-        if extra or type(logger).process is not ObjectLogger.process:
+        if local and type(logger).process is ObjectLogger.process:
+            # What its `log()` adds, merged as `process()` would merge it: in one dict.
+            target, extra = logger.logger, {**(logger.extra or {}), **(extra or {}), 'k8s_skip': True}
+        elif local:  # what its `log()` adds, and where logging finds the caller: in that `log()`
+            msg, kwargs = logger.process(msg, {'extra': dict(extra or {}, k8s_skip=True)})
+            target, extra = logger.logger, kwargs.get('extra')
+        elif extra or type(logger).process is not ObjectLogger.process:
             msg, kwargs = logger.process(msg, {'extra': extra} if extra else {})
             target, extra = logger.logger, kwargs.get('extra')
         else:  # what `process()` would make: a copy of the adapter's own fields, only read

@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import copy
 import gc
+import logging
 import pickle
 import weakref
 from typing import Any
 
 import pytest
-from kopf._logging import ObjectLogger
+from kopf._logging import LocalObjectLogger, ObjectLogger, TerseObjectLogger
 from kopf._structs import Body, LazyRaw
 
 
@@ -133,3 +134,42 @@ def test_labels_and_annotations_views_are_the_same_each_time_and_live() -> None:
     assert body.spec == {} and body.status == {}
     raw['spec'] = {'x': 1}
     assert body.spec == {'x': 1} and body.spec is body.spec
+
+
+@pytest.mark.parametrize('raw', [{'metadata': {'name': 'n'}}, LazyRaw(Source(OBJECT))], ids=['dict', 'lazy'])
+def test_a_body_made_with_its_views_is_a_body_made_plainly(raw: Any) -> None:
+    # A handler call's kwargs hold all views, made at once (`Body._with_views`).
+    plain, made = Body(raw), Body._with_views(raw)
+    assert type(made) is Body and dict(made) == dict(plain)
+    for view in ('spec', 'meta', 'status'):
+        assert type(getattr(made, view)) is type(getattr(plain, view))
+        assert dict(getattr(made, view)) == dict(getattr(plain, view))
+        assert getattr(made, view) is getattr(made, view)
+    assert made.metadata is made.meta and made.meta.name == plain.meta.name
+    for view in ('labels', 'annotations'):
+        assert type(getattr(made.meta, view)) is type(getattr(plain.meta, view))
+        assert getattr(made.meta, view) is getattr(made.meta, view)
+        assert dict(getattr(made.meta, view)) == dict(getattr(plain.meta, view))
+
+
+def test_a_body_made_with_its_views_stays_live() -> None:
+    raw: dict[str, Any] = {'metadata': {'name': 'n'}}
+    body = Body._with_views(raw)
+    labels, spec = body.meta.labels, body.spec
+    raw['metadata']['labels'] = {'a': '1'}
+    raw['spec'] = {'x': 1}
+    assert dict(labels) == {'a': '1'} and dict(spec) == {'x': 1}
+    body.meta.anything = 'set'  # a script's own attribute, as on Kopf's views
+    assert body.meta.anything == 'set'
+
+
+@pytest.mark.parametrize('cls', [ObjectLogger, LocalObjectLogger, TerseObjectLogger])
+def test_a_logger_made_from_a_reference_is_the_logger_made_from_a_body(cls: type[ObjectLogger]) -> None:
+    raw = LazyRaw(Source({**OBJECT, 'metadata': {**OBJECT['metadata'], 'namespace': 'ns'}}))
+    plain = cls(body=raw, settings='settings')
+    fields = ('apiVersion', 'kind', 'name', 'uid', 'namespace')
+    made = cls._made(dict(zip(fields, raw.identity(), strict=True)), 'settings')
+    assert type(made) is cls and made.logger is plain.logger
+    assert made.extra == plain.extra
+    assert list(made.extra or {}) == list(plain.extra or {})  # the same order of fields too
+    assert made.isEnabledFor(logging.INFO) == plain.isEnabledFor(logging.INFO)
