@@ -694,7 +694,6 @@ impl Worker {
         let object_daemons =
             (!ctx.spawning.is_empty()).then(|| dispatcher.daemons.object(&self.key, &event.object));
         let spawning = object_daemons.as_ref().map(|o| (&dispatcher.daemons, o));
-        let object = ObjectRef::of(&event.object);
         // Boxed: its state is big, and is not needed while the cycle then waits to patch
         // (in a burst, hundreds of cycles wait for a request slot at once).
         let processed = Box::pin(processing::process_changing(
@@ -709,11 +708,12 @@ impl Worker {
             Ok(cycle) => cycle,
             Err(error) if deleted => {
                 // Nothing to retry on: the object is gone.
-                object_log!(Level::ERROR, &object, "{error}");
+                object_log!(Level::ERROR, &ObjectRef::of(&event.object), "{error}");
                 Default::default()
             }
             Err(error) => {
                 drop(busy);
+                let object = ObjectRef::of(&event.object);
                 Box::pin(self.throttle(&object, &CycleError::Storage(error))).await;
                 return Flow::Next;
             }
@@ -724,6 +724,14 @@ impl Worker {
         }
         let delay = cycle.delays.iter().copied().reduce(f64::min);
         let had_patch = !cycle.patch.is_empty();
+        // Lines about the object come only from here on, and only with a patch, a delay or a
+        // matching handler: most cycles of an `on.event` operator have none (its fields were
+        // copied for every event). Made before the event's tree is let go.
+        let object = if had_patch || delay.is_some() || cycle.matched {
+            ObjectRef::of(&event.object)
+        } else {
+            ObjectRef::default()
+        };
         // Kept until applied: handlers that ran must not run again because a write failed.
         let unapplied = cycle.patch.clone();
         // Our change's own event is expected next: till then (or till it is overdue), the
