@@ -159,8 +159,9 @@ class MutableMappingView(MappingView, MutableMapping[str, Any]):
         del self._ensure()[key]
 
 
-# The views' usual paths, shared by all views (a tuple for each view was most of its size).
+# Views made without their `__init__` (see `Body._with_views`).
 _new = object.__new__
+# The views' usual paths, shared by all views (a tuple for each view was most of its size).
 _METADATA = ('metadata',)
 _LABELS = ('metadata', 'labels')
 _ANNOTATIONS = ('metadata', 'annotations')

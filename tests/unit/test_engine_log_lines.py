@@ -15,6 +15,7 @@ from kopf._logging import (
     LogFormat,
     ObjectLogger,
     TerseObjectLogger,
+    _full_middle,
     _KopfStreamHandler,
     configure,
     log_here,
@@ -260,3 +261,17 @@ def test_lines_are_records_when_anything_else_may_see_them(
     assert seen == made or change == 'a formatter'
     if change == 'a formatter':
         assert stream.getvalue() == "INFO log Hello.\n"
+
+
+@pytest.mark.parametrize('name', ['kopf.objects', 'kopf', 'a.logger.with.a.name.longer.than.twenty', 'ünïcode'])
+@pytest.mark.parametrize('level', [logging.DEBUG, logging.INFO, logging.WARNING, 25, 1])
+def test_the_full_formats_text_around_the_message_is_what_percent_formatting_makes(name: str, level: int) -> None:
+    logging.addLevelName(25, 'A LONG LEVEL NAME')  # cut to its first 8 characters, as `%-8.8s` does
+    try:
+        levelname = logging.getLevelName(level)
+        fields = {'asctime': '2026-11-26 21:00:00,123', 'name': name, 'levelname': levelname, 'message': 'M'}
+        assert f"[{fields['asctime']}] {_full_middle(name, levelname)}M" == LogFormat.FULL.value % fields
+        assert _full_middle(name, levelname) is _full_middle(name, levelname)  # made once
+    finally:
+        del logging._levelToName[25]
+        del logging._nameToLevel['A LONG LEVEL NAME']
