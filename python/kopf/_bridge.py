@@ -136,6 +136,7 @@ class Bridge:
         if self._queue is not None:
             self._loop.remove_reader(self._queue.fileno())
             self._drain(notes_only=True)
+            self._queue.processed(stopped=True)  # no handler's thread waits for notes now
 
     def running_calls(self) -> set[asyncio.Task[None]]:
         """The core's calls that are still running (handlers, daemons)."""
@@ -155,6 +156,7 @@ class Bridge:
             task = self._loop.create_task(coro)
             if not task.done():  # (an eager task factory may have run it to its end already)
                 self._serving[call_id] = task
+        self._queue.processed()  # the notes are written: handlers' threads may start their calls
 
     async def _serve(self, call_id: int, method: Any, pending: Any, needs_a_thread: bool) -> None:
         # The call forgets its task itself when it ends: a done-callback would be one more

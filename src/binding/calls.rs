@@ -48,6 +48,13 @@ struct Shared {
     next_id: AtomicU64,
     /// A wake-up byte is in the socket and not consumed yet: no need for another.
     woken: AtomicBool,
+    /// Notes queued so far, taken by the loop so far (counted at `take()`, only by the
+    /// loop), and written by it (as of the end of its last batch; all once it stops serving).
+    notes_queued: AtomicU64,
+    notes_taken: AtomicU64,
+    notes_done: AtomicU64,
+    /// The loop has finished a batch (`CallQueue.processed()`).
+    progress: tokio::sync::Notify,
     sender: UnixStream,
     receiver: UnixStream,
 }
@@ -70,6 +77,10 @@ impl Calls {
                 waiting: Mutex::default(),
                 next_id: AtomicU64::new(1),
                 woken: AtomicBool::new(false),
+                notes_queued: AtomicU64::new(0),
+                notes_taken: AtomicU64::new(0),
+                notes_done: AtomicU64::new(0),
+                progress: tokio::sync::Notify::new(),
                 sender,
                 receiver,
             }),
@@ -110,13 +121,35 @@ impl Calls {
         self.push(NOTE, method, None, Box::new(arguments));
     }
 
+    /// How many notes have been queued so far: for [`Calls::written`].
+    pub fn notes_queued(&self) -> u64 {
+        self.shared.notes_queued.load(Ordering::SeqCst)
+    }
+
+    /// Once the loop has written the first `notes` notes (at once if it has). A synchronous
+    /// handler's thread waits for this before the call, so that the core's log lines
+    /// about an object come before what its handler prints, as in Kopf's one loop.
+    pub async fn written(&self, notes: u64) {
+        let shared = &self.shared;
+        loop {
+            // Made before the check: a batch finished in between still wakes it.
+            let progress = shared.progress.notified();
+            if shared.notes_done.load(Ordering::SeqCst) >= notes {
+                return;
+            }
+            progress.await;
+        }
+    }
+
     fn push(&self, id: u64, method: &'static str, target: Target, argument: Argument) {
         let shared = &self.shared;
-        shared
-            .ready
-            .lock()
-            .expect("not poisoned")
-            .push((id, method, target, argument));
+        let mut ready = shared.ready.lock().expect("not poisoned");
+        if id == NOTE {
+            // Counted in the queue's order, under its lock.
+            shared.notes_queued.fetch_add(1, Ordering::SeqCst);
+        }
+        ready.push((id, method, target, argument));
+        drop(ready);
         if !shared.woken.swap(true, Ordering::SeqCst) {
             // A full socket means a wake-up is pending already: nothing is lost.
             let _ = (&shared.sender).write(&[1]);
@@ -157,6 +190,8 @@ impl CallQueue {
             &mut batch,
             &mut *self.shared.ready.lock().expect("not poisoned"),
         );
+        let notes = batch.iter().filter(|(id, ..)| *id == NOTE).count() as u64;
+        self.shared.notes_taken.fetch_add(notes, Ordering::SeqCst);
         let calls = PyList::empty(py);
         for (id, method, target, argument) in batch.drain(..) {
             let pending = PendingArgument {
@@ -168,6 +203,20 @@ impl CallQueue {
             *self.shared.spare.lock().expect("not poisoned") = batch;
         }
         Ok(calls)
+    }
+
+    /// The notes taken so far are written (the loop's batch is done); with `stopped`, the
+    /// loop serves no more: nothing waits for notes any longer.
+    #[pyo3(signature = (stopped = false))]
+    fn processed(&self, stopped: bool) {
+        let shared = &self.shared;
+        let done = if stopped {
+            u64::MAX
+        } else {
+            shared.notes_taken.load(Ordering::SeqCst)
+        };
+        shared.notes_done.fetch_max(done, Ordering::SeqCst);
+        shared.progress.notify_waiters();
     }
 
     /// A call has returned.

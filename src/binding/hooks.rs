@@ -377,7 +377,14 @@ impl Hooks for PyHooks {
             .then(|| (self.indices.clone(), self.calls.clone()));
         if let (Some(threads), Some(target)) = (&self.threads, &target) {
             if threads.handlers.contains(target) {
-                return Self::invoke_in_thread(invocation, threads, self.bridge.clone(), indexing);
+                let calls = self.calls.clone();
+                return Self::invoke_in_thread(
+                    invocation,
+                    threads,
+                    self.bridge.clone(),
+                    calls,
+                    indexing,
+                );
             }
         }
         self.call(
@@ -543,10 +550,14 @@ impl PyHooks {
         invocation: Invocation,
         threads: &Threads,
         bridge: Arc<Py<PyAny>>,
+        calls: Calls,
         indexing: Option<Indexing>,
     ) -> BoxFuture<'static, Invoked> {
         let (slots, pool) = (threads.slots.clone(), threads.pool.clone());
+        // The core's lines so far (e.g. "Throttling is over") are written before the call.
+        let notes = calls.notes_queued();
         Box::pin(async move {
+            calls.written(notes).await;
             let Ok(_slot) = slots.acquire_owned().await else {
                 return bridge_failure("the operator's threads are closed".into());
             };
