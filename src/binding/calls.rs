@@ -131,6 +131,9 @@ impl Calls {
     /// about an object come before what its handler prints, as in Kopf's one loop.
     pub async fn written(&self, notes: u64) {
         let shared = &self.shared;
+        if shared.notes_done.load(Ordering::SeqCst) >= notes {
+            return; // the usual case, for every synchronous call: no waiter made
+        }
         loop {
             // Made before the check: a batch finished in between still wakes it.
             let progress = shared.progress.notified();
@@ -215,8 +218,10 @@ impl CallQueue {
         } else {
             shared.notes_taken.load(Ordering::SeqCst)
         };
-        shared.notes_done.fetch_max(done, Ordering::SeqCst);
-        shared.progress.notify_waiters();
+        // Waiters are woken only by progress: most batches of the loop hold no notes.
+        if shared.notes_done.fetch_max(done, Ordering::SeqCst) < done {
+            shared.progress.notify_waiters();
+        }
     }
 
     /// A call has returned.
