@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import dataclasses
 import datetime
+import inspect
 import os
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -143,7 +144,16 @@ def login_via_client(*, logger: Any, settings: Any, **_: Any) -> ConnectionInfo 
         except kubernetes.config.ConfigException:
             raise LoginError("Cannot authenticate the client library "
                              "neither in-cluster, nor via kubeconfig.") from None
-    return _from_client_config(kubernetes.client.Configuration.get_default_copy(), settings, PRIORITY_OF_CLIENT)
+    config = kubernetes.client.Configuration.get_default_copy()
+    return _from_client_config(config, settings, PRIORITY_OF_CLIENT, header=sync_client_header(config))
+
+
+def sync_client_header(config: Any) -> str | None:
+    """The Authorization header of the ``kubernetes`` client's configuration: the token is
+    under ``BearerToken`` since kubernetes 36.0.1, under ``authorization`` before."""
+    header: str | None = config.get_api_key_with_prefix('BearerToken') or \
+        config.get_api_key_with_prefix('authorization')
+    return header
 
 
 async def login_via_async_client(*, logger: Any, settings: Any, **_: Any) -> ConnectionInfo | None:
@@ -163,12 +173,18 @@ async def login_via_async_client(*, logger: Any, settings: Any, **_: Any) -> Con
             raise LoginError("Cannot authenticate the async client library "
                              "neither in-cluster, nor via kubeconfig.") from None
     config = kubernetes_asyncio.client.Configuration.get_default_copy()
-    return _from_client_config(config, settings, PRIORITY_OF_ASYNC_CLIENT)
+    # Since kubernetes-asyncio 33.3, the key getter is a coroutine (auth-providers refresh in it).
+    header = config.get_api_key_with_prefix('BearerToken')
+    if inspect.isawaitable(header):
+        header = await header
+    return _from_client_config(config, settings, PRIORITY_OF_ASYNC_CLIENT, header=header, proxy_url=config.proxy)
 
 
-def _from_client_config(config: Any, settings: Any, priority: int) -> ConnectionInfo:
-    """The connection of an official client's configuration (sync or asyncio: the same fields)."""
-    header = config.get_api_key_with_prefix('BearerToken') or config.get_api_key_with_prefix('authorization')
+def _from_client_config(
+        config: Any, settings: Any, priority: int, *, header: str | None, proxy_url: str | None = None,
+) -> ConnectionInfo:
+    """The connection of an official client's configuration (sync or asyncio: the same fields),
+    with the Authorization header its key getter gave (the getter differs between the two)."""
     parts: Sequence[str] = header.split(' ', 1) if header else []
     scheme, token = (None, None) if not parts else (None, parts[0]) if len(parts) == 1 else (parts[0], parts[1])
     return ConnectionInfo(
@@ -181,6 +197,7 @@ def _from_client_config(config: Any, settings: Any, priority: int) -> Connection
         token=token,
         certificate_path=config.cert_file,
         private_key_path=config.key_file,
+        proxy_url=proxy_url,
         trust_env=settings.networking.trust_env,
         priority=priority,
     )

@@ -19,7 +19,7 @@ from typing import Any
 import yaml
 from kopf import _engine
 from kopf._activities import authenticate
-from kopf._credentials import _from_client_config, _installed
+from kopf._credentials import _from_client_config, _installed, sync_client_header
 from kopf._handlers import SmartOperatorRegistry
 from kopf._settings import OperatorSettings
 
@@ -245,6 +245,6 @@ def _connection(config: Any) -> dict[str, Any]:
         if loaded.host and loaded.host != 'http://localhost':
             config = loaded
     if config is not None:
-        return _from_client_config(config, settings, priority=0).for_engine()
+        return _from_client_config(config, settings, priority=0, header=sync_client_header(config)).for_engine()
     return asyncio.run(authenticate(registry=SmartOperatorRegistry(), settings=settings, memo=None,
                                     title="Skafos' authentication"))
