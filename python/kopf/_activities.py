@@ -4,16 +4,17 @@ until it succeeds or fails for good; and the login that gives the core its conne
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import datetime
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from kopf._credentials import SERVICE_ACCOUNT, AiohttpSession, ConnectionInfo
 from kopf._errors import LoginError
-from kopf._execution import execute_once
-from kopf._handlers import Activity, OperatorRegistry
+from kopf._execution import Outcome, execute_once
+from kopf._handlers import Activity, ActivityHandler, OperatorRegistry
 from kopf._settings import OperatorSettings
 
 activities_logger = logging.getLogger('kopf._core.engines.activities')
@@ -30,42 +31,69 @@ class ActivityError(Exception):
 async def run_activity(*, registry: OperatorRegistry, settings: OperatorSettings, activity: Activity,
                        memo: Any, indices: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Run all handlers of an activity until each succeeds or fails for good; their results by id.
-    The operator's ``indices`` are kwargs too, over any other (as in Kopf)."""
-    handlers = [h for h in registry._activities if h.activity == activity]
+    The operator's ``indices`` are kwargs too, over any other (as in Kopf).
+
+    As in Kopf, every pass calls the due handlers in the order they were registered, and the
+    state (retries, delays, the outcome) is kept by handler id: handlers that share an id (e.g.
+    functions of the same name in two modules) all run, count their retries together, and the
+    last one's outcome in a pass is the id's. A function registered twice under one id runs once."""
+    handlers = _deduplicated(h for h in registry._activities if h.activity == activity)
     if activity == Activity.AUTHENTICATION and any(not h._fallback for h in handlers):
         handlers = [h for h in handlers if not h._fallback]  # the operator's own logins win
     handler_logger = logging.getLogger(f'kopf.activities.{activity.value}')
     adapter = logging.LoggerAdapter(handler_logger, {})
     loop = asyncio.get_running_loop()
-    pending = {h.id: h for h in handlers}
-    retries = dict.fromkeys(pending, 0)
-    started = dict.fromkeys(pending, loop.time())
-    results: dict[str, Any] = {}
-    failures: dict[str, BaseException] = {}
-    while pending:
-        delays = []
-        for handler_id, handler in list(pending.items()):
-            runtime = loop.time() - started[handler_id]
+    states = {h.id: _ActivityState(started=loop.time()) for h in handlers}
+    outcomes: dict[str, Outcome] = {}
+    while not all(state.final for state in states.values()):
+        now = loop.time()
+        current: dict[str, Outcome] = {}
+        for handler in handlers:
+            state = states[handler.id]
+            if state.final or state.awake_at > now:
+                continue
+            runtime = loop.time() - state.started
             kwargs = {'logger': handler_logger, 'memo': memo, 'settings': settings, 'activity': activity,
-                      'param': handler.param, 'retry': retries[handler_id],
+                      'param': handler.param, 'retry': state.retries,
                       'started': datetime.datetime.now(datetime.UTC) - datetime.timedelta(seconds=runtime),
                       'runtime': datetime.timedelta(seconds=runtime), **(indices or {})}
-            outcome = await execute_once(handler=handler, kwargs=kwargs, logger=adapter, retry=retries[handler_id],
-                                         runtime=runtime, settings=settings)
-            retries[handler_id] += 1
-            if outcome.final:
-                del pending[handler_id]
-                if outcome.exception is not None:
-                    failures[handler_id] = outcome.exception
-                elif outcome.result is not None:
-                    results[handler_id] = outcome.result
-            else:
-                delays.append(outcome.delay or 0)
-        if pending and delays:
-            await asyncio.sleep(min(delays))
+            current[handler.id] = await execute_once(handler=handler, kwargs=kwargs, logger=adapter,
+                                                     retry=state.retries, runtime=runtime, settings=settings)
+        now = loop.time()
+        for handler_id, outcome in current.items():
+            state = states[handler_id]
+            state.retries += 1
+            state.final = outcome.final
+            state.awake_at = now + (outcome.delay or 0)
+        outcomes |= current
+        waiting = [state.awake_at for state in states.values() if not state.final]
+        if waiting:
+            await asyncio.sleep(max(0.0, min(waiting) - loop.time()))
+    failures = {id: outcome.exception for id, outcome in outcomes.items() if outcome.exception is not None}
     if failures:
         raise ActivityError("One or more handlers failed.", outcomes=failures) from next(iter(failures.values()))
-    return results
+    return {id: outcome.result for id, outcome in outcomes.items() if outcome.result is not None}
+
+
+@dataclasses.dataclass
+class _ActivityState:
+    """What an activity's handler id has been through: shared by the handlers of that id."""
+    started: float
+    retries: int = 0
+    final: bool = False
+    awake_at: float = 0.0
+
+
+def _deduplicated(handlers: Iterable[ActivityHandler]) -> list[ActivityHandler]:
+    """Once per function and id: a function under two decorators of one activity runs once."""
+    seen: set[tuple[int, str]] = set()
+    found: list[ActivityHandler] = []
+    for handler in handlers:
+        key = (id(handler.fn), handler.id)
+        if key not in seen:
+            seen.add(key)
+            found.append(handler)
+    return found
 
 
 async def authenticate(*, registry: OperatorRegistry, settings: OperatorSettings, memo: Any,
