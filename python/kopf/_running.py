@@ -47,7 +47,7 @@ async def _wait_flag(flag: Flag) -> Any:
         return await asyncio.wrap_future(flag)
     while not flag.is_set():  # threading.Event: poll, as there is no awaitable for it
         await asyncio.sleep(0.1)
-    return None
+    return True  # what its wait() returns once it is set (Kopf logs the flag's value)
 
 
 def _raise_flag(flag: Flag | None) -> None:
@@ -236,7 +236,14 @@ async def operator(
                 logger.info(f"Signal {stop.result().name!s} is received. Operator is stopping.")
                 break
             if any(w in done for w in watchers):
-                logger.info("Stop-flag is raised. Operator is stopping.")
+                # As Kopf says it: by the flag's value (a future's result, an event's True).
+                value = next(w for w in watchers if w in done).result()
+                if value is None:
+                    logger.info("Stop-flag is raised. Operator is stopping.")
+                elif isinstance(value, signal.Signals):
+                    logger.info(f"Signal {value.name!s} is received. Operator is stopping.")
+                else:
+                    logger.info(f"Stop-flag is set to {value!r}. Operator is stopping.")
                 break
     finally:
         if admission_task is not None and not admission_task.done():
