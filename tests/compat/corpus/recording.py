@@ -1,0 +1,275 @@
+"""One run of a corpus operator on one engine, and what a user could see of it: the objects
+after each step of the scenario, the API writes per object (from the audit log), the log
+lines, the Kubernetes Events, and how the process ended on SIGTERM (or SIGINT). All of it normalised
+(names of the run's namespace, times, uids) so that two runs can be compared line by line."""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import json
+import os
+import re
+import signal
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+STOP_GRACE = 30.0  # Kubernetes' default terminationGracePeriodSeconds
+WRITES = frozenset({"create", "update", "patch", "delete", "deletecollection"})
+TIME = re.compile(r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?")
+UID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+ADDRESS = re.compile(r"0x[0-9a-f]{6,}")
+IP = re.compile(r"\b\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3}\b")  # e.g. a Service's cluster IP
+# Kopf's default log format (`kopf run` and `kopf.configure()`): [time] logger [LEVEL] message.
+FOREIGN = re.compile(r"^\S+ \[\w+\] \[(?![^\]]*<ns>)[^\]\s]+\] ")
+LOG_LINE = re.compile(r"^\[[^\]]+\]\s+(\S+)\s+\[(\w+)\s*\]\s(.*)$")
+DROPPED_METADATA = ("uid", "resourceVersion", "creationTimestamp", "managedFields", "selfLink")
+DROPPED_ANNOTATIONS = ("kubectl.kubernetes.io/last-applied-configuration",)
+
+
+@dataclasses.dataclass
+class Recording:
+    """What one run showed, normalised."""
+
+    engine: str
+    snapshots: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
+    writes: collections.Counter[str] = dataclasses.field(default_factory=collections.Counter)
+    logs: collections.Counter[str] = dataclasses.field(default_factory=collections.Counter)
+    events: collections.Counter[str] = dataclasses.field(default_factory=collections.Counter)
+    timeouts: list[str] = dataclasses.field(default_factory=list)
+    stop_signal: str = "SIGTERM"
+    exit_code: int | None = None  # None: it did not stop within the grace period (killed)
+    exit_seconds: float = 0.0
+    output: str = ""  # the raw log, to show when something differs
+
+
+class Session:
+    """What a scenario may do: kubectl in the run's namespace, waiting, and snapshots."""
+
+    def __init__(self, *, namespace: str, source: Path | None, resources: tuple[str, ...],
+                 recording: Recording, log_path: Path, alias: Callable[[dict[str, Any]], str | None]) -> None:
+        self.namespace = namespace
+        self.alias = alias
+        self.aliases: dict[str, str] = {}  # generated names -> names that are the same in both runs
+        self.source = source  # the operator's unpacked sdist, if it has one
+        self.resources = resources
+        self.recording = recording
+        self.log_path = log_path
+
+    def kubectl(self, *args: str, input: str | None = None, check: bool = True) -> str:
+        result = subprocess.run(["kubectl", "-n", self.namespace, *args], input=input,
+                                capture_output=True, text=True, check=False)
+        if check and result.returncode != 0:
+            raise AssertionError(f"kubectl {' '.join(args)} failed: {result.stderr.strip()}")
+        return result.stdout
+
+    def apply(self, manifest: str | Path) -> None:
+        text = manifest.read_text() if isinstance(manifest, Path) else manifest
+        self.kubectl("apply", "-f", "-", input=text)
+
+    def get(self, resource: str, name: str) -> dict[str, Any] | None:
+        output = self.kubectl("get", resource, name, "-o", "json", "--ignore-not-found")
+        return json.loads(output) if output.strip() else None
+
+    def wait(self, what: str, predicate: Callable[[], bool], timeout: float = 60.0) -> bool:
+        """Wait until `predicate()` holds; a timeout is recorded (a difference), not raised."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                if predicate():
+                    return True
+            except (KeyError, TypeError, AssertionError):
+                pass
+            time.sleep(0.5)
+        self.recording.timeouts.append(what)
+        return False
+
+    def logged(self, text: str) -> bool:
+        return text in self.log_path.read_text(errors="replace")
+
+    def snapshot(self, step: str) -> None:
+        """The objects of the scenario's resources in the run's namespace, as they are now."""
+        items = {resource: json.loads(self.kubectl("get", resource, "-o", "json"))["items"]
+                 for resource in self.resources}
+        for item in (item for listed in items.values() for item in listed):
+            name = item["metadata"]["name"]
+            if name in self.aliases:
+                alias = self.aliases[name]
+            elif (alias := self.alias(item)) is not None:
+                # "{n}": numbered in the order first seen, for objects that are all alike.
+                taken = sum(1 for known in self.aliases.values() if known.startswith(alias.split("{n}")[0]))
+                alias = alias.replace("{n}", str(taken + 1))
+                self.aliases[name] = alias
+            # Uids differ in every run: named by their objects (they key maps, e.g. children).
+            self.aliases[item["metadata"]["uid"]] = f"<uid of {alias or name}>"
+        self.recording.snapshots[step] = {
+            f"{resource}/{self.aliased(item['metadata']['name'])}":
+                normalised_object(json.loads(self.aliased(json.dumps(item))), self.namespace)
+            for resource, listed in items.items() for item in listed}
+
+    def aliased(self, text: str) -> str:
+        for name, alias in self.aliases.items():
+            text = text.replace(name, alias)
+        return text
+
+
+def normalised_text(text: str, namespace: str) -> str:
+    text = text.replace(namespace, "<ns>")
+    text = TIME.sub("<time>", text)
+    text = UID.sub("<uid>", text)
+    text = IP.sub("<ip>", text)
+    return ADDRESS.sub("<address>", text)
+
+
+def normalised_value(value: Any, namespace: str) -> Any:
+    if isinstance(value, str):
+        return normalised_text(value, namespace)
+    if isinstance(value, dict):
+        return {normalised_text(key, namespace): normalised_value(item, namespace) for key, item in value.items()}
+    if isinstance(value, list):
+        return [normalised_value(item, namespace) for item in value]
+    return value
+
+
+def normalised_object(item: dict[str, Any], namespace: str) -> dict[str, Any]:
+    metadata = {key: value for key, value in item.get("metadata", {}).items() if key not in DROPPED_METADATA}
+    # JSON in annotations (Kopf's diff base and progress) compared by value: its keys' order is
+    # the stored object's, which follows the uids of its children in some operators.
+    annotations = {key: _parsed(value) for key, value in metadata.get("annotations", {}).items()
+                   if key not in DROPPED_ANNOTATIONS}
+    if annotations:
+        metadata["annotations"] = annotations
+    else:
+        metadata.pop("annotations", None)
+    shown = {key: value for key, value in item.items() if key not in ("metadata", "apiVersion")}
+    return normalised_value({"metadata": metadata, **shown}, namespace)
+
+
+def _parsed(value: str) -> Any:
+    if value.startswith("{"):
+        try:
+            return json.loads(value)
+        except ValueError:
+            pass
+    return value
+
+
+def normalised_logs(text: str, namespace: str, venv: Path) -> collections.Counter[str]:
+    """Log lines as `logger [LEVEL] message`; traceback frames (indented) left out, as they
+    name each engine's own files; lines of other formats kept whole, normalised. Lines about
+    objects outside the run (`[name]` or `[ns/name]` without the run's namespace: a
+    cluster-wide operator sees the other tests' namespaces come and go) are left out."""
+    lines: collections.Counter[str] = collections.Counter()
+    for raw in text.replace(str(venv), "<venv>").splitlines():
+        if not raw.strip() or raw[0].isspace():
+            continue
+        match = LOG_LINE.match(raw)
+        line = f"{match[1]} [{match[2]}] {match[3]}" if match else raw
+        line = re.sub(r"\s+", " ", normalised_text(line, namespace)).strip()
+        if not FOREIGN.search(line):
+            lines[line] += 1
+    return lines
+
+
+def audit_writes(audit_log: Path, offset: int, namespace: str) -> collections.Counter[str]:
+    """The writes of the operator's process in the run's namespace: `client verb resource name`;
+    the client is `engine` for Kopf's or ours, else the user agent's product (its own client)."""
+    writes: collections.Counter[str] = collections.Counter()
+    with audit_log.open("rb") as f:
+        f.seek(offset)
+        lines = f.read().decode(errors="replace").splitlines()
+    for line in lines:
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        ref = entry.get("objectRef", {})
+        agent = entry.get("userAgent", "")
+        if ref.get("namespace") != namespace or entry.get("verb") not in WRITES or agent.startswith("kubectl"):
+            continue
+        client = "engine" if agent.startswith(("kopf/", "kopf-rs/")) else agent.split("/")[0] or "unknown"
+        resource = ref.get("resource", "") + (f"/{ref['subresource']}" if ref.get("subresource") else "")
+        writes[normalised_text(f"{client} {entry['verb']} {resource} {ref.get('name', '')}".strip(),
+                               namespace)] += 1
+    return writes
+
+
+def events(namespace: str) -> collections.Counter[str]:
+    found: collections.Counter[str] = collections.Counter()
+    result = subprocess.run(["kubectl", "-n", namespace, "get", "events", "-o", "json"],
+                            capture_output=True, text=True, check=True)
+    for item in json.loads(result.stdout)["items"]:
+        involved = item.get("involvedObject", {})
+        text = f"{involved.get('kind')}/{involved.get('name')} {item.get('type')} {item.get('reason')}: " \
+               f"{item.get('message', '')}"
+        found[normalised_text(text, namespace)] += item.get("count") or 1
+    return found
+
+
+def served(resource: str, timeout: float = 30.0) -> bool:
+    """Whether the resource is listed: a new CRD's storage answers 429 for a moment after it
+    is established, and an operator would log the retry."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if subprocess.run(["kubectl", "get", resource, "-A"], capture_output=True).returncode == 0:
+            return True
+        time.sleep(0.5)
+    return False
+
+
+def fresh_namespace(namespace: str) -> None:
+    """The run's namespace, new: a left-over one from an earlier run is deleted first."""
+    subprocess.run(["kubectl", "delete", "namespace", namespace, "--ignore-not-found", "--timeout=120s"],
+                   capture_output=True, check=False)
+    subprocess.run(["kubectl", "create", "namespace", namespace], capture_output=True, check=True)
+
+
+def record(*, engine: str, venv: Path, command: list[str], namespace: str, source: Path | None,
+           resources: tuple[str, ...], scenario: Callable[[Session], None], ready: str,
+           alias: Callable[[dict[str, Any]], str | None] = lambda item: None,
+           peering: str | None = None, env: dict[str, str] | None = None,
+           stop_signal: signal.Signals = signal.SIGTERM) -> Recording:
+    """Run the operator in its own process, its scenario against it, then stop it with a signal
+    (SIGTERM as Kubernetes stops a pod, or SIGINT as Ctrl-C does)."""
+    recording = Recording(engine=engine, stop_signal=stop_signal.name)
+    fresh_namespace(namespace)
+    if peering:
+        subprocess.run(["kubectl", "-n", namespace, "apply", "-f", "-"], check=True, capture_output=True, text=True,
+                       input=json.dumps({"apiVersion": "kopf.dev/v1", "kind": "KopfPeering",
+                                         "metadata": {"name": peering}}))
+    audit_log = Path(os.environ["KOPF_CLUSTER_AUDIT_LOG"])
+    offset = audit_log.stat().st_size
+    workdir = Path(tempfile.mkdtemp(prefix=f"corpus-{engine}-"))
+    log_path = workdir / "operator.log"
+    argv = [part.format(bin=venv / "bin", namespace=namespace, source=source or "") for part in command]
+    process_env = {key: value for key, value in os.environ.items() if not key.startswith("KOPF_")}
+    process_env.update({"PATH": f"{venv / 'bin'}:{os.environ['PATH']}", "PYTHONUNBUFFERED": "1",
+                        "KUBECONFIG": os.environ["KUBECONFIG"], **(env or {})})
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(argv, cwd=workdir, stdout=log, stderr=subprocess.STDOUT, env=process_env)
+        session = Session(namespace=namespace, source=source, resources=resources, recording=recording,
+                          log_path=log_path, alias=alias)
+        try:
+            if session.wait("the operator is ready", lambda: session.logged(ready) or process.poll() is not None):
+                scenario(session)
+        finally:
+            started = time.monotonic()
+            process.send_signal(stop_signal)
+            try:
+                recording.exit_code = process.wait(timeout=STOP_GRACE)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+                recording.exit_code = None  # did not stop within the grace period
+            recording.exit_seconds = time.monotonic() - started
+    recording.output = log_path.read_text(errors="replace")
+    recording.logs = normalised_logs(session.aliased(recording.output), namespace, venv)
+    recording.writes = collections.Counter({session.aliased(key): count for key, count in
+                                            audit_writes(audit_log, offset, namespace).items()})
+    recording.events = collections.Counter({session.aliased(key): count for key, count in events(namespace).items()})
+    subprocess.run(["kubectl", "delete", "namespace", namespace, "--wait=false"], capture_output=True, check=False)
+    return recording
