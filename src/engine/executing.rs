@@ -264,7 +264,7 @@ mod tests {
             let event = event(EventType::Modified, body.clone());
             let none = Patch::default();
             let cycle = processing::process_changing(&ctx, &mut memory, &event, none, None);
-            Value::Object(cycle.await.unwrap().patch.merge)
+            testing::flattened(cycle.await.unwrap().patch)
         };
 
         // One at a time (asap): a, with its own x, in the first cycle; the parent waits.

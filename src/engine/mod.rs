@@ -19,4 +19,6 @@ pub mod selecting;
 pub mod slack;
 
 #[cfg(test)]
+mod crash_windows;
+#[cfg(test)]
 pub mod testing;

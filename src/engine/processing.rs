@@ -308,7 +308,10 @@ async fn process_change(
     if done_or_skipped {
         if let Some(new) = &change.new {
             if change.old.as_ref() != Some(new) {
-                ctx.diffbase.store(body, patch, new)?;
+                // Written after the outcome (results, progress and its purge): see `Patch::later`.
+                let mut base = Patch::default();
+                ctx.diffbase.store(body, &mut base, new)?;
+                patch.then(base);
             }
         }
         memory.fully_handled_once = true;

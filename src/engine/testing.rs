@@ -72,6 +72,8 @@ pub struct FakeHooks {
     pub indexer: Mutex<Indexer>,
     /// What admission handlers answer (by default: they succeed and change nothing).
     pub admitter: Mutex<Admitter>,
+    /// Successes return a result (`{"by": <handler index>}`, for `status.<id>`), not None.
+    pub results: std::sync::atomic::AtomicBool,
 }
 
 pub type Admitter = fn(&Invocation) -> Invoked;
@@ -96,6 +98,7 @@ impl FakeHooks {
             forgotten: Mutex::default(),
             indexer: Mutex::new(by_app),
             admitter: Mutex::new(|_| Invoked::default()),
+            results: Default::default(),
         })
     }
 
@@ -158,8 +161,10 @@ impl Hooks for FakeHooks {
             id: invocation.children.as_ref().map(|c| c.parent().to_owned()),
         });
         let outcome = self.outcomes.lock().unwrap().pop_front();
+        let results = self.results.load(std::sync::atomic::Ordering::Relaxed);
         let outcome = outcome.unwrap_or(Outcome {
             final_: true,
+            result: results.then(|| json!({"by": invocation.handler})),
             ..Default::default()
         });
         if invocation.kind == HandlerKind::Admission {
@@ -338,13 +343,23 @@ impl Patcher for FakePatcher {
                 return Err(error);
             }
             let mut written = self.written.lock().unwrap();
-            written.push((name, Value::Object(patch.merge)));
+            written.push((name, flattened(patch)));
             Ok(Applied {
                 resource_version: Some(format!("{}", 99 + written.len())),
                 ..Default::default()
             })
         })
     }
+}
+
+/// A patch's stages as one merge-patch (later ones over earlier ones): what the object
+/// looks like once all its writes are applied.
+pub fn flattened(patch: Patch) -> Value {
+    let mut merged = Value::Object(patch.merge);
+    for stage in patch.later {
+        dicts::merge_patch_into_patch(&mut merged, &Value::Object(stage));
+    }
+    merged
 }
 
 pub fn resource() -> Arc<Resource> {
@@ -384,9 +399,27 @@ pub fn context(
     hooks: Arc<FakeHooks>,
     patcher: Arc<FakePatcher>,
 ) -> Arc<ResourceContext> {
-    let storages = Storages::default();
+    context_with(
+        handlers,
+        settings,
+        hooks,
+        patcher,
+        Storages::default(),
+        resource(),
+    )
+}
+
+/// A context with these storages, for this resource.
+pub fn context_with(
+    handlers: Handlers,
+    settings: Settings,
+    hooks: Arc<FakeHooks>,
+    patcher: Arc<dyn Patcher>,
+    storages: Storages,
+    resource: Arc<Resource>,
+) -> Arc<ResourceContext> {
     Arc::new(ResourceContext {
-        resource: resource(),
+        resource,
         patcher,
         settings: Arc::new(settings),
         hooks,

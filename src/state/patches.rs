@@ -12,14 +12,26 @@ pub enum FinalizerOp {
 
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Patch {
-    /// A JSON merge-patch (RFC 7386): nulls delete.
+    /// A JSON merge-patch (RFC 7386): nulls delete. What records the outcome: the handlers'
+    /// results and own patches, their progress (and its purge).
     pub merge: Map<String, Value>,
+    /// Merge-patches written after `merge`, in order: what declares a cause handled (the
+    /// diff base). A crash between two writes then re-runs a handler; it never leaves the
+    /// cause marked handled without its outcome.
+    pub later: Vec<Map<String, Value>>,
     pub finalizer: Option<FinalizerOp>,
 }
 
 impl Patch {
     pub fn is_empty(&self) -> bool {
-        self.merge.is_empty() && self.finalizer.is_none()
+        self.merge.is_empty() && self.later.iter().all(Map::is_empty) && self.finalizer.is_none()
+    }
+
+    /// Write `stage` (a patch of its own) after everything in this one.
+    pub fn then(&mut self, stage: Patch) {
+        self.later.push(stage.merge);
+        self.later.extend(stage.later);
+        self.finalizer = stage.finalizer.or(self.finalizer);
     }
 
     pub fn set(&mut self, path: &[String], value: Value) {
