@@ -55,8 +55,10 @@ def test_refused_writes_are_retried_without_rerunning_handlers(
                what="the webhook to be called")
     operator = OperatorProcess(["run", "-n", namespace, str(script)], cwd=tmp_path)
     try:
-        obj = eventually(lambda: (o := get("greeting", "w1", namespace)).get("status") and o,
-                         timeout=60, what="the result")
+        # The result lands first (the status), the diff base after it (refused, retried).
+        obj = eventually(lambda: (o := get("greeting", "w1", namespace)).get("status") and
+                         "kopf.zalando.org/last-handled-configuration" in o["metadata"].get("annotations", {})
+                         and o, timeout=60, what="the result and the diff base")
     finally:
         operator.stop()
     output = operator.output
