@@ -31,12 +31,17 @@ enum Answer {
     Json(u16, Value),
     /// Watch events, then either the end of the stream or a stall.
     Stream(Vec<Value>, bool),
+    /// A gateway's throttling: this code, a `Retry-After` header, and no Status in the body.
+    Throttled(u16, &'static str),
 }
 
+#[derive(Default)]
 struct Script {
     lists: Vec<Answer>,
     watches: Vec<Answer>,
     requests: Vec<String>,
+    /// When each request came.
+    times: Vec<std::time::Instant>,
 }
 
 fn obj(name: &str, rv: &str) -> Value {
@@ -76,6 +81,7 @@ fn answer(script: &Mutex<Script>, request: Request<Incoming>) -> Response<Body> 
     let query = request.uri().query().unwrap_or_default().to_owned();
     let mut script = script.lock().unwrap();
     script.requests.push(query.clone());
+    script.times.push(std::time::Instant::now());
     let queue = if query.contains("watch=true") {
         &mut script.watches
     } else {
@@ -92,6 +98,15 @@ fn answer(script: &Mutex<Script>, request: Request<Incoming>) -> Response<Body> 
             .header("content-type", "application/json")
             .body(
                 Full::new(Bytes::from(body.to_string()))
+                    .map_err(|e| match e {})
+                    .boxed(),
+            )
+            .unwrap(),
+        Answer::Throttled(code, retry_after) => Response::builder()
+            .status(code)
+            .header("retry-after", retry_after)
+            .body(
+                Full::new(Bytes::from("Too Many Requests"))
                     .map_err(|e| match e {})
                     .boxed(),
             )
@@ -138,6 +153,20 @@ async fn collect(
     script: Script,
     count: usize,
 ) -> (Vec<(EventType, String)>, Vec<String>, Vec<String>) {
+    let (events, requests, warnings, _) = collect_timed(script, count).await;
+    (events, requests, warnings)
+}
+
+/// The same, and when each request came.
+async fn collect_timed(
+    script: Script,
+    count: usize,
+) -> (
+    Vec<(EventType, String)>,
+    Vec<String>,
+    Vec<String>,
+    Vec<std::time::Instant>,
+) {
     let script = Arc::new(Mutex::new(script));
     let server = serve(script.clone()).await;
     let config = kube::Config::new(server.parse().unwrap());
@@ -172,9 +201,12 @@ async fn collect(
         events.push((event.event_type, name));
     }
     task.abort();
-    let requests = script.lock().unwrap().requests.clone();
+    let (requests, times) = {
+        let script = script.lock().unwrap();
+        (script.requests.clone(), script.times.clone())
+    };
     let warnings = capture.messages(tracing::Level::WARN);
-    (events, requests, warnings)
+    (events, requests, warnings, times)
 }
 
 #[tokio::test]
@@ -201,7 +233,7 @@ async fn gone_relists_and_bookmarks_move_the_version() {
                 true,
             ),
         ],
-        requests: vec![],
+        ..Default::default()
     };
     let (events, requests, _) = collect(script, 5).await;
     assert_eq!(
@@ -246,7 +278,7 @@ async fn stalled_streams_are_restarted_from_the_last_version() {
                 true,
             ),
         ],
-        requests: vec![],
+        ..Default::default()
     };
     let (events, requests, _) = collect(script, 2).await;
     assert_eq!(
@@ -277,7 +309,7 @@ async fn errors_are_retried_with_backoff_and_reported() {
             list(vec![obj("d", "3")], "3"),
         ],
         watches: vec![Answer::Stream(vec![], true)],
-        requests: vec![],
+        ..Default::default()
     };
     let (events, _, warnings) = collect(script, 1).await;
     assert_eq!(events, vec![(EventType::Listed, "d".into())]);
@@ -288,4 +320,28 @@ async fn errors_are_retried_with_backoff_and_reported() {
                 && w.contains("greetings.v1.demo.kopf.dev in \"ns\"")),
         "{warnings:?}"
     );
+}
+
+#[tokio::test]
+async fn a_throttled_listing_waits_as_long_as_the_header_asks() {
+    // A gateway's 429 or 503 with only a header: the watcher's own backoff (0.5-1 s for a
+    // first failure) is stretched to the 2 s asked; 1.5 s is the margin of its jitter.
+    for code in [429, 503] {
+        let script = Script {
+            lists: vec![Answer::Throttled(code, "2"), list(vec![obj("t", "5")], "5")],
+            watches: vec![Answer::Stream(vec![], true)],
+            ..Default::default()
+        };
+        let (events, _, warnings, times) = collect_timed(script, 1).await;
+        assert_eq!(events, vec![(EventType::Listed, "t".into())]);
+        let waited = times[1] - times[0];
+        assert!(
+            waited >= Duration::from_millis(1990),
+            "{code}: retried after {waited:?}"
+        );
+        assert!(
+            warnings.iter().any(|w| w.contains("Listing failed")),
+            "{warnings:?}"
+        );
+    }
 }

@@ -160,10 +160,11 @@ fn is_retryable(error: &kube::Error) -> bool {
     }
 }
 
-/// The server's `retryAfterSeconds` of a 429 (it sends the same as `Retry-After`).
-fn retry_after(error: &kube::Error) -> Option<f64> {
+/// When a throttled (429) or unavailable (503) server asks to be called again: its Status's
+/// `retryAfterSeconds`, or its `Retry-After` header (the transport keeps it there).
+pub fn retry_after(error: &kube::Error) -> Option<f64> {
     match error {
-        kube::Error::Api(status) if status.code == 429 => (status.details.as_ref())
+        kube::Error::Api(status) if matches!(status.code, 429 | 503) => (status.details.as_ref())
             .map(|details| details.retry_after_seconds)
             .filter(|seconds| *seconds > 0)
             .map(f64::from),
@@ -199,6 +200,11 @@ impl Credentials {
 
     fn clients(&self) -> Clients {
         self.current.read().expect("not poisoned").clone()
+    }
+
+    /// `settings.networking.enforce_retry_after`: a server's Retry-After even if shorter.
+    pub fn enforces_retry_after(&self) -> bool {
+        self.network.enforce_retry_after
     }
 
     /// The login's namespace (a kubeconfig context's, or the service account's), if any.
@@ -588,6 +594,8 @@ mod tests {
         let enforced = credentials(&[10.0], true);
         let (_, _, elapsed) = attempts(&enforced, vec![status(429, Some(3))]).await;
         assert_eq!(elapsed.round(), 3.0);
+        let (_, _, elapsed) = attempts(&relaxed, vec![status(503, Some(30))]).await;
+        assert_eq!(elapsed.round(), 30.0, "an unavailable server's too");
     }
 
     #[tokio::test(start_paused = true)]

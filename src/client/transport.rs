@@ -96,12 +96,23 @@ impl Transport {
         if !(code.is_client_error() || code.is_server_error()) {
             return Ok(response);
         }
+        let retry_after = (response.headers().get(http::header::RETRY_AFTER))
+            .and_then(|value| value.to_str().ok())
+            .and_then(|value| retry_after_seconds(value, chrono::Utc::now()));
         let text = read(response).await?;
         // Not every refusal is a `Status` (a proxy's page, a path that is not served).
-        let status = serde_json::from_slice::<Status>(&text).unwrap_or_else(|_| {
+        let mut status = serde_json::from_slice::<Status>(&text).unwrap_or_else(|_| {
             let text = String::from_utf8_lossy(&text);
             Status::failure(text.trim(), "Failed to parse error data").with_code(code.as_u16())
         });
+        // A gateway's throttling may say when to come back only in the header: kept in the
+        // Status's own field (the header wins, as in Kopf), where the retries read it.
+        if let Some(seconds) = retry_after {
+            let details = status.details.get_or_insert_with(|| {
+                serde_json::from_str("{}").expect("every field of StatusDetails has a default")
+            });
+            details.retry_after_seconds = seconds;
+        }
         Err(kube::Error::Api(Box::new(status)))
     }
 
@@ -150,6 +161,20 @@ impl Transport {
             Some((line.and_then(|line| event(&line)), lines))
         }))
     }
+}
+
+/// A `Retry-After` header's delay in whole seconds (rounded up, never sooner than asked):
+/// a number of seconds, or an HTTP date (RFC 9110: IMF-fixdate; RFC 2822's form parses it).
+fn retry_after_seconds(value: &str, now: chrono::DateTime<chrono::Utc>) -> Option<u32> {
+    let value = value.trim();
+    let seconds = match value.parse::<f64>() {
+        Ok(seconds) => seconds,
+        Err(_) => {
+            let moment = chrono::DateTime::parse_from_rfc2822(value).ok()?;
+            (moment.with_timezone(&chrono::Utc) - now).num_milliseconds() as f64 / 1000.0
+        }
+    };
+    (seconds.is_finite() && seconds > 0.0).then(|| seconds.ceil().min(f64::from(u32::MAX)) as u32)
 }
 
 async fn read(response: Response<Incoming>) -> kube::Result<Bytes> {
@@ -328,6 +353,15 @@ mod tests {
     /// A server that answers every request with `code` and these chunks of a body (each
     /// sent on its own); a transport to it, and what the server has seen.
     async fn serve(code: u16, chunks: Chunks) -> (Transport, Seen) {
+        serve_with(code, &[], chunks).await
+    }
+
+    /// The same, with these headers in every response.
+    async fn serve_with(
+        code: u16,
+        headers: &'static [(&'static str, &'static str)],
+        chunks: Chunks,
+    ) -> (Transport, Seen) {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
         let seen = Seen::default();
@@ -345,7 +379,11 @@ mod tests {
                         .map(|chunk| Ok(Frame::data(Bytes::from_static(chunk))))
                         .collect();
                     let body = StreamBody::new(futures::stream::iter(frames));
-                    let response = Response::builder().status(code).body(body);
+                    let response = (headers.iter())
+                        .fold(Response::builder().status(code), |r, (k, v)| {
+                            r.header(*k, *v)
+                        })
+                        .body(body);
                     async move { response }
                 });
                 let io = hyper_util::rt::TokioIo::new(stream);
@@ -388,6 +426,52 @@ mod tests {
         assert_eq!((status.code, status.message.as_str()), (503, "busy"));
         // Retries are the engine's (Kopf's `error_backoffs`), not the transport's.
         assert_eq!(seen.requests.load(Ordering::SeqCst), 1);
+    }
+
+    #[tokio::test]
+    async fn a_retry_after_header_is_kept_in_the_status_over_its_body() {
+        let (transport, _) =
+            serve_with(429, &[("Retry-After", "3")], vec![b"Too Many Requests"]).await;
+        let Err(kube::Error::Api(status)) = transport.request::<serde_json::Value>(get("/x")).await
+        else {
+            panic!("a refusal");
+        };
+        assert_eq!(status.details.map(|d| d.retry_after_seconds), Some(3));
+        let status = br#"{"kind":"Status","code":429,"details":{"retryAfterSeconds":1}}"#;
+        let (transport, _) = serve_with(429, &[("Retry-After", "5")], vec![status]).await;
+        let Err(kube::Error::Api(status)) = transport.request::<serde_json::Value>(get("/x")).await
+        else {
+            panic!("a refusal");
+        };
+        assert_eq!(
+            status.details.map(|d| d.retry_after_seconds),
+            Some(5),
+            "the header wins"
+        );
+    }
+
+    #[test]
+    fn retry_after_is_seconds_or_an_http_date() {
+        let now = chrono::DateTime::parse_from_rfc3339("2026-11-27T08:49:37Z")
+            .unwrap()
+            .to_utc();
+        assert_eq!(retry_after_seconds("3", now), Some(3));
+        assert_eq!(
+            retry_after_seconds(" 1.2 ", now),
+            Some(2),
+            "never sooner than asked"
+        );
+        assert_eq!(
+            retry_after_seconds("Fri, 27 Nov 2026 08:49:44 GMT", now),
+            Some(7)
+        );
+        assert_eq!(
+            retry_after_seconds("Fri, 27 Nov 2026 08:49:30 GMT", now),
+            None,
+            "past"
+        );
+        assert_eq!(retry_after_seconds("0", now), None);
+        assert_eq!(retry_after_seconds("soon", now), None);
     }
 
     #[tokio::test]

@@ -228,7 +228,7 @@ impl Watcher {
                         crate::util::errors::chain(&error)
                     ));
                     self.restarted(Restart::Relist, "error");
-                    self.backoff(&mut failures).await;
+                    self.backoff(&mut failures, &error).await;
                     continue 'relist;
                 }
             };
@@ -271,7 +271,7 @@ impl Watcher {
                             crate::util::errors::chain(&error)
                         ));
                         self.restarted(Restart::Rewatch, "error");
-                        self.backoff(&mut failures).await;
+                        self.backoff(&mut failures, &error).await;
                     }
                 }
             }
@@ -332,11 +332,16 @@ impl Watcher {
         tracing::warn!(target: ENGINE, "{message} ({}); will retry.", self.describe());
     }
 
-    /// Exponential backoff with full jitter, capped.
-    async fn backoff(&self, failures: &mut u32) {
+    /// Exponential backoff with full jitter, capped; never sooner than a throttling server
+    /// asked (its Retry-After), or exactly then if `enforce_retry_after`.
+    async fn backoff(&self, failures: &mut u32, error: &kube::Error) {
         *failures = failures.saturating_add(1);
         let ceiling = (0.5 * 2f64.powi((*failures).min(16) as i32)).min(MAX_BACKOFF);
         let delay = rand::rng().random_range(ceiling / 2.0..=ceiling);
+        let delay = match crate::client::credentials::retry_after(error) {
+            Some(asked) if self.credentials.enforces_retry_after() || asked > delay => asked,
+            _ => delay,
+        };
         tokio::time::sleep(Duration::from_secs_f64(delay)).await;
     }
 
