@@ -122,6 +122,7 @@ pub async fn start(admission: Arc<Admission>, options: Options) -> PyResult<Webh
             path: path.clone(),
             tls: tls.clone(),
             timeout: serving::REVIEW_TIMEOUT,
+            in_flight_bytes: serving::MAX_REVIEW_BYTES_IN_FLIGHT,
         };
         match serving::start(spec, reviewer.clone()).await {
             Ok(server) => {
