@@ -8,13 +8,13 @@ import dataclasses
 import datetime
 import logging
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from kopf._credentials import SERVICE_ACCOUNT, AiohttpSession, ConnectionInfo
 from kopf._errors import LoginError
 from kopf._execution import Outcome, execute_once
-from kopf._handlers import Activity, ActivityHandler, OperatorRegistry
+from kopf._handlers import Activity, OperatorRegistry, deduplicated
 from kopf._settings import OperatorSettings
 
 activities_logger = logging.getLogger('kopf._core.engines.activities')
@@ -37,7 +37,7 @@ async def run_activity(*, registry: OperatorRegistry, settings: OperatorSettings
     state (retries, delays, the outcome) is kept by handler id: handlers that share an id (e.g.
     functions of the same name in two modules) all run, count their retries together, and the
     last one's outcome in a pass is the id's. A function registered twice under one id runs once."""
-    handlers = _deduplicated(h for h in registry._activities if h.activity == activity)
+    handlers = deduplicated(h for h in registry._activities if h.activity == activity)
     if activity == Activity.AUTHENTICATION and any(not h._fallback for h in handlers):
         handlers = [h for h in handlers if not h._fallback]  # the operator's own logins win
     handler_logger = logging.getLogger(f'kopf.activities.{activity.value}')
@@ -82,18 +82,6 @@ class _ActivityState:
     retries: int = 0
     final: bool = False
     awake_at: float = 0.0
-
-
-def _deduplicated(handlers: Iterable[ActivityHandler]) -> list[ActivityHandler]:
-    """Once per function and id: a function under two decorators of one activity runs once."""
-    seen: set[tuple[int, str]] = set()
-    found: list[ActivityHandler] = []
-    for handler in handlers:
-        key = (id(handler.fn), handler.id)
-        if key not in seen:
-            seen.add(key)
-            found.append(handler)
-    return found
 
 
 async def authenticate(*, registry: OperatorRegistry, settings: OperatorSettings, memo: Any,

@@ -5,9 +5,9 @@ from __future__ import annotations
 import dataclasses
 import enum
 import functools
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from types import FunctionType, MethodType
-from typing import Any
+from typing import Any, TypeVar
 
 from kopf import _credentials
 from kopf._errors import ErrorsMode
@@ -235,6 +235,22 @@ def set_default_registry(registry: OperatorRegistry) -> None:
     """Make the decorators and the operator use this registry by default."""
     global _default_registry
     _default_registry = registry
+
+
+HandlerT = TypeVar('HandlerT', bound=BaseHandler)
+
+
+def deduplicated(handlers: Iterable[HandlerT]) -> list[HandlerT]:
+    """Once per function and id, in order: a function under two decorators of one cause runs
+    once (as in Kopf); different functions that share an id are all kept."""
+    seen: set[tuple[int, str]] = set()
+    found: list[HandlerT] = []
+    for handler in handlers:
+        key = (id(handler.fn), handler.id)
+        if key not in seen:
+            seen.add(key)
+            found.append(handler)
+    return found
 
 
 def generate_id(fn: Callable[..., Any], id: str | None, prefix: str | None = None,

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable, Mapping, MutableMapping
 from typing import Any
 
 from kopf._errors import HandlerChildrenRetry
-from kopf._handlers import ChangingHandler, ResourceHandler, generate_id
+from kopf._handlers import ChangingHandler, ResourceHandler, deduplicated, generate_id
 from kopf._lifecycles import LifeCycleFn, engine_name
 
 
@@ -61,7 +61,7 @@ class Call:
         self._conclude(answer)
 
     def _hand_over(self, handlers: list[ChangingHandler], lifecycle: LifeCycleFn) -> tuple[str, str]:
-        unique = list(_deduplicated(handlers))
+        unique = deduplicated(handlers)
         self.scopes[self.scope.id] = Declared(handlers=unique, lifecycle=lifecycle, call=self)
         children = [{'index': index, **handler.changing_for_engine()} for index, handler in enumerate(unique)]
         return json.dumps(children), engine_name(lifecycle)
@@ -73,16 +73,6 @@ class Call:
 
 
 current: contextvars.ContextVar[Call] = contextvars.ContextVar('kopf_subhandling_call')
-
-
-def _deduplicated(handlers: Iterable[ChangingHandler]) -> Iterable[ChangingHandler]:
-    """The same function under the same id runs once (as the operator's handlers do)."""
-    seen: set[tuple[int, str]] = set()
-    for handler in handlers:
-        key = (id(handler.fn), handler.id)
-        if key not in seen:
-            seen.add(key)
-            yield handler
 
 
 def current_call(what: str) -> Call:

@@ -101,9 +101,7 @@ pub fn plan(patch: Patch, status_subresource: bool) -> Vec<Write> {
             };
             match writes.last_mut() {
                 Some(last) if last.target == target => {
-                    let mut merged = Value::Object(std::mem::take(&mut last.patch));
-                    crate::util::dicts::merge_patch_into_patch(&mut merged, &Value::Object(part));
-                    last.patch = into_map(merged);
+                    crate::util::dicts::merge_patch_maps(&mut last.patch, &part)
                 }
                 _ => writes.push(Write {
                     target,
@@ -126,13 +124,6 @@ pub fn plan(patch: Patch, status_subresource: bool) -> Vec<Write> {
     writes
 }
 
-fn into_map(value: Value) -> Map<String, Value> {
-    match value {
-        Value::Object(map) => map,
-        _ => Map::new(),
-    }
-}
-
 /// The writes of a patch, prepared from `body` now and sent when awaited.
 pub fn apply<'a>(
     credentials: &'a Credentials,
@@ -144,11 +135,10 @@ pub fn apply<'a>(
     let object = ObjectRef::of(body);
     let namespace = object.namespace.as_deref();
     let name = object.name.as_deref().unwrap_or_default();
-    let urls = [
-        resource.url(namespace, Some(name), None),
-        resource.url(namespace, Some(name), Some("status")),
-    ];
     let writes = plan(patch, resource.has_status_subresource());
+    let url = resource.url(namespace, Some(name), None);
+    let status_url = (writes.iter().any(|write| write.target == Target::Status))
+        .then(|| resource.url(namespace, Some(name), Some("status")));
     // What a folded finalizer change needs of the body: its finalizers and its version.
     let finalizers = writes
         .iter()
@@ -170,7 +160,8 @@ pub fn apply<'a>(
             credentials,
             slot: &slot,
             object: &object,
-            urls: &urls,
+            url: &url,
+            status_url: status_url.as_deref(),
         };
         Box::pin(sending.send(writes, finalizers)).await
     }
@@ -188,8 +179,9 @@ struct Writes<'a> {
     credentials: &'a Credentials,
     slot: &'a Slot<'a>,
     object: &'a ObjectRef,
-    /// The object's URL and its status subresource's.
-    urls: &'a [String; 2],
+    url: &'a str,
+    /// Made only if the patch writes the status.
+    status_url: Option<&'a str>,
 }
 
 impl Writes<'_> {
@@ -248,8 +240,8 @@ impl Writes<'_> {
     ) -> Result<Option<String>, kube::Error> {
         let patch = Value::Object(patch);
         let (what, url) = match target {
-            Target::Main => ("resource", &self.urls[0]),
-            Target::Status => ("status", &self.urls[1]),
+            Target::Main => ("resource", self.url),
+            Target::Status => ("status", self.status_url.expect("made for status writes")),
         };
         object_log!(
             Level::DEBUG,

@@ -355,11 +355,11 @@ impl Patcher for FakePatcher {
 /// A patch's stages as one merge-patch (later ones over earlier ones): what the object
 /// looks like once all its writes are applied.
 pub fn flattened(patch: Patch) -> Value {
-    let mut merged = Value::Object(patch.merge);
-    for stage in patch.later {
-        dicts::merge_patch_into_patch(&mut merged, &Value::Object(stage));
+    let mut merged = patch.merge;
+    for stage in &patch.later {
+        dicts::merge_patch_maps(&mut merged, stage);
     }
-    merged
+    Value::Object(merged)
 }
 
 pub fn resource() -> Arc<Resource> {

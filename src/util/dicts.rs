@@ -118,19 +118,22 @@ pub fn merge(target: &mut Value, patch: &Value) {
 /// Combine two merge-patches: unlike [`merge`], nulls are kept (they are deletions to send).
 pub fn merge_patch_into_patch(target: &mut Value, patch: &Value) {
     match (target.as_object_mut(), patch) {
-        (Some(target_fields), Value::Object(fields)) => {
-            for (key, value) in fields {
-                match target_fields.get_mut(key) {
-                    Some(existing) if existing.is_object() && value.is_object() => {
-                        merge_patch_into_patch(existing, value)
-                    }
-                    _ => {
-                        target_fields.insert(key.clone(), value.clone());
-                    }
-                }
+        (Some(target_fields), Value::Object(fields)) => merge_patch_maps(target_fields, fields),
+        _ => *target = patch.clone(),
+    }
+}
+
+/// [`merge_patch_into_patch`] of two merge-patches' top-level maps.
+pub fn merge_patch_maps(target: &mut Map<String, Value>, patch: &Map<String, Value>) {
+    for (key, value) in patch {
+        match target.get_mut(key) {
+            Some(existing) if existing.is_object() && value.is_object() => {
+                merge_patch_into_patch(existing, value)
+            }
+            _ => {
+                target.insert(key.clone(), value.clone());
             }
         }
-        _ => *target = patch.clone(),
     }
 }
 
