@@ -4,6 +4,7 @@ uids, the run's namespace, traceback frames, other tests' objects), and what it 
 from __future__ import annotations
 
 import collections
+import json
 import re
 from pathlib import Path
 
@@ -105,3 +106,28 @@ def test_accepted_differences_need_a_kind_and_a_reason_and_cover_by_pattern(tmp_
 
 def test_the_corpus_own_list_of_accepted_differences_is_valid() -> None:
     assert all(entry.reason and entry.kind in differing.KINDS for entry in differing.accepted())
+
+
+def test_writes_are_read_from_the_audit_log_and_refused_ones_counted_apart(tmp_path: Path) -> None:
+    def entry(agent: str, verb: str, code: int, namespace: str = NS, subresource: str | None = None) -> str:
+        ref = {"resource": "demos", "namespace": namespace, "name": "a"}
+        if subresource:
+            ref["subresource"] = subresource
+        return json.dumps({"verb": verb, "userAgent": agent, "objectRef": ref, "responseStatus": {"code": code}})
+
+    log = tmp_path / "audit.log"
+    log.write_text("\n".join([
+        entry("kubectl/v1.36.3", "create", 201),  # the scenario's own, not the operator's
+        entry("kopf-rs/0.1.0", "patch", 409),  # its optimistic lock lost a race
+        entry("kopf-rs/0.1.0", "patch", 200),
+        entry("kopf-rs/0.1.0", "patch", 200, subresource="status"),
+        entry("kopf-rs/0.1.0", "get", 200),  # not a write
+        entry("kr8s/0.20", "patch", 200),
+        entry("kopf-rs/0.1.0", "patch", 200, namespace="other"),
+    ]) + "\n")
+    assert recording.audit_writes(log, 0, NS) == collections.Counter({
+        "engine patch demos a (refused: 409)": 1,
+        "engine patch demos a": 1,
+        "engine patch demos/status a": 1,
+        "kr8s patch demos a": 1,
+    })

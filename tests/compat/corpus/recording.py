@@ -88,8 +88,11 @@ class Session:
         self.recording.timeouts.append(what)
         return False
 
+    def log_text(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
     def logged(self, text: str) -> bool:
-        return text in self.log_path.read_text(errors="replace")
+        return text in self.log_text()
 
     def snapshot(self, step: str) -> None:
         """The objects of the scenario's resources in the run's namespace, as they are now."""
@@ -177,7 +180,8 @@ def normalised_logs(text: str, namespace: str, venv: Path) -> collections.Counte
 
 def audit_writes(audit_log: Path, offset: int, namespace: str) -> collections.Counter[str]:
     """The writes of the operator's process in the run's namespace: `client verb resource name`;
-    the client is `engine` for Kopf's or ours, else the user agent's product (its own client)."""
+    the client is `engine` for Kopf's or ours, else the user agent's product (its own client).
+    A write the API refused is counted apart, with its code (e.g. a lost optimistic-lock race)."""
     writes: collections.Counter[str] = collections.Counter()
     with audit_log.open("rb") as f:
         f.seek(offset)
@@ -193,7 +197,9 @@ def audit_writes(audit_log: Path, offset: int, namespace: str) -> collections.Co
             continue
         client = "engine" if agent.startswith(("kopf/", "kopf-rs/")) else agent.split("/")[0] or "unknown"
         resource = ref.get("resource", "") + (f"/{ref['subresource']}" if ref.get("subresource") else "")
-        writes[normalised_text(f"{client} {entry['verb']} {resource} {ref.get('name', '')}".strip(),
+        code = entry.get("responseStatus", {}).get("code", 200)
+        refused = f" (refused: {code})" if code >= 400 else ""
+        writes[normalised_text(f"{client} {entry['verb']} {resource} {ref.get('name', '')}".strip() + refused,
                                namespace)] += 1
     return writes
 
