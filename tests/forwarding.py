@@ -23,19 +23,21 @@ def pipe(source: socket.socket, sink: socket.socket) -> None:
 
 class Forwarder:
     """A TCP forwarder on loopback to `upstream` that can be cut off (its connections too)
-    and restored on the same port."""
+    and restored on the same port: on a free port of 127.0.0.1, or at `listen`."""
 
-    def __init__(self, upstream: tuple[str, int]) -> None:
+    def __init__(self, upstream: tuple[str, int], listen: tuple[str, int] | None = None) -> None:
         self.upstream = upstream
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            self.port = int(probe.getsockname()[1])
+        self.host, self.port = listen or ("127.0.0.1", 0)
+        if not self.port:
+            with socket.socket() as probe:
+                probe.bind((self.host, 0))
+                self.port = int(probe.getsockname()[1])
         self.sockets: list[socket.socket] = []
         self.server: socket.socket | None = None
         self.restore()
 
     def restore(self) -> None:
-        self.server = socket.create_server(("127.0.0.1", self.port))
+        self.server = socket.create_server((self.host, self.port))
         threading.Thread(target=self._accept, args=(self.server,), daemon=True).start()
 
     def cut(self) -> None:

@@ -1,6 +1,6 @@
 """What a user installs: the manylinux2014 wheel that tests/setup builds (and this suite runs on),
 the sdist with and without a Rust toolchain, the Docker image's install step, the release
-workflow for the platforms this machine cannot build for."""
+workflow for the platforms this machine cannot build for (and for the operator image)."""
 
 from __future__ import annotations
 
@@ -95,7 +95,8 @@ def test_the_sdist_builds_and_installs_with_a_rust_toolchain(sdist: Path, tmp_pa
 
 
 def test_the_docker_images_install_step_in_a_fresh_virtualenv(tmp_path: Path) -> None:
-    """No container engine runs here: the image's install script runs as the image runs it."""
+    """The image's install script, as the image runs it, in a plain virtualenv (the image itself is
+    built and run by tests/image/test_image.py)."""
     dockerfile = (ROOT / "docker" / "Dockerfile").read_text()
     assert "RUN sh /tmp/install.sh /tmp/wheels" in dockerfile and "cargo" not in dockerfile
     bin = fresh_venv(tmp_path / "venv")
@@ -126,6 +127,10 @@ def test_the_release_workflow_builds_every_platform_and_lints_clean() -> None:
                      ("musllinux_1_2", "aarch64")}
     assert {m["target"] for m in jobs["macos"]["strategy"]["matrix"]["include"]} == {"x86_64", "aarch64"}
     assert "sdist" in jobs and jobs["publish"]["needs"] == ["linux", "macos", "sdist"]
+    # The operator image, for both Linux architectures, from the manylinux2014 wheels.
+    build = next(step for step in jobs["image"]["steps"] if step.get("uses", "").startswith("docker/build-push-"))
+    assert build["with"]["file"] == "docker/Dockerfile" and build["with"]["platforms"] == "linux/amd64,linux/arm64"
+    assert jobs["image"]["needs"] == ["linux"]
     actionlint = os.environ.get("KOPF_RS_ACTIONLINT") or shutil.which("actionlint")
     if not actionlint:
         pytest.fail("actionlint is not installed: tests/run installs it (with Go) and sets KOPF_RS_ACTIONLINT")
