@@ -17,6 +17,7 @@ from kopf._formatting import (
     ObjectTextFormatter,
     _prefix,
 )
+from kopf._settings import posting_level
 from kopf._structs import LazyRaw
 
 objects_logger = logging.getLogger('kopf.objects')
@@ -261,7 +262,7 @@ def _posted(fields: Mapping[str, Any], level: int) -> bool:
     if settings is None or 'k8s_ref' not in fields or fields.get('k8s_skip', False):
         return False
     posting = settings.posting
-    return bool(posting.enabled and posting.loggers and level >= posting.level)
+    return bool(posting.enabled and posting.loggers and level >= posting_level(posting))
 
 
 objects_logger.addHandler(K8sPoster())

@@ -9,6 +9,7 @@ import sys
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
+from kopf._settings import posting_level
 from kopf._structs import build_object_reference
 
 # The running operator's engine and settings; set for the operator's tasks and threads.
@@ -41,7 +42,7 @@ def enqueue(*, ref: Mapping[str, Any], type: str, reason: str, message: str,
 def _post(objs: Any, *, type: str, reason: str, message: str, level: int | None,
           backoffs: float | Iterable[float] | None) -> None:
     settings = settings_var.get()  # a LookupError outside of an operator, as in Kopf
-    if settings.posting.enabled and (level is None or settings.posting.level <= level):
+    if settings.posting.enabled and (level is None or posting_level(settings.posting) <= level):
         effective = backoffs if backoffs is not None else settings.posting.default_backoffs
         for obj in _walk(objs):
             enqueue(ref=build_object_reference(obj), type=type, reason=reason, message=message,

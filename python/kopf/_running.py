@@ -24,7 +24,7 @@ from kopf._handlers import Activity, OperatorRegistry, get_default_registry
 from kopf._indices import Index
 from kopf._peering import detect_own_id
 from kopf._posting import engine_var, settings_var
-from kopf._settings import OperatorSettings
+from kopf._settings import OperatorSettings, posting_level
 from kopf._structs import Memo
 
 logger = logging.getLogger('kopf._core.reactor.running')
@@ -97,6 +97,14 @@ def _check_sharding(settings: OperatorSettings) -> None:
     if not _DNS_LABEL.fullmatch(settings.sharding.group):
         raise OperatorError(f"settings.sharding.group must be a DNS label of at most 40 characters "
                             f"(lowercase letters, digits, '-'): {settings.sharding.group!r}.")
+
+
+def _check_posting(settings: OperatorSettings) -> None:
+    """A posting level that is no logging level, refused before anything starts."""
+    try:
+        posting_level(settings.posting)
+    except ValueError as e:
+        raise OperatorError(str(e)) from None
 
 
 async def operator(
@@ -203,6 +211,7 @@ async def operator(
                 'admission_managed': settings.admission.managed}
         _webhooks.check_configured(settings.admission.server, registry._webhooks)
         _check_sharding(settings)
+        _check_posting(settings)
         _webhooks.connection_var.set(connection)
         running = engine.run(json.dumps(spec), json.dumps(connection), bridge, storages)
         engine_task = asyncio.create_task(_as_coroutine(running))

@@ -157,6 +157,18 @@ class ScanningSettings:
 _default_executors: weakref.WeakSet[concurrent.futures.Executor] = weakref.WeakSet()
 
 
+def posting_level(posting: PostingSettings) -> int:
+    """``settings.posting.level`` as a number: a level's name (``'INFO'``) is taken as
+    ``logging`` takes it (``Logger.setLevel``). Kopf 1.45.2 compares the name with numbers and
+    stops the operator at its first object's log line; anything else is refused here."""
+    level = posting.level
+    if isinstance(level, str) and level in logging.getLevelNamesMapping():
+        return logging.getLevelNamesMapping()[level]
+    if isinstance(level, int) and not isinstance(level, bool):
+        return level
+    raise ValueError(f"settings.posting.level must be a logging level, a number or a name such as 'INFO': {level!r}")
+
+
 def _default_executor() -> concurrent.futures.Executor:
     """The executor an operator gets unless it sets its own (then that one runs the sync
     handlers; the default one's threads may be the engine's own)."""

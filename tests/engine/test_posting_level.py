@@ -1,0 +1,69 @@
+"""`settings.posting.level` given as a level's name, as real operators do (kube-mcp-operator sets
+`settings.posting.level = 'INFO'` in its startup handler): ours takes it as `logging` takes it;
+PyPI's Kopf 1.45.2 compares the name with numbers at its first object's log line and stops the
+operator as "a framework bug" (its bug, not a contract). A value that is no level stops ours at
+once, before anything is served, and says why."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from conftest import kubectl, kubectl_json
+from operators import OperatorProcess, eventually, get, write_script
+
+SCRIPT = """
+import kopf
+
+@kopf.on.startup()
+def configure(settings, **_):
+    settings.posting.level = {level!r}
+    settings.posting.loggers = True  # the object's log lines become Events, from that level up
+
+@kopf.on.create('greetings')
+def greet(name, logger, **_):
+    logger.info(f"A quiet line for {{name}}.")
+    logger.warning(f"A loud line for {{name}}.")
+    return {{'greeted': name}}
+"""
+
+
+def greeting(name: str, namespace: str) -> str:
+    return json.dumps({"apiVersion": "demo.kopf.dev/v1", "kind": "Greeting",
+                       "metadata": {"name": name, "namespace": namespace}, "spec": {}})
+
+
+def messages(namespace: str) -> set[str]:
+    return {event["message"] for event in kubectl_json("get", "events", "-n", namespace)["items"]}
+
+
+def test_a_level_by_name_is_a_level(crd: None, namespace: str, tmp_path: Path, reference_kopf: Path) -> None:
+    script = write_script(tmp_path, SCRIPT.format(level="WARNING"))
+    operator = OperatorProcess(["run", "-n", namespace, "--standalone", str(script)], cwd=tmp_path)
+    try:
+        kubectl("create", "-f", "-", input=greeting("ours", namespace))
+        eventually(lambda: get("greeting", "ours", namespace).get("status", {}).get("greet"), what="the status")
+        eventually(lambda: "A loud line for ours." in messages(namespace), what="the warning's Event")
+    finally:
+        assert operator.stop() == 0
+    assert "A quiet line for ours." not in messages(namespace)  # below the level: logged, not posted
+    assert "A quiet line for ours." in operator.output
+
+    kopf = OperatorProcess(["run", "-n", namespace, "--standalone", str(script)], cwd=tmp_path, kopf=reference_kopf)
+    try:
+        kubectl("create", "-f", "-", input=greeting("kopf", namespace))
+        kopf.wait_for(r"TypeError: '>=' not supported between instances of 'int' and 'str'")
+        kopf.wait_for(r"Event processing has failed with an unrecoverable error")
+    finally:
+        kopf.stop()
+    assert "greet" not in get("greeting", "kopf", namespace).get("status", {})
+
+
+def test_a_level_that_is_no_level_stops_the_operator_at_once(crd: None, namespace: str, tmp_path: Path) -> None:
+    script = write_script(tmp_path, SCRIPT.format(level="loud"))
+    operator = OperatorProcess(["run", "-n", namespace, "--standalone", str(script)], cwd=tmp_path)
+    code = operator.process.wait(timeout=30)
+    operator.stop()
+    assert code != 0
+    assert "settings.posting.level must be a logging level, a number or a name such as 'INFO': 'loud'" \
+        in operator.output
