@@ -5,6 +5,7 @@ lines, the Kubernetes Events, and how the process ended on SIGTERM (or SIGINT). 
 
 from __future__ import annotations
 
+import base64
 import collections
 import dataclasses
 import json
@@ -51,8 +52,10 @@ class Session:
     """What a scenario may do: kubectl in the run's namespace, waiting, and snapshots."""
 
     def __init__(self, *, namespace: str, source: Path | None, resources: tuple[str, ...],
-                 recording: Recording, log_path: Path, alias: Callable[[dict[str, Any]], str | None]) -> None:
+                 recording: Recording, log_path: Path, alias: Callable[[dict[str, Any]], str | None],
+                 alive: Callable[[], bool] = lambda: True) -> None:
         self.namespace = namespace
+        self.alive = alive  # whether the operator's process still runs: no waiting for a dead one
         self.alias = alias
         self.aliases: dict[str, str] = {}  # generated names -> names that are the same in both runs
         self.source = source  # the operator's unpacked sdist, if it has one
@@ -84,6 +87,8 @@ class Session:
                     return True
             except (KeyError, TypeError, AssertionError):
                 pass
+            if not self.alive():
+                break
             time.sleep(0.5)
         self.recording.timeouts.append(what)
         return False
@@ -234,13 +239,43 @@ def fresh_namespace(namespace: str) -> None:
     subprocess.run(["kubectl", "create", "namespace", namespace], capture_output=True, check=True)
 
 
+IN_CLUSTER_ACCOUNT = "corpus-operator"  # in the namespace `default`, bound to cluster-admin
+
+
+def in_cluster(workdir: Path, namespace: str, argv: list[str]) -> tuple[list[str], dict[str, str]]:
+    """The command and environment that make a process see what a pod sees: the service
+    account's token, CA and namespace in /var/run/secrets/kubernetes.io/serviceaccount (in a
+    mount namespace of its own, on a tmpfs over /run: the host's /run is untouched), and the API
+    server in $KUBERNETES_SERVICE_HOST/PORT, with no kubeconfig. For operators that load the
+    in-cluster configuration themselves (as root: unshare and mount need it)."""
+    for args in (["create", "serviceaccount", IN_CLUSTER_ACCOUNT, "-n", "default"],
+                 ["create", "clusterrolebinding", IN_CLUSTER_ACCOUNT, "--clusterrole=cluster-admin",
+                  f"--serviceaccount=default:{IN_CLUSTER_ACCOUNT}"]):
+        subprocess.run(["kubectl", *args], capture_output=True, check=False)  # already there: fine
+    token = subprocess.run(["kubectl", "create", "token", IN_CLUSTER_ACCOUNT, "-n", "default", "--duration=1h"],
+                           capture_output=True, text=True, check=True).stdout.strip()
+    kubeconfig = json.loads(Path(os.environ["KUBECONFIG"]).read_text())
+    cluster = kubeconfig["clusters"][0]["cluster"]
+    secrets = workdir / "serviceaccount"
+    secrets.mkdir()
+    (secrets / "token").write_text(token)
+    (secrets / "ca.crt").write_bytes(base64.b64decode(cluster["certificate-authority-data"]))
+    (secrets / "namespace").write_text(namespace)
+    host, _, port = cluster["server"].removeprefix("https://").partition(":")
+    mount = ('mount -t tmpfs tmpfs /run && mkdir -p /run/secrets/kubernetes.io/serviceaccount'
+             ' && mount --bind "$0" /run/secrets/kubernetes.io/serviceaccount && exec "$@"')
+    wrapped = ["unshare", "--mount", "--propagation", "private", "sh", "-c", mount, str(secrets), *argv]
+    return wrapped, {"KUBERNETES_SERVICE_HOST": host, "KUBERNETES_SERVICE_PORT": port or "443"}
+
+
 def record(*, engine: str, venv: Path, command: list[str], namespace: str, source: Path | None,
            resources: tuple[str, ...], scenario: Callable[[Session], None], ready: str,
            alias: Callable[[dict[str, Any]], str | None] = lambda item: None,
            peering: str | None = None, env: dict[str, str] | None = None,
-           stop_signal: signal.Signals = signal.SIGTERM) -> Recording:
+           stop_signal: signal.Signals = signal.SIGTERM, pod: bool = False) -> Recording:
     """Run the operator in its own process, its scenario against it, then stop it with a signal
-    (SIGTERM as Kubernetes stops a pod, or SIGINT as Ctrl-C does)."""
+    (SIGTERM as Kubernetes stops a pod, or SIGINT as Ctrl-C does). `pod`: as in a pod, with a
+    service account's token and no kubeconfig (`in_cluster`)."""
     recording = Recording(engine=engine, stop_signal=stop_signal.name)
     fresh_namespace(namespace)
     if peering:
@@ -255,10 +290,14 @@ def record(*, engine: str, venv: Path, command: list[str], namespace: str, sourc
     process_env = {key: value for key, value in os.environ.items() if not key.startswith("KOPF_")}
     process_env.update({"PATH": f"{venv / 'bin'}:{os.environ['PATH']}", "PYTHONUNBUFFERED": "1",
                         "KUBECONFIG": os.environ["KUBECONFIG"], **(env or {})})
+    if pod:
+        argv, pod_env = in_cluster(workdir, namespace, argv)
+        process_env.update(pod_env)
+        del process_env["KUBECONFIG"]
     with log_path.open("wb") as log:
         process = subprocess.Popen(argv, cwd=workdir, stdout=log, stderr=subprocess.STDOUT, env=process_env)
         session = Session(namespace=namespace, source=source, resources=resources, recording=recording,
-                          log_path=log_path, alias=alias)
+                          log_path=log_path, alias=alias, alive=lambda: process.poll() is None)
         try:
             if session.wait("the operator is ready", lambda: session.logged(ready) or process.poll() is not None):
                 scenario(session)
