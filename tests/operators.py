@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import re
@@ -136,3 +137,25 @@ def account_kubeconfig(account: str, directory: Path, namespace: str = "default"
     path = directory / f"{account}.kubeconfig"
     path.write_text(json.dumps(config))
     return path
+
+
+def api_server() -> tuple[str, int]:
+    """The test cluster's API server, as its admin kubeconfig names it: (host, port)."""
+    admin = json.loads(Path(os.environ["KUBECONFIG"]).read_text())
+    host, _, port = admin["clusters"][0]["cluster"]["server"].removeprefix("https://").partition(":")
+    return host, int(port or 443)
+
+
+def pod_secrets(account: str, directory: Path, *, account_namespace: str = "default",
+                namespace: str | None = None) -> Path:
+    """What a pod of the service account finds in /var/run/secrets/kubernetes.io/serviceaccount:
+    its token, the cluster's CA and its namespace, readable by any user (as in a pod)."""
+    token = kubectl("create", "token", account, "-n", account_namespace).strip()
+    admin = json.loads(Path(os.environ["KUBECONFIG"]).read_text())
+    ca = base64.b64decode(admin["clusters"][0]["cluster"]["certificate-authority-data"])
+    directory.mkdir(mode=0o755)
+    for name, content in {"token": token.encode(), "ca.crt": ca,
+                          "namespace": (namespace or account_namespace).encode()}.items():
+        (directory / name).write_bytes(content)
+        (directory / name).chmod(0o644)
+    return directory

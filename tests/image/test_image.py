@@ -15,7 +15,6 @@ registry is reachable here), against the project's control plane.
 
 from __future__ import annotations
 
-import base64
 import json
 import os
 import resource
@@ -32,7 +31,7 @@ import pytest
 import yaml
 from conftest import kubectl, kubectl_json
 from forwarding import Forwarder
-from operators import OperatorProcess, eventually, get, refused
+from operators import OperatorProcess, api_server, eventually, get, pod_secrets, refused
 
 ROOT = Path(__file__).parents[2]
 CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "kopf-rs"
@@ -111,19 +110,6 @@ def images(request: pytest.FixtureRequest, standins: list[str],
     subprocess.run(["podman", "rmi", "-f", operator, engine], capture_output=True, check=False)
 
 
-def in_cluster_secrets(directory: Path) -> Path:
-    """What a pod of the ServiceAccount finds in /var/run/secrets/kubernetes.io/serviceaccount."""
-    directory.mkdir()
-    token = kubectl("create", "token", ACCOUNT, "-n", "default").strip()
-    admin = json.loads(Path(os.environ["KUBECONFIG"]).read_text())
-    ca = base64.b64decode(admin["clusters"][0]["cluster"]["certificate-authority-data"])
-    for name, content in {"token": token.encode(), "ca.crt": ca, "namespace": b"default"}.items():
-        (directory / name).write_bytes(content)
-        (directory / name).chmod(0o644)  # the image's user (uid 1000) reads them, as in a pod
-    directory.chmod(0o755)
-    return directory
-
-
 def deployment() -> dict[str, Any]:
     documents = [document for document in yaml.safe_load_all((DEPLOY / "deployment.yaml").read_text()) if document]
     (found,) = [document for document in documents if document["kind"] == "Deployment"]
@@ -150,7 +136,7 @@ def test_the_deployments_image_handles_greetings_as_its_pod_would(
         images: tuple[str, str], crd: None, namespace: str, tmp_path: Path) -> None:
     _, image = images
     kubectl("apply", "-f", str(DEPLOY / "rbac.yaml"))
-    secrets = in_cluster_secrets(tmp_path / "serviceaccount")
+    secrets = pod_secrets(ACCOUNT, tmp_path / "serviceaccount")
     container = deployment()["spec"]["template"]["spec"]["containers"][0]
     port = free_port()  # the host's network: the Deployment's port 8080 may be taken here
     # The Deployment's arguments, but for the test's namespace only (other tests' Greetings are
@@ -160,9 +146,7 @@ def test_the_deployments_image_handles_greetings_as_its_pod_would(
                          else [arg.replace(":8080/", f":{port}/")])]
     # In a pod, the service account's login goes to https://kubernetes.default.svc (as Kopf's
     # does): here, that name is a loopback address of its own, whose port 443 leads to the API.
-    server = json.loads(Path(os.environ["KUBECONFIG"]).read_text())["clusters"][0]["cluster"]["server"]
-    host, _, api_port = server.removeprefix("https://").partition(":")
-    service = Forwarder((host, int(api_port)), listen=(SERVICE_ADDRESS, 443))
+    service = Forwarder(api_server(), listen=(SERVICE_ADDRESS, 443))
     name = f"greeter-{namespace}"
     options = [*run_options(name), "--read-only", "--read-only-tmpfs=false",  # readOnlyRootFilesystem
                "--add-host", f"kubernetes.default.svc:{SERVICE_ADDRESS}",

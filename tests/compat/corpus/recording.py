@@ -5,7 +5,6 @@ lines, the Kubernetes Events, and how the process ended on SIGTERM (or SIGINT). 
 
 from __future__ import annotations
 
-import base64
 import collections
 import dataclasses
 import json
@@ -18,6 +17,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from operators import api_server, pod_secrets
 
 STOP_GRACE = 30.0  # Kubernetes' default terminationGracePeriodSeconds
 WRITES = frozenset({"create", "update", "patch", "delete", "deletecollection"})
@@ -252,20 +253,12 @@ def in_cluster(workdir: Path, namespace: str, argv: list[str]) -> tuple[list[str
                  ["create", "clusterrolebinding", IN_CLUSTER_ACCOUNT, "--clusterrole=cluster-admin",
                   f"--serviceaccount=default:{IN_CLUSTER_ACCOUNT}"]):
         subprocess.run(["kubectl", *args], capture_output=True, check=False)  # already there: fine
-    token = subprocess.run(["kubectl", "create", "token", IN_CLUSTER_ACCOUNT, "-n", "default", "--duration=1h"],
-                           capture_output=True, text=True, check=True).stdout.strip()
-    kubeconfig = json.loads(Path(os.environ["KUBECONFIG"]).read_text())
-    cluster = kubeconfig["clusters"][0]["cluster"]
-    secrets = workdir / "serviceaccount"
-    secrets.mkdir()
-    (secrets / "token").write_text(token)
-    (secrets / "ca.crt").write_bytes(base64.b64decode(cluster["certificate-authority-data"]))
-    (secrets / "namespace").write_text(namespace)
-    host, _, port = cluster["server"].removeprefix("https://").partition(":")
+    secrets = pod_secrets(IN_CLUSTER_ACCOUNT, workdir / "serviceaccount", namespace=namespace)
+    host, port = api_server()
     mount = ('mount -t tmpfs tmpfs /run && mkdir -p /run/secrets/kubernetes.io/serviceaccount'
              ' && mount --bind "$0" /run/secrets/kubernetes.io/serviceaccount && exec "$@"')
     wrapped = ["unshare", "--mount", "--propagation", "private", "sh", "-c", mount, str(secrets), *argv]
-    return wrapped, {"KUBERNETES_SERVICE_HOST": host, "KUBERNETES_SERVICE_PORT": port or "443"}
+    return wrapped, {"KUBERNETES_SERVICE_HOST": host, "KUBERNETES_SERVICE_PORT": str(port)}
 
 
 def record(*, engine: str, venv: Path, command: list[str], namespace: str, source: Path | None,
