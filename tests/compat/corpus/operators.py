@@ -3,15 +3,11 @@ with, and its scenario (what its documentation says a user does with it)."""
 
 from __future__ import annotations
 
-import base64
 import dataclasses
 import json
-import os
 import re
-import shutil
 import signal
 import subprocess
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -42,7 +38,6 @@ class Operator:
     pod: bool = False  # run as in a pod: a service account's token, no kubeconfig (recording.in_cluster)
     # Kopf's own failure with it (a pattern of Kopf's output, and why): its runs are not compared.
     kopf_bug: tuple[str, str] | None = None
-    setup: Callable[[str], dict[str, str]] | None = None  # its surroundings, made anew for each run: its env
 
     def source(self) -> Path:
         """Its source distribution from PyPI, unpacked: its CRDs and examples."""
@@ -52,8 +47,7 @@ class Operator:
         """One run of its scenario on `engine`, in namespaces of its own."""
         return record(engine=engine, venv=venv, command=list(self.command), namespace=f"corpus-{self.name}-{engine}",
                       source=source, resources=self.resources, scenario=self.scenario, ready=self.ready,
-                      alias=self.alias, peering=self.peering, stop_signal=self.stop_signal, pod=self.pod,
-                      setup=self.setup)
+                      alias=self.alias, peering=self.peering, stop_signal=self.stop_signal, pod=self.pod)
 
     def install_crds(self, source: Path) -> None:
         names: list[str] = []
@@ -257,67 +251,6 @@ def mcp_scenario(s: Session) -> None:
     s.snapshot("deletion")
 
 
-# -- pass-operator: Secrets decrypted from a `pass` store (a git repository of GnuPG files) --------
-
-
-PASS_HOME = Path(tempfile.gettempdir()) / "kopf-rs-corpus-pass"  # the same paths in both runs' logs
-PASS_SECRET = """
-apiVersion: secrets.premiscale.com/v1alpha1
-kind: PassSecret
-metadata: {{name: mypasssecret}}
-spec:
-  encryptedData: {{mykey: premiscale/mydata}}
-  managedSecret:
-    metadata: {{name: {secret}, namespace: {namespace}}}
-    type: Opaque
-    immutable: false
-"""
-
-
-def pass_setup(namespace: str) -> dict[str, str]:
-    """What its container's entrypoint leaves (a GnuPG key, `pass init`'s .gpg-id) and a password
-    store in a git repository with one encrypted entry, made anew under the same paths."""
-    shutil.rmtree(PASS_HOME, ignore_errors=True)
-    home, repo, gnupg = PASS_HOME / "home", PASS_HOME / "store.git", PASS_HOME / "home" / ".gnupg"
-    gnupg.mkdir(parents=True, mode=0o700)
-
-    def run(*args: str, cwd: Path = PASS_HOME, input: str | None = None) -> str:
-        return subprocess.run(args, cwd=cwd, input=input, capture_output=True, text=True, check=True,
-                              env={**os.environ, "GNUPGHOME": str(gnupg), "HOME": str(home)}).stdout
-
-    # A passphrase as its deployments give one (PASS_GPG_PASSPHRASE): with its default, an empty
-    # one, python-gnupg 0.5.7 sends no data to gpg and every entry decrypts to "".
-    run("gpg", "--batch", "--pinentry-mode", "loopback", "--passphrase", "corpus", "--quick-gen-key",
-        "corpus <corpus@example.invalid>", "future-default", "default", "never")
-    key = run("gpg", "--list-keys", "--with-colons").split("fpr:::::::::")[1].split(":")[0]
-    (repo / "premiscale").mkdir(parents=True)
-    (repo / ".gpg-id").write_text(key + "\n")
-    run("gpg", "--batch", "--yes", "--trust-model", "always", "--encrypt", "-r", key, "-o",
-        str(repo / "premiscale" / "mydata.gpg"), input="hunter2\n")
-    for args in (["init", "-q", "-b", "main"], ["add", "."],
-                 ["-c", "user.name=corpus", "-c", "user.email=corpus@example.invalid", "commit", "-q", "-m", "store"]):
-        run("git", *args, cwd=repo)
-    (home / ".password-store").mkdir()
-    (home / ".password-store" / ".gpg-id").write_text(key + "\n")  # as `pass init` leaves it
-    return {"HOME": str(home), "PASS_GIT_URL": str(repo), "PASS_GPG_KEY_ID": key, "OPERATOR_NAMESPACE": namespace,
-            "PASS_GPG_PASSPHRASE": "corpus", "OPERATOR_POD_IP": "127.0.0.1",
-            "OPERATOR_INITIAL_DELAY": "600"}  # its timer does not run within the scenario
-
-
-def pass_scenario(s: Session) -> None:
-    s.apply(PASS_SECRET.format(secret="mysecret", namespace=s.namespace))
-    s.wait("the secret is made", lambda: (s.get("secrets", "mysecret") or {}).get("data", {}).get("mykey")
-           == base64.b64encode(b"hunter2").decode())
-    s.snapshot("creation")
-    s.apply(PASS_SECRET.format(secret="othersecret", namespace=s.namespace))  # renamed: moved
-    s.wait("the secret is moved", lambda: s.get("secrets", "othersecret") is not None
-           and s.get("secrets", "mysecret") is None)
-    s.snapshot("update")
-    s.kubectl("delete", "passsecrets.secrets.premiscale.com", "mypasssecret", "--timeout=60s")
-    s.wait("the secret is gone", lambda: s.get("secrets", "othersecret") is None)
-    s.snapshot("deletion")
-
-
 OPERATORS: tuple[Operator, ...] = (
     _fastflow("fastflow", client="kubernetes 30.1.0 (and kubernetes_asyncio 30.3.1 for its own calls)"),
     _fastflow("fastflow-asyncio", client="kubernetes_asyncio 36.1.0 alone (its key getter is a coroutine)"),
@@ -381,21 +314,5 @@ OPERATORS: tuple[Operator, ...] = (
                   "its startup sets settings.posting.level = 'INFO', a name; Kopf 1.45.2 compares it with a "
                   "number at the first object's log line and stops the operator; ours takes it as logging "
                   "does (tests/engine/test_posting_level.py)"),
-    ),
-    Operator(
-        name="pass-operator", client="kubernetes 29.0.0, in-cluster: a service account's token (no kubeconfig)",
-        what="pass-operator 0.4.8: a PassSecret makes a Secret of entries decrypted (GnuPG) from a pass store "
-             "cloned from git; renaming it moves the Secret; deletion deletes it; its own CLI runs "
-             "kopf.operator() in a thread beside a git-pull loop; its own finalizer and progress-annotation "
-             "prefix; a sharp timer with initial_delay",
-        sdist="pass-operator==0.4.8",
-        crds=(),  # its PassSecret CRD is in its chart: crds/pass-operator.yaml
-        foreign_crds=("pass-operator.yaml",),
-        command=("{bin}/passoperator", "--log-stdout", "--log-level", "info"),
-        resources=("passsecrets.secrets.premiscale.com", "secrets"),
-        scenario=pass_scenario,
-        ready="Successfully cloned repo",
-        pod=True,
-        setup=pass_setup,
     ),
 )

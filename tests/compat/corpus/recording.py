@@ -265,12 +265,10 @@ def record(*, engine: str, venv: Path, command: list[str], namespace: str, sourc
            resources: tuple[str, ...], scenario: Callable[[Session], None], ready: str,
            alias: Callable[[dict[str, Any]], str | None] = lambda item: None,
            peering: str | None = None, env: dict[str, str] | None = None,
-           stop_signal: signal.Signals = signal.SIGTERM, pod: bool = False,
-           setup: Callable[[str], dict[str, str]] | None = None) -> Recording:
+           stop_signal: signal.Signals = signal.SIGTERM, pod: bool = False) -> Recording:
     """Run the operator in its own process, its scenario against it, then stop it with a signal
     (SIGTERM as Kubernetes stops a pod, or SIGINT as Ctrl-C does). `pod`: as in a pod, with a
-    service account's token and no kubeconfig (`in_cluster`). `setup`: what the operator needs
-    around it before it starts (given the run's namespace): its environment variables."""
+    service account's token and no kubeconfig (`in_cluster`)."""
     recording = Recording(engine=engine, stop_signal=stop_signal.name)
     fresh_namespace(namespace)
     if peering:
@@ -285,8 +283,6 @@ def record(*, engine: str, venv: Path, command: list[str], namespace: str, sourc
     process_env = {key: value for key, value in os.environ.items() if not key.startswith("KOPF_")}
     process_env.update({"PATH": f"{venv / 'bin'}:{os.environ['PATH']}", "PYTHONUNBUFFERED": "1",
                         "KUBECONFIG": os.environ["KUBECONFIG"], **(env or {})})
-    if setup is not None:
-        process_env.update(setup(namespace))
     if pod:
         argv, pod_env = in_cluster(workdir, namespace, argv)
         process_env.update(pod_env)
