@@ -143,7 +143,7 @@ async def operator(
     if not clusterwide and not namespaces:
         warnings.warn("Absence of either namespaces or cluster-wide flag will become an error soon."
                       " For now, switching to the cluster-wide mode for backward compatibility.",
-                      FutureWarning, stacklevel=2)
+                      FutureWarning, stacklevel=1)  # located in kopf's own code, as Kopf's is (not in asyncio's)
         clusterwide = True
 
     # Kopf's internal state objects, for sharing it with an embedding program: this engine keeps

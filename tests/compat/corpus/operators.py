@@ -3,11 +3,15 @@ with, and its scenario (what its documentation says a user does with it)."""
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import json
+import os
 import re
+import shutil
 import signal
 import subprocess
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -17,6 +21,7 @@ from .recording import Recording, Session, record, served
 
 PEERING_CRDS = Path(__file__).parents[2].parent / "examples" / "peering.yaml"
 CRDS = Path(__file__).parent / "crds"  # stand-ins for other projects' CRDs that an operator writes
+VENDORED = Path(__file__).parent / "vendored"  # operators published as repositories only, unchanged
 
 
 @dataclasses.dataclass(frozen=True)
@@ -24,7 +29,9 @@ class Operator:
     name: str  # also its requirements file: requirements/<name>.txt
     what: str
     client: str  # the client library Kopf's fallback login uses, by Kopf's precedence
-    sdist: str  # the PyPI source distribution with its CRDs and examples
+    # Where its code, CRDs and examples come from: a PyPI source distribution ("name==version"),
+    # or, for one published as a repository only, its files in vendored/<name> (with SOURCE.md).
+    sdist: str | None
     crds: tuple[str, ...]  # paths in its source, applied once for both runs
     command: tuple[str, ...]  # {bin}: the virtualenv's scripts, {namespace}: the run's namespace
     resources: tuple[str, ...]  # what is snapshotted after each step
@@ -38,16 +45,20 @@ class Operator:
     pod: bool = False  # run as in a pod: a service account's token, no kubeconfig (recording.in_cluster)
     # Kopf's own failure with it (a pattern of Kopf's output, and why): its runs are not compared.
     kopf_bug: tuple[str, str] | None = None
+    setup: Callable[[str], dict[str, str]] | None = None  # its surroundings, made anew for each run: its env
+    namespaces: tuple[str, ...] = ()  # more namespaces of each run, `<namespace>-<suffix>` (recording.record)
+    unmarked: tuple[str, ...] = ()  # cluster-scoped resources it handles everywhere (recording.record)
 
     def source(self) -> Path:
-        """Its source distribution from PyPI, unpacked: its CRDs and examples."""
-        return environments.sdist(self.sdist)
+        """Its source distribution from PyPI, unpacked, or its vendored files: its CRDs and examples."""
+        return environments.sdist(self.sdist) if self.sdist else VENDORED / self.name
 
     def record(self, engine: str, venv: Path, source: Path) -> Recording:
         """One run of its scenario on `engine`, in namespaces of its own."""
         return record(engine=engine, venv=venv, command=list(self.command), namespace=f"corpus-{self.name}-{engine}",
                       source=source, resources=self.resources, scenario=self.scenario, ready=self.ready,
-                      alias=self.alias, peering=self.peering, stop_signal=self.stop_signal, pod=self.pod)
+                      alias=self.alias, peering=self.peering, stop_signal=self.stop_signal, pod=self.pod,
+                      setup=self.setup, namespaces=self.namespaces, unmarked=self.unmarked)
 
     def install_crds(self, source: Path) -> None:
         names: list[str] = []
@@ -60,8 +71,9 @@ class Operator:
                                      check=True, capture_output=True, text=True)
             names += [line.rpartition("/")[2] for line in applied.stdout.split()]
         # Only its own CRDs: other tests make and delete theirs meanwhile (some never established).
-        subprocess.run(["kubectl", "wait", "--for=condition=Established", "--timeout=60s",
-                        *(f"crd/{name}" for name in names)], check=True, capture_output=True)
+        if names:
+            subprocess.run(["kubectl", "wait", "--for=condition=Established", "--timeout=60s",
+                            *(f"crd/{name}" for name in names)], check=True, capture_output=True)
         for name in names:
             served(name)
 
@@ -251,6 +263,211 @@ def mcp_scenario(s: Session) -> None:
     s.snapshot("deletion")
 
 
+# -- pass-operator: Secrets decrypted from a `pass` store (a git repository of GnuPG files) --------
+
+
+PASS_HOME = Path(tempfile.gettempdir()) / "kopf-rs-corpus-pass"  # the same paths in both runs' logs
+PASS_SECRET = """
+apiVersion: secrets.premiscale.com/v1alpha1
+kind: PassSecret
+metadata: {{name: mypasssecret}}
+spec:
+  encryptedData: {{mykey: premiscale/mydata}}
+  managedSecret:
+    metadata: {{name: {secret}, namespace: {namespace}}}
+    type: Opaque
+    immutable: false
+"""
+
+
+def _gpg_run(gnupg: Path, home: Path, *args: str, cwd: Path, input: str | None = None) -> str:
+    result = subprocess.run(args, cwd=cwd, input=input, capture_output=True, text=True, check=False,
+                            env={**os.environ, "GNUPGHOME": str(gnupg), "HOME": str(home)})
+    if result.returncode != 0:
+        raise RuntimeError(f"{' '.join(args)} (GNUPGHOME={gnupg}) failed: {result.stderr.strip()}")
+    return result.stdout
+
+
+def _stop_gpg_agent(gnupg: Path) -> None:
+    """A gpg-agent left by a run keeps its sockets in the GnuPG home: it goes with the home."""
+    if gnupg.is_dir():
+        subprocess.run(["gpgconf", "--homedir", str(gnupg), "--kill", "gpg-agent"], capture_output=True, check=False)
+
+
+def _pass_template() -> Path:
+    """What its container's entrypoint leaves (a GnuPG key, `pass init`'s .gpg-id) and a password
+    store in a git repository with one encrypted entry: made once per session (a key takes the
+    agent a while and the entropy), in a folder of its own, copied for each run."""
+    template = PASS_HOME.with_name(PASS_HOME.name + "-template")
+    if (template / "complete").exists():
+        return template
+    home, repo, gnupg = template / "home", template / "store.git", template / "home" / ".gnupg"
+    errors = []
+    for _ in range(3):  # a key's generation failed once in ~8 fresh homes: a new home and a new try
+        _stop_gpg_agent(gnupg)
+        shutil.rmtree(template, ignore_errors=True)
+        gnupg.mkdir(parents=True, mode=0o700)
+        try:
+            # A passphrase as its deployments give one (PASS_GPG_PASSPHRASE): with its default, an
+            # empty one, python-gnupg 0.5.7 sends no data to gpg and every entry decrypts to "".
+            _gpg_run(gnupg, home, "gpg", "--batch", "--pinentry-mode", "loopback", "--passphrase", "corpus",
+                     "--quick-gen-key", "corpus <corpus@example.invalid>", "future-default", "default", "never",
+                     cwd=template)
+            break
+        except RuntimeError as e:
+            errors.append(str(e))
+    else:
+        raise RuntimeError("no GnuPG key for pass-operator:\n" + "\n".join(errors))
+    key = _gpg_run(gnupg, home, "gpg", "--list-keys", "--with-colons", cwd=template) \
+        .split("fpr:::::::::")[1].split(":")[0]
+    (repo / "premiscale").mkdir(parents=True)
+    (repo / ".gpg-id").write_text(key + "\n")
+    _gpg_run(gnupg, home, "gpg", "--batch", "--yes", "--trust-model", "always", "--encrypt", "-r", key, "-o",
+             str(repo / "premiscale" / "mydata.gpg"), input="hunter2\n", cwd=template)
+    for args in (["init", "-q", "-b", "main"], ["add", "."],
+                 ["-c", "user.name=corpus", "-c", "user.email=corpus@example.invalid", "commit", "-q", "-m", "store"]):
+        _gpg_run(gnupg, home, "git", *args, cwd=repo)
+    (home / ".password-store").mkdir()
+    (home / ".password-store" / ".gpg-id").write_text(key + "\n")  # as `pass init` leaves it
+    _stop_gpg_agent(gnupg)
+    (template / "key").write_text(key)
+    (template / "complete").touch()
+    return template
+
+
+def pass_setup(namespace: str) -> dict[str, str]:
+    """Its surroundings, the same for each run under the same paths (they are in its logs)."""
+    template = _pass_template()
+    _stop_gpg_agent(PASS_HOME / "home" / ".gnupg")
+    shutil.rmtree(PASS_HOME, ignore_errors=True)
+    shutil.copytree(template, PASS_HOME, symlinks=True,
+                    ignore=shutil.ignore_patterns("S.*", "*.lock", "key", "complete"))  # no agent's sockets
+    key = (template / "key").read_text()
+    return {"HOME": str(PASS_HOME / "home"), "PASS_GIT_URL": str(PASS_HOME / "store.git"), "PASS_GPG_KEY_ID": key,
+            "OPERATOR_NAMESPACE": namespace, "PASS_GPG_PASSPHRASE": "corpus", "OPERATOR_POD_IP": "127.0.0.1",
+            "OPERATOR_INITIAL_DELAY": "600"}  # its timer does not run within the scenario
+
+
+def pass_scenario(s: Session) -> None:
+    s.apply(PASS_SECRET.format(secret="mysecret", namespace=s.namespace))
+    s.wait("the secret is made", lambda: (s.get("secrets", "mysecret") or {}).get("data", {}).get("mykey")
+           == base64.b64encode(b"hunter2").decode())
+    s.snapshot("creation")
+    s.apply(PASS_SECRET.format(secret="othersecret", namespace=s.namespace))  # renamed: moved
+    s.wait("the secret is moved", lambda: s.get("secrets", "othersecret") is not None
+           and s.get("secrets", "mysecret") is None)
+    s.snapshot("update")
+    s.kubectl("delete", "passsecrets.secrets.premiscale.com", "mypasssecret", "--timeout=60s")
+    s.wait("the secret is gone", lambda: s.get("secrets", "othersecret") is None)
+    s.snapshot("deletion")
+
+
+# -- synator: Secrets and ConfigMaps copied into other namespaces; pods restarted on changes -------
+
+
+SYNATOR_SECRET = """
+apiVersion: v1
+kind: Secret
+metadata:
+  name: creds
+  annotations: {{synator/sync: "yes", synator/include-namespaces: "{ns}-a,{ns}-b,{ns}-c"}}
+stringData: {{password: {password}}}
+"""
+SYNATOR_CONFIGMAP = """
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: settings
+  annotations: {{synator/sync: "yes", synator/include-namespaces: "{ns}-a"}}
+data: {{level: info}}
+"""
+SYNATOR_POD = """
+apiVersion: v1
+kind: Pod
+metadata:
+  name: reader
+  annotations: {synator/reload: "secret:creds"}
+spec:
+  containers: [{name: busybox, image: busybox, command: [sleep, 1h]}]
+"""
+
+
+def synator_setup(namespace: str) -> dict[str, str]:
+    # As its README describes: the namespaces it watches, comma-separated (the other tests' not).
+    # Its image sets no PYTHONUNBUFFERED: its handlers' print()s, from threads, are buffered; unbuffered,
+    # two of them at once would mix their lines, differently in every run.
+    return {"WATCH_NAMESPACE": ",".join([namespace, *(f"{namespace}-{suffix}" for suffix in "abc")]),
+            "PYTHONUNBUFFERED": ""}
+
+
+def synator_scenario(s: Session) -> None:
+    def password(namespace: str) -> str | None:
+        data = (s.get("secrets", "creds", namespace=namespace) or {}).get("data", {})
+        return base64.b64decode(data["password"]).decode() if "password" in data else None
+
+    ns = s.namespace
+    # At its start, every namespace of the cluster is new to it, and each one's handler copies the
+    # synced secrets that exist by then: the scenario starts when that is over.
+    s.wait("the existing namespaces are handled", lambda: s.settled("Handler 'newNamespace' succeeded", 3))
+    s.apply(SYNATOR_SECRET.format(ns=ns, password="one"))
+    s.apply(SYNATOR_CONFIGMAP.format(ns=ns))
+    # Into the namespaces it names that exist (it warns about the one that does not).
+    s.wait("the secret is copied", lambda: password(f"{ns}-a") == password(f"{ns}-b") == "one")
+    s.wait("the config map is copied", lambda: s.get("configmaps", "settings", namespace=f"{ns}-a") is not None)
+    s.snapshot("creation")
+    s.create_namespace("c")  # a new namespace gets the secrets that name it
+    s.wait("the secret is copied into a new namespace", lambda: password(f"{ns}-c") == "one")
+    s.snapshot("new namespace")
+    s.apply(SYNATOR_POD, namespace=f"{ns}-a")  # restarted (deleted) when its secret changes
+    s.apply(SYNATOR_SECRET.format(ns=ns, password="two"))
+    s.wait("the copies are updated", lambda: all(password(f"{ns}-{suffix}") == "two" for suffix in "abc"))
+    s.wait("the pod is restarted", lambda: s.get("pods", "reader", namespace=f"{ns}-a") is None)
+    s.snapshot("update")
+
+
+# -- ClusterSecret: a cluster-scoped secret copied into the namespaces its patterns match ---------
+
+
+CLUSTER_SECRET = """
+apiVersion: clustersecret.io/v1
+kind: ClusterSecret
+metadata:
+  name: {ns}-creds
+  labels: {{somelabel: somevalue}}
+  annotations: {{someannotation: somevalue}}
+matchNamespace: {match}
+data: {{tls.crt: MTIzNDU2Cg==, tls.key: {key}}}
+"""
+
+
+def clustersecret_scenario(s: Session) -> None:
+    csec, ns = "clustersecrets.clustersecret.io", s.namespace
+
+    def synced() -> list[str]:
+        return (s.get(csec, f"{ns}-creds") or {}).get("status", {}).get("create_fn", {}).get("syncedns", [])
+
+    def key(suffix: str) -> str | None:
+        return (s.get("secrets", f"{ns}-creds", namespace=f"{ns}-{suffix}") or {}).get("data", {}).get("tls.key")
+
+    # Its README's example, for the run's namespaces (without avoidNamespaces: with it, it lists
+    # the namespaces in a set's order, which differs from process to process).
+    s.apply(CLUSTER_SECRET.format(ns=ns, match=[f"{ns}-a", f"{ns}-c"], key="Nzg5MTAxMTIxMgo="))
+    s.wait("it is copied into the namespace it matches", lambda: synced() == [f"{ns}-a"] and key("a") is not None)
+    s.snapshot("creation")
+    s.create_namespace("c")
+    s.wait("it is copied into a new namespace", lambda: synced() == [f"{ns}-a", f"{ns}-c"] and key("c") is not None)
+    s.snapshot("new namespace")
+    s.apply(CLUSTER_SECRET.format(ns=ns, match=[f"{ns}-a", f"{ns}-c"], key="b3RoZXIK"))
+    s.wait("its copies are updated", lambda: key("a") == key("c") == "b3RoZXIK")
+    s.snapshot("data")
+    s.apply(CLUSTER_SECRET.format(ns=ns, match=[f"{ns}-a", f"{ns}-b", f"{ns}-c"], key="b3RoZXIK"))
+    s.wait("it is copied into a namespace it now matches", lambda: key("b") == "b3RoZXIK" and len(synced()) == 3)
+    s.snapshot("match")
+    s.kubectl("delete", csec, f"{ns}-creds", "--timeout=60s")
+    s.wait("its copies are gone", lambda: not any(key(suffix) for suffix in "abc"))
+    s.snapshot("deletion")
+
+
 OPERATORS: tuple[Operator, ...] = (
     _fastflow("fastflow", client="kubernetes 30.1.0 (and kubernetes_asyncio 30.3.1 for its own calls)"),
     _fastflow("fastflow-asyncio", client="kubernetes_asyncio 36.1.0 alone (its key getter is a coroutine)"),
@@ -314,5 +531,54 @@ OPERATORS: tuple[Operator, ...] = (
                   "its startup sets settings.posting.level = 'INFO', a name; Kopf 1.45.2 compares it with a "
                   "number at the first object's log line and stops the operator; ours takes it as logging "
                   "does (tests/engine/test_posting_level.py)"),
+    ),
+    Operator(
+        name="pass-operator", client="kubernetes 29.0.0, in-cluster: a service account's token (no kubeconfig)",
+        what="pass-operator 0.4.8: a PassSecret makes a Secret of entries decrypted (GnuPG) from a pass store "
+             "cloned from git; renaming it moves the Secret; deletion deletes it; its own CLI runs "
+             "kopf.operator() in a thread beside a git-pull loop; its own finalizer and progress-annotation "
+             "prefix; a sharp timer with initial_delay",
+        sdist="pass-operator==0.4.8",
+        crds=(),  # its PassSecret CRD is in its chart: crds/pass-operator.yaml
+        foreign_crds=("pass-operator.yaml",),
+        command=("{bin}/passoperator", "--log-stdout", "--log-level", "info"),
+        resources=("passsecrets.secrets.premiscale.com", "secrets"),
+        scenario=pass_scenario,
+        ready="Successfully cloned repo",
+        pod=True,
+        setup=pass_setup,
+    ),
+    Operator(
+        name="synator", client="kubernetes 37.0.2, in-cluster: a service account's token (no kubeconfig); "
+                               "its handlers use the client that Kopf's login configured",
+        what="synator (github.com/TheYkk/synator, 2021, vendored unchanged): Secrets and ConfigMaps annotated "
+             "synator/sync are copied into the namespaces they name, and into new ones; pods annotated "
+             "synator/reload are deleted when their Secret or ConfigMap changes; run as its image runs it "
+             "(`kopf run handlers.py`, neither -A nor -n: cluster-wide with Kopf's warning)",
+        sdist=None,
+        crds=(),
+        command=("{bin}/kopf", "run", "{source}/handlers.py"),
+        resources=("secrets", "configmaps", "pods"),
+        scenario=synator_scenario,
+        pod=True,
+        setup=synator_setup,
+        namespaces=("a", "b"),
+        unmarked=("namespaces",),
+    ),
+    Operator(
+        name="clustersecret", client="kubernetes 19.15.0, in-cluster: a service account's token (no kubeconfig)",
+        what="ClusterSecret (github.com/zakkg3/ClusterSecret, 2025, vendored unchanged): a cluster-scoped "
+             "ClusterSecret is copied as a Secret into the namespaces its patterns match, new ones too "
+             "(a namespace creation handler and an in-memory cache filled at startup); field handlers on its "
+             "data and patterns; its status patched by its own client; a deletion handler; run as its image "
+             "runs it (`kopf run --liveness=... -A`)",
+        sdist=None,
+        crds=("crds/clustersecret-crd.yaml",),
+        command=("{bin}/kopf", "run", "--liveness=http://0.0.0.0:8080/healthz", "-A", "{source}/src/handlers.py"),
+        resources=("clustersecrets.clustersecret.io", "secrets"),
+        scenario=clustersecret_scenario,
+        pod=True,
+        namespaces=("a", "b"),
+        unmarked=("namespaces",),
     ),
 )

@@ -10,6 +10,7 @@ import dataclasses
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import tempfile
@@ -50,12 +51,14 @@ class Recording:
 
 
 class Session:
-    """What a scenario may do: kubectl in the run's namespace, waiting, and snapshots."""
+    """What a scenario may do: kubectl in the run's namespaces, waiting, and snapshots."""
 
     def __init__(self, *, namespace: str, source: Path | None, resources: tuple[str, ...],
                  recording: Recording, log_path: Path, alias: Callable[[dict[str, Any]], str | None],
                  alive: Callable[[], bool] = lambda: True) -> None:
         self.namespace = namespace
+        # The run's namespaces: its own first, then the ones named after it (`<namespace>-a`).
+        self.namespaces = [namespace]
         self.alive = alive  # whether the operator's process still runs: no waiting for a dead one
         self.alias = alias
         self.aliases: dict[str, str] = {}  # generated names -> names that are the same in both runs
@@ -64,20 +67,28 @@ class Session:
         self.recording = recording
         self.log_path = log_path
 
-    def kubectl(self, *args: str, input: str | None = None, check: bool = True) -> str:
-        result = subprocess.run(["kubectl", "-n", self.namespace, *args], input=input,
+    def kubectl(self, *args: str, input: str | None = None, check: bool = True, namespace: str | None = None) -> str:
+        result = subprocess.run(["kubectl", "-n", namespace or self.namespace, *args], input=input,
                                 capture_output=True, text=True, check=False)
         if check and result.returncode != 0:
             raise AssertionError(f"kubectl {' '.join(args)} failed: {result.stderr.strip()}")
         return result.stdout
 
-    def apply(self, manifest: str | Path) -> None:
+    def apply(self, manifest: str | Path, namespace: str | None = None) -> None:
         text = manifest.read_text() if isinstance(manifest, Path) else manifest
-        self.kubectl("apply", "-f", "-", input=text)
+        self.kubectl("apply", "-f", "-", input=text, namespace=namespace)
 
-    def get(self, resource: str, name: str) -> dict[str, Any] | None:
-        output = self.kubectl("get", resource, name, "-o", "json", "--ignore-not-found")
+    def get(self, resource: str, name: str, namespace: str | None = None) -> dict[str, Any] | None:
+        output = self.kubectl("get", resource, name, "-o", "json", "--ignore-not-found", namespace=namespace)
         return json.loads(output) if output.strip() else None
+
+    def create_namespace(self, suffix: str) -> str:
+        """Another namespace of the run, `<namespace>-<suffix>`: snapshotted, audited and deleted
+        with the run's own."""
+        name = f"{self.namespace}-{suffix}"
+        fresh_namespace(name)
+        self.namespaces.append(name)
+        return name
 
     def wait(self, what: str, predicate: Callable[[], bool], timeout: float = 60.0) -> bool:
         """Wait until `predicate()` holds; a timeout is recorded (a difference), not raised."""
@@ -100,10 +111,24 @@ class Session:
     def logged(self, text: str) -> bool:
         return text in self.log_text()
 
+    def settled(self, text: str, least: int, quiet: float = 2.0) -> bool:
+        """Whether `text` is logged at least `least` times, and no more times within `quiet` seconds."""
+        count = self.log_text().count(text)
+        if count < least:
+            return False
+        time.sleep(quiet)
+        return self.log_text().count(text) == count
+
     def snapshot(self, step: str) -> None:
-        """The objects of the scenario's resources in the run's namespace, as they are now."""
-        items = {resource: json.loads(self.kubectl("get", resource, "-o", "json"))["items"]
-                 for resource in self.resources}
+        """The objects of the scenario's resources in the run's namespaces, as they are now:
+        keyed `resource/name` in its own, `resource/namespace/name` in the others."""
+        items: dict[str, list[dict[str, Any]]] = {}
+        for namespace in self.namespaces:
+            for resource in self.resources:
+                listed = json.loads(self.kubectl("get", resource, "-o", "json", namespace=namespace))["items"]
+                # Cluster-scoped objects (no namespace) are listed once, with the run's own.
+                items[resource if namespace == self.namespace else f"{resource}/{namespace}"] = [
+                    item for item in listed if item["metadata"].get("namespace", self.namespace) == namespace]
         for item in (item for listed in items.values() for item in listed):
             name = item["metadata"]["name"]
             if name in self.aliases:
@@ -116,7 +141,7 @@ class Session:
             # Uids differ in every run: named by their objects (they key maps, e.g. children).
             self.aliases[item["metadata"]["uid"]] = f"<uid of {alias or name}>"
         self.recording.snapshots[step] = {
-            f"{resource}/{self.aliased(item['metadata']['name'])}":
+            normalised_text(f"{resource}/{self.aliased(item['metadata']['name'])}", self.namespace):
                 normalised_object(json.loads(self.aliased(json.dumps(item))), self.namespace)
             for resource, listed in items.items() for item in listed}
 
@@ -184,8 +209,14 @@ def normalised_logs(text: str, namespace: str, venv: Path) -> collections.Counte
     return lines
 
 
+def of_run(namespace: str, name: str | None) -> bool:
+    """Whether a namespace is one of the run's: its own or one named after it."""
+    return name is not None and (name == namespace or name.startswith(f"{namespace}-"))
+
+
 def audit_writes(audit_log: Path, offset: int, namespace: str) -> collections.Counter[str]:
-    """The writes of the operator's process in the run's namespace: `client verb resource name`;
+    """The writes of the operator's process in the run's namespaces (and to those namespaces
+    themselves): `client verb resource name`;
     the client is `engine` for Kopf's or ours, else the user agent's product (its own client).
     A write the API refused is counted apart, with its code (e.g. a lost optimistic-lock race)."""
     writes: collections.Counter[str] = collections.Counter()
@@ -199,26 +230,33 @@ def audit_writes(audit_log: Path, offset: int, namespace: str) -> collections.Co
             continue
         ref = entry.get("objectRef", {})
         agent = entry.get("userAgent", "")
-        if ref.get("namespace") != namespace or entry.get("verb") not in WRITES or agent.startswith("kubectl"):
+        where = ref.get("name") if ref.get("resource") == "namespaces" else ref.get("namespace")
+        if not of_run(namespace, where) or entry.get("verb") not in WRITES or agent.startswith("kubectl"):
             continue
         client = "engine" if agent.startswith(("kopf/", "kopf-rs/")) else agent.split("/")[0] or "unknown"
         resource = ref.get("resource", "") + (f"/{ref['subresource']}" if ref.get("subresource") else "")
         code = entry.get("responseStatus", {}).get("code", 200)
         refused = f" (refused: {code})" if code >= 400 else ""
-        writes[normalised_text(f"{client} {entry['verb']} {resource} {ref.get('name', '')}".strip() + refused,
-                               namespace)] += 1
+        name = ref.get("name", "")
+        if ref.get("namespace") not in (None, namespace):
+            name = f"{ref['namespace']}/{name}"  # in another of the run's namespaces
+        writes[normalised_text(f"{client} {entry['verb']} {resource} {name}".strip() + refused, namespace)] += 1
     return writes
 
 
-def events(namespace: str) -> collections.Counter[str]:
+def events(namespaces: list[str]) -> collections.Counter[str]:
+    """The Events in the run's namespaces (the first is its own)."""
     found: collections.Counter[str] = collections.Counter()
-    result = subprocess.run(["kubectl", "-n", namespace, "get", "events", "-o", "json"],
-                            capture_output=True, text=True, check=True)
-    for item in json.loads(result.stdout)["items"]:
-        involved = item.get("involvedObject", {})
-        text = f"{involved.get('kind')}/{involved.get('name')} {item.get('type')} {item.get('reason')}: " \
-               f"{item.get('message', '')}"
-        found[normalised_text(text, namespace)] += item.get("count") or 1
+    namespace = namespaces[0]
+    for where in namespaces:
+        result = subprocess.run(["kubectl", "-n", where, "get", "events", "-o", "json"],
+                                capture_output=True, text=True, check=True)
+        for item in json.loads(result.stdout)["items"]:
+            involved = item.get("involvedObject", {})
+            place = "" if where == namespace else f"{where}: "
+            text = f"{place}{involved.get('kind')}/{involved.get('name')} {item.get('type')} {item.get('reason')}: " \
+                   f"{item.get('message', '')}"
+            found[normalised_text(text, namespace)] += item.get("count") or 1
     return found
 
 
@@ -238,6 +276,18 @@ def fresh_namespace(namespace: str) -> None:
     subprocess.run(["kubectl", "delete", "namespace", namespace, "--ignore-not-found", "--timeout=120s"],
                    capture_output=True, check=False)
     subprocess.run(["kubectl", "create", "namespace", namespace], capture_output=True, check=True)
+
+
+def unmark(resource: str) -> None:
+    """Kopf's annotations (its diff base, its progress) removed from every object of a
+    cluster-scoped resource."""
+    listed = json.loads(subprocess.run(["kubectl", "get", resource, "-o", "json"], capture_output=True, text=True,
+                                       check=True).stdout)["items"]
+    for item in listed:
+        marks = [key for key in item["metadata"].get("annotations", {}) if key.startswith("kopf.zalando.org/")]
+        if marks:
+            subprocess.run(["kubectl", "annotate", resource, item["metadata"]["name"], *(f"{key}-" for key in marks)],
+                           capture_output=True, check=False)
 
 
 IN_CLUSTER_ACCOUNT = "corpus-operator"  # in the namespace `default`, bound to cluster-admin
@@ -265,12 +315,19 @@ def record(*, engine: str, venv: Path, command: list[str], namespace: str, sourc
            resources: tuple[str, ...], scenario: Callable[[Session], None], ready: str,
            alias: Callable[[dict[str, Any]], str | None] = lambda item: None,
            peering: str | None = None, env: dict[str, str] | None = None,
-           stop_signal: signal.Signals = signal.SIGTERM, pod: bool = False) -> Recording:
+           stop_signal: signal.Signals = signal.SIGTERM, pod: bool = False,
+           setup: Callable[[str], dict[str, str]] | None = None, namespaces: tuple[str, ...] = (),
+           unmarked: tuple[str, ...] = ()) -> Recording:
     """Run the operator in its own process, its scenario against it, then stop it with a signal
     (SIGTERM as Kubernetes stops a pod, or SIGINT as Ctrl-C does). `pod`: as in a pod, with a
-    service account's token and no kubeconfig (`in_cluster`)."""
+    service account's token and no kubeconfig (`in_cluster`). `setup`: what the operator needs
+    around it before it starts (given the run's namespace): its environment variables.
+    `namespaces`: suffixes of more namespaces for the run, `<namespace>-<suffix>`, made before
+    it starts. `unmarked`: cluster-scoped resources whose objects lose Kopf's annotations after
+    the run (an operator that handles every namespace marks them all: the next run starts clean)."""
     recording = Recording(engine=engine, stop_signal=stop_signal.name)
-    fresh_namespace(namespace)
+    for name in (namespace, *(f"{namespace}-{suffix}" for suffix in namespaces)):
+        fresh_namespace(name)
     if peering:
         subprocess.run(["kubectl", "-n", namespace, "apply", "-f", "-"], check=True, capture_output=True, text=True,
                        input=json.dumps({"apiVersion": "kopf.dev/v1", "kind": "KopfPeering",
@@ -283,6 +340,8 @@ def record(*, engine: str, venv: Path, command: list[str], namespace: str, sourc
     process_env = {key: value for key, value in os.environ.items() if not key.startswith("KOPF_")}
     process_env.update({"PATH": f"{venv / 'bin'}:{os.environ['PATH']}", "PYTHONUNBUFFERED": "1",
                         "KUBECONFIG": os.environ["KUBECONFIG"], **(env or {})})
+    if setup is not None:
+        process_env.update(setup(namespace))
     if pod:
         argv, pod_env = in_cluster(workdir, namespace, argv)
         process_env.update(pod_env)
@@ -291,6 +350,7 @@ def record(*, engine: str, venv: Path, command: list[str], namespace: str, sourc
         process = subprocess.Popen(argv, cwd=workdir, stdout=log, stderr=subprocess.STDOUT, env=process_env)
         session = Session(namespace=namespace, source=source, resources=resources, recording=recording,
                           log_path=log_path, alias=alias, alive=lambda: process.poll() is None)
+        session.namespaces += [f"{namespace}-{suffix}" for suffix in namespaces]
         try:
             if session.wait("the operator is ready", lambda: session.logged(ready) or process.poll() is not None):
                 scenario(session)
@@ -308,6 +368,12 @@ def record(*, engine: str, venv: Path, command: list[str], namespace: str, sourc
     recording.logs = normalised_logs(session.aliased(recording.output), namespace, venv)
     recording.writes = collections.Counter({session.aliased(key): count for key, count in
                                             audit_writes(audit_log, offset, namespace).items()})
-    recording.events = collections.Counter({session.aliased(key): count for key, count in events(namespace).items()})
-    subprocess.run(["kubectl", "delete", "namespace", namespace, "--wait=false"], capture_output=True, check=False)
+    recording.events = collections.Counter({session.aliased(key): count for key, count in
+                                            events(session.namespaces).items()})
+    # An operator that handles objects everywhere would see this run's in the next one: gone first.
+    subprocess.run(["kubectl", "delete", "namespace", *session.namespaces, f"--wait={bool(unmarked)}".lower(),
+                    "--timeout=120s"], capture_output=True, check=False)
+    for resource in unmarked:
+        unmark(resource)
+    shutil.rmtree(workdir, ignore_errors=True)
     return recording
