@@ -39,4 +39,4 @@ mod binding;
 
 /// The system's allocator, with a region apart for the indices' long-lived values.
 #[global_allocator]
-static ALLOCATOR: util::apart::Allocator = util::apart::Allocator;
+static ALLOCATOR: region::Allocator = region::Allocator;

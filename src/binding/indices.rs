@@ -6,12 +6,12 @@ use super::calls::Calls;
 use crate::indices::datum::{Datum, Float, Opaque, Strings};
 use crate::indices::index::Index;
 use crate::indices::Indices;
-use crate::util::apart::apart;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{
     PyBool, PyBytes, PyDict, PyFloat, PyFrozenSet, PyInt, PyList, PySet, PyString, PyTuple,
 };
+use region::apart;
 use std::sync::{Arc, RwLock};
 
 /// `kopf._indices`: the table of opaque objects, and the views that bodies come back as.

@@ -13,10 +13,10 @@ use crate::object_log;
 use crate::state::bodies::CompactBody;
 use crate::state::patches::Patch;
 use crate::state::progression::format_time;
-use crate::util::apart::apart;
 use crate::util::logging::ObjectRef;
 use crate::util::tasks;
 use chrono::Utc;
+use region::apart;
 use serde_json::Value;
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -877,7 +877,7 @@ mod tests {
         finalized["metadata"]["finalizers"] = json!([finalizer]);
         let new = daemons.object("uid-a", &Arc::new(object("a", "1", json!({}))));
         let old = daemons.object("uid-b", &Arc::new(finalized));
-        let kept = |o: &ObjectDaemons| crate::util::apart::holds(o.body.lock().unwrap().text());
+        let kept = |o: &ObjectDaemons| region::holds(o.body.lock().unwrap().text());
         assert!(!kept(&new), "its finalizer's write brings the body to keep");
         assert!(kept(&old));
         new.refresh(

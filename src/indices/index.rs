@@ -3,9 +3,9 @@
 //! contributions costs what that object has, not what the index has.
 
 use crate::indices::datum::Datum;
-use crate::util::apart::apart;
 use crate::util::identity::ObjectId;
 use indexmap::IndexMap;
+use region::apart;
 use smallvec::SmallVec;
 use std::collections::HashMap;
 

@@ -7,8 +7,8 @@
 //! converts what a handler reads (`binding/bodies.rs`); a runner parses it back only to
 //! patch the object or for a log line about it, a few microseconds each time.
 
-use crate::util::apart::apart;
 use crate::util::logging::ObjectRef;
+use region::apart;
 use serde_json::Value;
 use std::sync::Arc;
 
@@ -74,11 +74,8 @@ mod tests {
         let body = json!({"metadata": {"name": "n"}, "spec": {"list": [1, 2], "text": "x"}});
         let kept = CompactBody::kept(&body);
         assert_eq!(kept.text(), CompactBody::of(&body).text());
-        assert!(
-            crate::util::apart::holds(kept.text()),
-            "no region on this system?"
-        );
-        assert!(!crate::util::apart::holds(CompactBody::of(&body).text()));
+        assert!(region::holds(kept.text()), "no region on this system?");
+        assert!(!region::holds(CompactBody::of(&body).text()));
     }
 
     #[test]

@@ -51,7 +51,6 @@ pub fn apart<R>(f: impl FnOnce() -> R) -> R {
 }
 
 /// Whether a value is in the region (for tests of what is kept apart).
-#[cfg(test)]
 pub fn holds<T: ?Sized>(value: &T) -> bool {
     REGION.contains(value as *const T as *const u8 as *mut u8)
 }
@@ -273,6 +272,10 @@ unsafe impl GlobalAlloc for Allocator {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    // The tests' own allocations go through it, as the engine's do (its crate root sets it).
+    #[global_allocator]
+    static ALLOCATOR: Allocator = Allocator;
 
     #[test]
     fn values_allocated_apart_are_in_the_region_and_others_are_not() {
