@@ -5,6 +5,8 @@
 //! The core is grouped by layer; a layer uses only the layers above it in this list
 //! (`tests/layering.py` checks it, and that no modules import each other in a cycle):
 //!
+//! - the crate `region` (`crates/region`, below them all): the process's allocator, with a
+//!   region apart for long-lived values;
 //! - `util`: JSON helpers, Python-exact encodings, error texts;
 //! - `state`: what is kept in the objects (progress, diff base, patches), as Kopf keeps it;
 //! - `settings`: the part of `kopf.OperatorSettings` the core acts on;

@@ -27,9 +27,11 @@ class OperatorProcess:
         self.log_path = cwd / f"operator-{time.monotonic_ns()}.log"
         self._log = open(self.log_path, "wb")
         kopf = kopf or Path(sys.executable).with_name("kopf")
+        # TMPDIR: the `kubernetes` client writes a kubeconfig's key and certificates into temporary
+        # files, removed at exit but not when a test kills the process: here, not left in /tmp.
         self.process = subprocess.Popen(
             [str(kopf), *args], cwd=cwd, stdout=self._log, stderr=subprocess.STDOUT,
-            env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
+            env={**os.environ, "PYTHONUNBUFFERED": "1", "TMPDIR": str(cwd), **(env or {})},
         )
 
     @property

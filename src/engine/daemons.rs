@@ -234,7 +234,7 @@ impl Daemons {
     }
 
     /// The object's daemons (created on first use, with this body as the live one). What
-    /// lives as long as the object's daemons is allocated `apart` (see `util::apart`).
+    /// lives as long as the object's daemons is allocated `apart` (see `region::apart`).
     pub fn object(&self, key: &str, body: &Arc<Value>) -> Arc<ObjectDaemons> {
         let mut objects = self.objects.lock().expect("not poisoned");
         if let Some(object) = objects.get(key) {

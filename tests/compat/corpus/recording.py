@@ -338,8 +338,10 @@ def record(*, engine: str, venv: Path, command: list[str], namespace: str, sourc
     log_path = workdir / "operator.log"
     argv = [part.format(bin=venv / "bin", namespace=namespace, source=source or "") for part in command]
     process_env = {key: value for key, value in os.environ.items() if not key.startswith("KOPF_")}
+    # TMPDIR: where the `kubernetes` client writes a kubeconfig's key and certificates; an operator
+    # killed after the grace period leaves them, removed with the run's folder.
     process_env.update({"PATH": f"{venv / 'bin'}:{os.environ['PATH']}", "PYTHONUNBUFFERED": "1",
-                        "KUBECONFIG": os.environ["KUBECONFIG"], **(env or {})})
+                        "KUBECONFIG": os.environ["KUBECONFIG"], "TMPDIR": str(workdir), **(env or {})})
     if setup is not None:
         process_env.update(setup(namespace))
     if pod:
