@@ -1,10 +1,13 @@
 //! The part of `kopf.OperatorSettings` the core acts on, filled in by the binding
-//! from the Python object at start-up (defaults are Kopf 1.45.2's).
+//! from the Python object at start-up (defaults are Kopf 1.45.2's). A key the core does
+//! not know is refused (`deny_unknown_fields`), never taken as its default; the Python
+//! side's mapping (`OperatorSettings.for_engine`) is checked against these structs by
+//! `tests/unit/test_settings_contract.py`, through `_engine.settings_as_read`.
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(default)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct Settings {
     pub watching: WatchingSettings,
     pub queueing: QueueingSettings,
@@ -20,8 +23,8 @@ pub struct Settings {
 }
 
 /// `kopf run --metrics [HOST:]PORT` / `settings.metrics.address` (not in Kopf; opt-in).
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(default)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct MetricsSettings {
     /// Where `/metrics` is served; none: no metrics are kept.
     pub address: Option<String>,
@@ -29,8 +32,8 @@ pub struct MetricsSettings {
 
 /// `kopf run --shards auto` / `settings.sharding` (not in Kopf; opt-in): the replicas split
 /// the objects among themselves; their Leases follow `leadership`'s timings and namespace.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(default)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct ShardingSettings {
     pub auto: bool,
     /// The replicas that share the objects: their Leases are labelled with it.
@@ -38,14 +41,14 @@ pub struct ShardingSettings {
 }
 
 /// Whether new and removed CRDs are noticed at runtime (else only those found at start).
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(default)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct ScanningSettings {
     pub disabled: bool,
 }
 
-#[derive(Debug, Clone, Deserialize)]
-#[serde(default)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct WatchingSettings {
     /// Asked of the server (`timeoutSeconds`); `None` lets the server choose.
     pub server_timeout: Option<f64>,
@@ -84,15 +87,15 @@ impl Default for WatchingSettings {
 }
 
 /// What a stream asks the server to filter: `labelSelector`, `fieldSelector`, `shardSelector`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
 pub struct ServerSelectors {
     pub label: Option<String>,
     pub field: Option<String>,
     pub shard: Option<String>,
 }
 
-#[derive(Debug, Clone, Deserialize)]
-#[serde(default)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct QueueingSettings {
     /// An object's worker ends after this long without events. It waits without a task,
     /// as data: with nothing to do, only the progression of its throttling is left to end.
@@ -130,8 +133,8 @@ impl Default for QueueingSettings {
     }
 }
 
-#[derive(Debug, Clone, Deserialize)]
-#[serde(default)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct PersistenceSettings {
     pub finalizer: String,
     pub progress_storage: crate::state::storages::ProgressSpec,
@@ -151,8 +154,8 @@ impl Default for PersistenceSettings {
     }
 }
 
-#[derive(Debug, Clone, Deserialize)]
-#[serde(default)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct PostingSettings {
     pub enabled: bool,
     pub reporting_component: String,
@@ -177,8 +180,8 @@ impl Default for PostingSettings {
     }
 }
 
-#[derive(Debug, Clone, Deserialize)]
-#[serde(default)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct NetworkingSettings {
     pub request_timeout: Option<f64>,
     pub connect_timeout: Option<f64>,
@@ -199,8 +202,8 @@ impl Default for NetworkingSettings {
 }
 
 /// Daemons and timers: how stopping ones are waited for.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(default)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct BackgroundSettings {
     /// How often a stopping daemon without a cancellation timeout is checked.
     pub cancellation_polling: f64,
@@ -235,8 +238,8 @@ impl BackgroundSettings {
 }
 
 /// `settings.peering` plus the operator's identity (`POD_ID`, or user@host/time/random).
-#[derive(Debug, Clone, Deserialize)]
-#[serde(default)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct PeeringSettings {
     pub name: String,
     pub priority: i64,
@@ -267,8 +270,8 @@ impl Default for PeeringSettings {
 }
 
 /// `settings.leadership`: no election without a lease name.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(default)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct LeadershipSettings {
     pub lease_name: Option<String>,
     /// Where the Lease lives (the binding fills in a default).

@@ -11,6 +11,10 @@ def check_cron(pattern: str, timezone: str | None = None) -> None:
 def parse_kubeconfig(text: str) -> Any:
     """A kubeconfig file's YAML as Python values (None if empty); a ValueError if it is not YAML."""
 
+def settings_as_read(json: str) -> str:
+    """The settings' JSON (``OperatorSettings.for_engine()``) as the core reads it, as JSON; a
+    ValueError naming a key that the core does not know."""
+
 @final
 class Operator:
     """The core of one operator run: ``run()`` once, ``stop()`` from anywhere."""

@@ -39,6 +39,7 @@ fn _engine(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(webhooks::describe_certificate, m)?)?;
     m.add_function(wrap_pyfunction!(check_cron, m)?)?;
     m.add_function(wrap_pyfunction!(parse_kubeconfig, m)?)?;
+    m.add_function(wrap_pyfunction!(settings_as_read, m)?)?;
     Ok(())
 }
 
@@ -59,4 +60,14 @@ fn parse_kubeconfig(py: Python<'_>, text: &str) -> PyResult<Py<PyAny>> {
         .detach(|| crate::client::kubeconfigs::parse(text))
         .map_err(pyo3::exceptions::PyValueError::new_err)?;
     Ok(values::to_python(py, &value)?.unbind())
+}
+
+/// The settings (`OperatorSettings.for_engine()`, as JSON) as the core reads them, as JSON:
+/// what reaches the core, for the contract's test; a `ValueError` naming a key it does not know.
+#[pyfunction]
+fn settings_as_read(json: &str) -> PyResult<String> {
+    let settings: crate::settings::Settings = serde_json::from_str(json)
+        .map_err(|e| pyo3::exceptions::PyValueError::new_err(format!("invalid settings: {e}")))?;
+    serde_json::to_string(&settings)
+        .map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))
 }

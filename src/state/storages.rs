@@ -9,12 +9,12 @@ use crate::state::progress::{
     AnnotationsProgressStorage, MultiProgressStorage, ProgressStorage, StatusProgressStorage,
 };
 use crate::util::dicts::FieldPath;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 
 /// A progress storage as `settings.persistence.progress_storage` describes it.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
 pub enum ProgressSpec {
     Annotations {
         prefix: String,
@@ -59,8 +59,8 @@ impl Default for ProgressSpec {
 }
 
 /// A diff-base storage as `settings.persistence.diffbase_storage` describes it.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
 pub enum DiffBaseSpec {
     Annotations {
         prefix: String,
