@@ -2,26 +2,28 @@
 //! Kubernetes objects, and a thin PyO3 layer (feature `python`) that connects
 //! it to the handlers written in Python. The core holds no Python types.
 //!
-//! The core is grouped by layer; a layer uses only the layers above it in this list
-//! (`tests/layering.py` checks it, and that no modules import each other in a cycle):
+//! # Floor plan
 //!
-//! - the crate `region` (`crates/region`, below them all): the process's allocator, with a
-//!   region apart for long-lived values;
-//! - `util`: JSON helpers, Python-exact encodings, error texts;
+//! The workspace's crates: `region` (`crates/region`), the process's allocator with a region
+//! apart for long-lived values, below everything; and this one, whose layers follow, from
+//! the bottom up. A layer may use only layers listed before it; each layer's own doc ends
+//! with the ones it uses (`Uses: ...`). `tests/layering.py` reads this list and those lines
+//! and checks them against the code (and that no modules import each other in a cycle).
+//! A new subsystem gets a folder of its own, listed here after the layers it uses.
+//!
+//! - `util`: JSON helpers, Python-exact encodings, error texts, the core's log lines and tasks;
+//! - `metrics`: the Prometheus figures, recorded into by the layers above when enabled;
 //! - `state`: what is kept in the objects (progress, diff base, patches), as Kopf keeps it;
 //! - `settings`: the part of `kopf.OperatorSettings` the core acts on;
 //! - `client`: the API client, discovery, watch-streams, patching, Events;
-//! - `ha`: the pause, and Kopf's peering and Lease election that switch it;
+//! - `ha`: the pause, and Kopf's peering, Lease election and sharding that switch it;
 //! - `indices`: the in-memory indices (`@kopf.index`) and the gate of their readiness;
 //! - `engine`: per-object queues, causes and handlers, daemons and timers;
-//! - `webhooks`, `listening`: admission webhooks; Skafos' listener API (streams, ConfigMap
-//!   election, health port);
+//! - `webhooks`: admission webhooks;
+//! - `listening`: Skafos' listener API (streams, ConfigMap election, health port);
 //! - `probing`: the liveness endpoint;
 //! - `running`: the operator as a whole, from discovery to the dispatchers;
 //! - `binding` (feature `python`): the only code that touches Python.
-//!
-//! A new subsystem (admission webhooks, indices, metrics) gets a folder of its own,
-//! between `engine` and `running`.
 
 pub mod client;
 pub mod engine;

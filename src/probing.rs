@@ -1,5 +1,7 @@
 //! The liveness endpoint (`--liveness http://host:port/path`): answers GET with the
 //! results of the `@kopf.on.probe` handlers as JSON, re-run at most every 10 seconds.
+//!
+//! Uses: `util`, `engine`.
 
 use crate::engine::hooks::Hooks;
 use crate::util::endpoints;

@@ -1,5 +1,7 @@
 //! The operator as a whole: resolve the handlers' resources through discovery,
 //! then one watcher and one dispatcher per resource and namespace, until told to stop.
+//!
+//! Uses: every layer before it.
 
 use crate::client::applying::ApiPatcher;
 use crate::client::credentials::Credentials;

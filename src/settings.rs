@@ -3,6 +3,8 @@
 //! not know is refused (`deny_unknown_fields`), never taken as its default; the Python
 //! side's mapping (`OperatorSettings.for_engine`) is checked against these structs by
 //! `tests/unit/test_settings_contract.py`, through `_engine.settings_as_read`.
+//!
+//! Uses: `state` (the storages' specs).
 
 use serde::{Deserialize, Serialize};
 

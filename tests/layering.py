@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Fails on an import cycle in the Rust core (`src/`) or in the Python package (`python/kopf`),
-and on a Rust module that uses a layer above its own.
+on a Rust module that uses a layer above its own in the floor plan (src/lib.rs), and on a
+layer whose doc's `Uses:` line does not say what its modules use.
 
 Rust: every `crate::...` path (in `use` lines, grouped ones included, and inline in code) and
 `super::...` path is resolved to the module file it names; a module is a node, and a file's
@@ -18,24 +19,71 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 
-# The core's layers, bottom-up: a module may use its own layer and those below it.
-# Top-level files are layers of their own (`settings` is low: every layer reads it).
-LAYERS: list[tuple[str, ...]] = [
-    ("util",),
-    ("metrics",),  # recorded into from every layer above
-    ("state",),
-    ("settings",),
-    ("client",),
-    ("ha",),
-    ("indices",),
-    ("engine",),
-    ("webhooks",),
-    ("listening",),
-    ("probing",),
-    ("running",),
-    ("binding",),
-]
+# The core's floor plan is kept in one place, src/lib.rs's doc (`# Floor plan`: one line per
+# layer, bottom-up); each layer's own doc ends with what it uses (`Uses: ...`). Both are read
+# here and checked against the code.
+PLAN = ROOT / "src" / "lib.rs"
 ROOT_MODULES = {"lib"}  # the crate root declares every layer; it uses none of them
+
+
+def floor_plan(lib: Path = PLAN) -> list[str]:
+    """The layers, bottom-up, as the floor plan in src/lib.rs lists them."""
+    _, _, plan = lib.read_text().partition("//! # Floor plan")
+    layers = re.findall(r"^//! - `(\w+)`", plan, re.M)
+    if not layers:
+        raise SystemExit(f"{lib}: no floor plan (`//! # Floor plan` and a `//! - `layer`` line per layer)")
+    return layers
+
+
+LAYERS: list[tuple[str, ...]] = [(name,) for name in floor_plan()]
+
+
+def layer_file(src: Path, layer: str) -> Path:
+    folder = src / layer / "mod.rs"
+    return folder if folder.exists() else src / f"{layer}.rs"
+
+
+def declared_uses(path: Path, before: list[str]) -> set[str] | None:
+    """The layers that a layer's doc says it uses (`//! Uses: `a`, `b`.`, `nothing`, or
+    `every layer before it`); None if it does not say."""
+    head = "\n".join(line for line in path.read_text().splitlines() if line.startswith("//!"))
+    match = re.search(r"^//! Uses: (.*)$", head, re.M)
+    if match is None:
+        return None
+    if match[1].startswith("every layer before it"):
+        return set(before)
+    return set(re.findall(r"`(\w+)`", match[1]))
+
+
+def readme_problems(readme: Path = ROOT / "README.md") -> Iterable[str]:
+    """The README's table of layers ("Where things happen") in the floor plan's order."""
+    _, _, section = readme.read_text().partition("## Where things happen")
+    section = section.split("\n## ", 1)[0]
+    listed = re.findall(r"^\| `(\w+)(?:/|\.rs)` \|", section, re.M)
+    planned = [name for names in LAYERS for name in names]
+    if listed != planned:
+        yield f"README.md's table of layers lists {listed}, the floor plan (src/lib.rs) {planned}"
+
+
+def declaration_problems(src: Path, graph: dict[str, set[str]]) -> Iterable[str]:
+    """Each layer's `Uses:` line against the floor plan and against the code."""
+    names = [name for names in LAYERS for name in names]
+    for number, layer in enumerate(names):
+        before = names[:number]
+        path = layer_file(src, layer)
+        if not path.exists():
+            yield f"{layer}: in the floor plan (src/lib.rs), but there is no src/{layer}/ or src/{layer}.rs"
+            continue
+        declared = declared_uses(path, before)
+        if declared is None:
+            yield f"{path.relative_to(ROOT)}: its doc does not end with what it uses (`//! Uses: ...`)"
+            continue
+        for other in sorted(declared - set(before)):
+            yield f"{path.relative_to(ROOT)}: says it uses `{other}`, which is not before it in the floor plan"
+        used = {other.split("::")[0] for module, uses in graph.items() if module.split("::")[0] == layer
+                for other in uses} - {layer}
+        for other in sorted(used - declared):
+            yield f"{path.relative_to(ROOT)}: its layer uses `{other}`, which its `Uses:` line does not name"
 
 
 def rust_modules(src: Path) -> dict[str, Path]:
@@ -184,7 +232,7 @@ def layer_violations(graph: dict[str, set[str]]) -> Iterable[str]:
             continue
         own = layer_of(module)
         if own is None:
-            yield f"{module}: in no layer (add its folder to LAYERS in tests/layering.py)"
+            yield f"{module}: in no layer (add it to the floor plan in src/lib.rs)"
             continue
         for other in sorted(used):
             theirs = layer_of(other)
@@ -201,6 +249,8 @@ def main() -> int:
     # back to `kopf` itself would close a cycle, which is reported.
     problems = [f"Rust import cycle: {' <-> '.join(c)}" for c in cycles(rust_graph)]
     problems += [f"Rust layering: {v}" for v in layer_violations(rust_graph)]
+    problems += [f"Rust floor plan: {v}" for v in declaration_problems(ROOT / "src", rust_graph)]
+    problems += [f"Rust floor plan: {v}" for v in readme_problems()]
     problems += [f"Python import cycle: {' <-> '.join(c)}" for c in cycles(python_graph)]
     if "-v" in sys.argv[1:]:
         for number, names in enumerate(LAYERS):

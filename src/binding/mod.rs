@@ -1,6 +1,8 @@
 //! The thin PyO3 layer: the only code that touches Python. It converts at the
 //! edge (JSON values <-> Python objects) and schedules Python coroutines on the
 //! operator's asyncio loop; everything else happens in the core.
+//!
+//! Uses: every layer before it.
 
 mod bodies;
 mod calls;

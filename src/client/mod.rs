@@ -1,7 +1,8 @@
-//! Layer 3, the API client: the connection from the login handlers' credentials
+//! The API client: the connection from the login handlers' credentials
 //! (renewed on 401), discovery of resources and the names handlers use, namespace
 //! patterns, watch-streams (over our own HTTP stack, `transport`), patching objects, posting Kubernetes Events.
-//! Uses `util`, `state` (patches) and `settings`.
+//!
+//! Uses: `util`, `metrics`, `state`, `settings`.
 
 pub mod applying;
 pub mod authorization;

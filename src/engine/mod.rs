@@ -1,9 +1,10 @@
-//! Layer 6, the engine: from a watch event to the handlers and back to the object.
+//! The engine: from a watch event to the handlers and back to the object.
 //! `queueing` routes each object's events to its worker; `processing` finds the cause
 //! and the handlers to call (`handlers` describes them and their filters); `hooks` is
 //! how the core calls Python; `daemons` runs daemons and timers per object (`slack`:
 //! when their intervals end); `context` is what they share per resource and per object.
-//! Uses every layer below.
+//!
+//! Uses: every layer before it.
 
 pub mod context;
 pub mod daemons;

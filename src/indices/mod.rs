@@ -1,7 +1,9 @@
-//! Layer 5, in-memory indices (`@kopf.index`): the operator's indices by id, their keys and
+//! In-memory indices (`@kopf.index`): the operator's indices by id, their keys and
 //! values kept here (converted to Python only when a handler reads them), and the gate that
 //! holds the handlers back until every indexed resource's initial listing is indexed.
-//! Uses only `util`. The engine fills them (`engine::indexing`); the binding reads them.
+//! The engine fills them (`engine::indexing`); the binding reads them.
+//!
+//! Uses: `util`.
 
 pub mod datum;
 pub mod index;

@@ -1,9 +1,10 @@
-//! Layer 8, Skafos' listener API on the core (what `skafos.stream_watch.StreamWatch` runs
+//! Skafos' listener API on the core (what `skafos.stream_watch.StreamWatch` runs
 //! on): one resource's events as Skafos' listeners get them, each change once (`events`),
 //! numbered and acknowledged by the listeners (`progress`), delivered only while leading
 //! (`election`, a ConfigMap lock), with a health port (`health`). The listeners run in
-//! Python threads; the binding hands them the deliveries. Uses `util`, `settings`,
-//! `client` and `ha`.
+//! Python threads; the binding hands them the deliveries.
+//!
+//! Uses: `util`, `settings`, `client`, `ha`.
 
 pub mod election;
 pub mod events;

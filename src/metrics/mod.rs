@@ -4,6 +4,8 @@
 //! recording point asks `get()` first, so an operator without metrics pays one atomic load.
 //!
 //! Labels are bounded: resources, handler ids, kinds, verbs and codes — never object names.
+//!
+//! Uses: `util`.
 
 pub mod serving;
 

@@ -1,10 +1,12 @@
-//! Layer 1, state: what the engine keeps in the objects themselves, byte for byte as
+//! State: what the engine keeps in the objects themselves, byte for byte as
 //! Kopf 1.45.2 keeps it — patches (`patches`), annotation keys (`conventions`), the
 //! handlers' progress records (`progress`, `progression`), the diff base and essences
 //! (`diffbase`, `diffs`), and the storages built from the settings (`storages`); and
-//! what it keeps of an object's body between events (`bodies`).
-//! Uses only `util`. Here: what every storage shares, the error of a storage that
-//! cannot read or write, and the forms in which Kopf keeps values in objects.
+//! what it keeps of an object's body between events (`bodies`). Here: what every storage
+//! shares, the error of a storage that cannot read or write, and the forms in which Kopf
+//! keeps values in objects.
+//!
+//! Uses: `util`.
 
 pub mod bodies;
 pub mod conventions;

@@ -1,7 +1,9 @@
-//! Layer 0, utilities: when a thread pool wakes a thread (`crew`), JSON paths and merges (`dicts`),
+//! Utilities: when a thread pool wakes a thread (`crew`), JSON paths and merges (`dicts`),
 //! Python-exact JSON and reprs (`encoding`), error texts with their causes (`errors`), plain
 //! HTTP endpoints (`endpoints`), objects' compact identities (`identity`), the core's log
-//! lines (`logging`), and its tasks (`tasks`). Uses no other layer.
+//! lines (`logging`), and its tasks (`tasks`).
+//!
+//! Uses: nothing.
 
 pub mod crew;
 pub mod dicts;

@@ -1,6 +1,8 @@
-//! Layer 7, admission webhooks (`@kopf.on.validate`, `@kopf.on.mutate`): the reviews as the
+//! Admission webhooks (`@kopf.on.validate`, `@kopf.on.mutate`): the reviews as the
 //! apiserver sends them and the responses, the server's certificate and TLS, the HTTPS
-//! server, and the managed webhook configurations. Uses `util`, `client` and `engine`.
+//! server, and the managed webhook configurations.
+//!
+//! Uses: `util`, `state`, `client`, `engine`.
 
 pub mod admitting;
 pub mod certificates;
