@@ -32,12 +32,6 @@ logger = logging.getLogger('kopf._core.reactor.running')
 Flag = asyncio.Future | asyncio.Event | concurrent.futures.Future | threading.Event  # type: ignore[type-arg]
 
 
-def _flag_is_set(flag: Flag) -> bool:
-    if isinstance(flag, asyncio.Future | concurrent.futures.Future):
-        return flag.done()
-    return flag.is_set()
-
-
 async def _wait_flag(flag: Flag) -> Any:
     if isinstance(flag, asyncio.Future):
         return await asyncio.shield(flag)

@@ -145,11 +145,14 @@ pub struct Judgement<'a> {
     pub same: Vec<&'a Peer>,
 }
 
+#[cfg(test)]
 impl Judgement<'_> {
-    pub fn must_pause(&self) -> bool {
+    fn must_pause(&self) -> bool {
         !self.higher.is_empty() || !self.same.is_empty()
     }
+}
 
+impl Judgement<'_> {
     /// When the first of the blocking peers expires (the verdict may change then).
     pub fn next_deadline(&self) -> Option<DateTime<Utc>> {
         (self.higher.iter().chain(&self.same))
