@@ -1,6 +1,6 @@
-//! The API client, built from the credentials the login handlers found
-//! (Kopf's `ConnectionInfo`): a server, its CA, and a token, a client
-//! certificate, or a username and password.
+//! One connection's making: a `Transport` (TLS, authorization, proxy) from what a
+//! login handler returned (Kopf's `ConnectionInfo`: a server, its CA, and a token, a client
+//! certificate, or a username and password). Renewing it is `credentials`' part.
 
 use crate::client::authorization::{Authorization, AuthorizationError};
 use crate::client::tls::{self, TlsError};

@@ -1,4 +1,4 @@
-//! The API client and the credentials behind it. When the server answers 401
+//! The API client that requests go through, and its renewal: when the server answers 401
 //! (an expired token, a rotated certificate), or the credentials have passed their
 //! expiration, the login handlers are asked again — once, however many requests
 //! failed at the same time — and a new client replaces the old one for every request
