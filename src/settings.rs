@@ -2,7 +2,7 @@
 //! from the Python object at start-up (defaults are Kopf 1.45.2's). A key the core does
 //! not know is refused (`deny_unknown_fields`), never taken as its default; the Python
 //! side's mapping (`OperatorSettings.for_engine`) is checked against these structs by
-//! `tests/unit/test_settings_contract.py`, through `_engine.settings_as_read`.
+//! `tests/compat/test_public_surface.py`, through `_engine.settings_as_read`.
 //!
 //! Uses: `state` (the storages' specs).
 

@@ -10,6 +10,7 @@ import ast
 import collections
 import dataclasses
 import inspect
+import json
 import re
 import time
 from pathlib import Path
@@ -19,7 +20,7 @@ import click
 import kopf
 import kopf.on
 import pytest
-from kopf import cli
+from kopf import _engine, cli
 from kopf._errors import UnsupportedError
 from kopf._references import Selector
 from kopf._selectors import SelectorMapping
@@ -170,12 +171,25 @@ def test_every_settings_field_acts_or_is_refused(kopf_source: Path) -> None:
                         if field == "progress_storage" else kopf.StatusDiffBaseStorage())
             else:
                 setattr(section, field, different(getattr(section, field)))
-            outcomes[name] = "acts" if settings.for_engine() != before else "IGNORED"
+            given = settings.for_engine()
+            outcomes[name] = "acts" if given != before else "IGNORED"
+            # And the core reads the value as given (src/settings.rs; `identity`: added at run).
+            read = json.loads(_engine.settings_as_read(json.dumps(given)))
+            read["peering"].pop("identity")
+            assert read == given, f"settings.{name}: the core does not read what it is given"
     counts = collections.Counter(outcomes.values())
     print(f"\nsettings: {counts['acts']} act, {counts['refused']} refused clearly, "
           f"{counts['IGNORED']} accepted and ignored (of {len(outcomes)})")
     assert [name for name, outcome in outcomes.items() if outcome == "IGNORED"] == []
     assert set(PYTHON_SIDE) <= set(outcomes) | {"queueing.batch_window"}
+
+
+def test_a_settings_key_the_core_does_not_know_is_refused() -> None:
+    """Never taken as its default: a misspelt key in the settings' mapping fails at start-up."""
+    given = kopf.OperatorSettings().for_engine()
+    given["watching"]["inactivity_timout"] = 1
+    with pytest.raises(ValueError, match="unknown field `inactivity_timout`"):
+        _engine.settings_as_read(json.dumps(given))
 
 
 def test_every_cli_option(kopf_source: Path) -> None:
