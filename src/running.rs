@@ -314,104 +314,17 @@ pub async fn run(
         &persistence.diffbase_storage,
         hooks.custom_storages(),
     )?;
-    let liveness = match &spec.liveness_endpoint {
-        Some(endpoint) => Some(crate::probing::serve(endpoint, hooks.clone()).await?),
-        None => None,
-    };
-    let metrics = match &spec.settings.metrics.address {
-        Some(address) => Some(crate::metrics::serving::serve(address).await?),
-        None => None,
-    };
+    let endpoints = Endpoints::start(&spec, &hooks).await?;
     let groups = spec.api_groups();
     let resources = discover(&credentials, server, groups.as_ref()).await?;
     let settings = Arc::new(spec.settings.clone());
     let targets = peering_targets(&credentials, &spec, &resources).await?;
-    let lease = &settings.leadership;
-    let auto = settings.sharding.auto;
-    if let (true, Some(problem)) = (lease.lease_name.is_some() || auto, lease.problem()) {
-        return Err(problem.into());
-    }
-    let lease_namespace = (lease.lease_namespace.clone()).unwrap_or_else(|| "default".into());
-    let mut lease_name = lease.lease_name.clone();
-    let mut shard_channel = None;
-    if auto {
-        if lease_name.is_some() {
-            return Err(RunError::Sharding("a replica serves either its shard (--shards auto) or everything as the leader (--lease NAME), not both".into()));
-        }
-        let supported = sharding::supported(&credentials, &lease_namespace)
-            .await
-            .map_err(|error| {
-                RunError::Sharding(format!(
-                    "the shards' leases in the namespace {lease_namespace:?} cannot be listed: {}",
-                    errors::chain(&error)
-                ))
-            })?;
-        if supported {
-            shard_channel = Some(watch::channel(None));
-        } else {
-            let name = format!("{}-leader", settings.sharding.group);
-            tracing::warn!(target: ENGINE,
-                "The API server does not filter lists and watches by shards (it needs Kubernetes 1.36+ with the ShardedListAndWatch feature gate): instead of sharing the objects, the replicas elect one leader by the lease '{lease_namespace}/{name}'; the others wait."
-            );
-            lease_name = Some(name);
-        }
-    }
-    let electing = lease_name.is_some() || shard_channel.is_some();
-    let pause = Pause::new(targets.len() + usize::from(electing));
-    let mut peerings = JoinSet::new();
-    if let Some(name) = &lease_name {
-        let lock = LeaseLock {
-            name: name.clone(),
-            namespace: lease_namespace.clone(),
-            duration: lease.lease_duration,
-        };
-        let leadership = Leadership {
-            credentials: credentials.clone(),
-            settings: lease.clone(),
-            lock: Arc::new(lock),
-            identity: settings.peering.identity.clone(),
-            pause: pause.clone(),
-            voter: targets.len(),
-        };
-        tasks::spawn_in(&mut peerings, leadership.run(stop.clone()));
-    }
-    let shards = shard_channel.map(|(range, shards)| {
-        let members = Sharding {
-            credentials: credentials.clone(),
-            settings: lease.clone(),
-            group: settings.sharding.group.clone(),
-            identity: settings.peering.identity.clone(),
-            pause: pause.clone(),
-            voter: targets.len(),
-            range,
-        };
-        tasks::spawn_in(&mut peerings, members.run(stop.clone()));
-        shards
-    });
-    for (voter, target) in targets.into_iter().enumerate() {
-        let peering = Peering {
-            credentials: credentials.clone(),
-            target,
-            settings: settings.peering.clone(),
-            watching: settings.watching.clone(),
-            pause: pause.clone(),
-            voter,
-        };
-        tasks::spawn_in(&mut peerings, peering.run(stop.clone()));
-    }
-    let mut paused = pause.subscribe();
+    let mut ha = Ha::start(&credentials, &settings, targets, &stop).await?;
+    let mut paused = ha.pause.subscribe();
     if let Some(metrics) = crate::metrics::get() {
         metrics.set_paused(*paused.borrow());
     }
-    let poster = Poster {
-        credentials: credentials.clone(),
-        component: settings.posting.reporting_component.clone(),
-        instance: settings.posting.reporting_instance.clone(),
-        name_prefix: settings.posting.event_name_prefix.clone(),
-        worker_limit: settings.posting.worker_limit,
-        idle_timeout: settings.posting.idle_timeout,
-    };
-    let poster = tasks::spawn(poster.run(events));
+    let poster = start_posting(&credentials, &settings, events);
     let limiter = settings
         .queueing
         .worker_limit
@@ -426,57 +339,16 @@ pub async fn run(
         limiter,
         patterns: spec.namespaces.clone(),
         paused: paused.clone(),
-        pause: pause.clone(),
-        shards,
+        pause: ha.pause.clone(),
+        shards: ha.shards.take(),
         daemons: Vec::new(),
         watchers: BTreeMap::new(),
         dispatchers: JoinSet::new(),
     };
     serving.update(plan(&spec, &resources, hooks.as_ref(), true).await);
-    let mut managing = None;
-    if let Some(admission) = &admission {
-        admission.serve(webhook_resources(&spec, &resources, hooks.as_ref()).await);
-        if let Some(name) = &spec.admission_managed {
-            let task = managing::manage(
-                credentials.clone(),
-                admission.clone(),
-                name.clone(),
-                stop.clone(),
-            );
-            managing = Some(tasks::spawn(task));
-        }
-    }
-
-    // New CRDs (or removed ones) change what can be served: rescan on their events.
-    let (crd_tx, mut crd_rx) = mpsc::channel::<RawEvent>(64);
+    let managing = serve_webhooks(&credentials, &spec, &resources, &hooks, &admission, &stop).await;
+    let (crd_watcher, mut crd_rx) = watch_crds(&credentials, &resources, &settings);
     let mut crd_versions = CrdVersions::default();
-    let crds = resources
-        .iter()
-        .find(|r| {
-            r.group == "apiextensions.k8s.io"
-                && r.plural == "customresourcedefinitions"
-                && r.preferred
-        })
-        .cloned();
-    // Without scanning (or the rights to it), only the resources found at start are served.
-    let crds = crds.filter(|_| !settings.scanning.disabled);
-    let crd_watcher = crds.map(|crds| {
-        let watcher = Watcher {
-            credentials: credentials.clone(),
-            resource: Arc::new(crds),
-            namespace: None,
-            settings: settings.watching.clone(),
-            paused: None,
-            resume_from: None,
-            health: None,
-            shards: None,
-        };
-        tasks::spawn(async move {
-            if watcher.run_if_permitted(crd_tx).await.is_err() {
-                tracing::warn!(target: ENGINE, "Not enough permissions to watch for resources: changes (creation/deletion/updates) will not be noticed; the resources are only refreshed on operator restarts.");
-            }
-        })
-    });
     ready();
 
     loop {
@@ -525,15 +397,233 @@ pub async fn run(
     // Stopping the watchers ends the streams; the dispatchers then let their workers
     // finish the current cycles (within the exit timeout) and exit by themselves.
     serving.stop().await;
-    // The peerings withdraw our records (the election releases the lease) on the stop
-    // signal: let them finish that.
-    let withdrawn = async { while peerings.join_next().await.is_some() {} };
-    let _ = tokio::time::timeout(std::time::Duration::from_secs(10), withdrawn).await;
+    ha.withdraw().await;
     poster.abort();
-    for endpoint in [liveness, metrics].into_iter().flatten() {
-        endpoint.abort();
-    }
+    endpoints.stop();
     Ok(())
+}
+
+/// The operator's own HTTP endpoints: the liveness probe (`--liveness`) and the metrics
+/// (`--metrics`), if asked for.
+struct Endpoints(Vec<tokio::task::JoinHandle<()>>);
+
+impl Endpoints {
+    async fn start(spec: &OperatorSpec, hooks: &Arc<dyn Hooks>) -> Result<Self, RunError> {
+        let mut served = Vec::new();
+        if let Some(endpoint) = &spec.liveness_endpoint {
+            served.push(crate::probing::serve(endpoint, hooks.clone()).await?);
+        }
+        if let Some(address) = &spec.settings.metrics.address {
+            served.push(crate::metrics::serving::serve(address).await?);
+        }
+        Ok(Endpoints(served))
+    }
+
+    fn stop(self) {
+        self.0.iter().for_each(tokio::task::JoinHandle::abort);
+    }
+}
+
+/// High availability as the settings ask for it: Kopf's peering with the targets found, a
+/// Lease election (`--lease`), or automatic sharding (`--shards auto`). They all vote on one
+/// pause; sharding also says which range of the objects this replica serves.
+struct Ha {
+    pause: Arc<Pause>,
+    /// The voters' tasks: on the stop signal they withdraw (records, leases) and end.
+    voters: JoinSet<()>,
+    shards: Option<watch::Receiver<Option<String>>>,
+}
+
+impl Ha {
+    async fn start(
+        credentials: &Arc<Credentials>,
+        settings: &Arc<Settings>,
+        targets: Vec<Target>,
+        stop: &watch::Receiver<bool>,
+    ) -> Result<Self, RunError> {
+        let lease = &settings.leadership;
+        let (lease_name, shard_channel) = Self::election(credentials, settings).await?;
+        let electing = lease_name.is_some() || shard_channel.is_some();
+        let pause = Pause::new(targets.len() + usize::from(electing));
+        let mut voters = JoinSet::new();
+        if let Some(name) = lease_name {
+            let lock = LeaseLock {
+                name,
+                namespace: Self::lease_namespace(settings),
+                duration: lease.lease_duration,
+            };
+            let leadership = Leadership {
+                credentials: credentials.clone(),
+                settings: lease.clone(),
+                lock: Arc::new(lock),
+                identity: settings.peering.identity.clone(),
+                pause: pause.clone(),
+                voter: targets.len(),
+            };
+            tasks::spawn_in(&mut voters, leadership.run(stop.clone()));
+        }
+        let shards = shard_channel.map(|(range, shards)| {
+            let members = Sharding {
+                credentials: credentials.clone(),
+                settings: lease.clone(),
+                group: settings.sharding.group.clone(),
+                identity: settings.peering.identity.clone(),
+                pause: pause.clone(),
+                voter: targets.len(),
+                range,
+            };
+            tasks::spawn_in(&mut voters, members.run(stop.clone()));
+            shards
+        });
+        for (voter, target) in targets.into_iter().enumerate() {
+            let peering = Peering {
+                credentials: credentials.clone(),
+                target,
+                settings: settings.peering.clone(),
+                watching: settings.watching.clone(),
+                pause: pause.clone(),
+                voter,
+            };
+            tasks::spawn_in(&mut voters, peering.run(stop.clone()));
+        }
+        Ok(Ha {
+            pause,
+            voters,
+            shards,
+        })
+    }
+
+    fn lease_namespace(settings: &Settings) -> String {
+        (settings.leadership.lease_namespace.clone()).unwrap_or_else(|| "default".into())
+    }
+
+    /// The Lease to elect a leader by, or the shards' channel: `--shards auto` falls back to
+    /// a leader's Lease where the API server cannot filter by shards.
+    async fn election(
+        credentials: &Arc<Credentials>,
+        settings: &Settings,
+    ) -> Result<(Option<String>, Option<ShardChannel>), RunError> {
+        let lease = &settings.leadership;
+        let auto = settings.sharding.auto;
+        if let (true, Some(problem)) = (lease.lease_name.is_some() || auto, lease.problem()) {
+            return Err(problem.into());
+        }
+        if !auto {
+            return Ok((lease.lease_name.clone(), None));
+        }
+        if lease.lease_name.is_some() {
+            return Err(RunError::Sharding("a replica serves either its shard (--shards auto) or everything as the leader (--lease NAME), not both".into()));
+        }
+        let lease_namespace = Self::lease_namespace(settings);
+        let supported = sharding::supported(credentials, &lease_namespace)
+            .await
+            .map_err(|error| {
+                RunError::Sharding(format!(
+                    "the shards' leases in the namespace {lease_namespace:?} cannot be listed: {}",
+                    errors::chain(&error)
+                ))
+            })?;
+        if supported {
+            return Ok((None, Some(watch::channel(None))));
+        }
+        let name = format!("{}-leader", settings.sharding.group);
+        tracing::warn!(target: ENGINE,
+            "The API server does not filter lists and watches by shards (it needs Kubernetes 1.36+ with the ShardedListAndWatch feature gate): instead of sharing the objects, the replicas elect one leader by the lease '{lease_namespace}/{name}'; the others wait."
+        );
+        Ok((Some(name), None))
+    }
+
+    /// The peerings withdraw our records (the election releases the lease) on the stop
+    /// signal: let them finish that.
+    async fn withdraw(mut self) {
+        let withdrawn = async { while self.voters.join_next().await.is_some() {} };
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(10), withdrawn).await;
+    }
+}
+
+/// The range this replica serves, as sharding decides it (sender) and the watchers follow it.
+type ShardChannel = (
+    watch::Sender<Option<String>>,
+    watch::Receiver<Option<String>>,
+);
+
+/// Kubernetes Events (`kopf.event()` & co., and log lines posted as Events), posted apart.
+fn start_posting(
+    credentials: &Arc<Credentials>,
+    settings: &Settings,
+    events: mpsc::UnboundedReceiver<K8sEvent>,
+) -> tokio::task::JoinHandle<()> {
+    let poster = Poster {
+        credentials: credentials.clone(),
+        component: settings.posting.reporting_component.clone(),
+        instance: settings.posting.reporting_instance.clone(),
+        name_prefix: settings.posting.event_name_prefix.clone(),
+        worker_limit: settings.posting.worker_limit,
+        idle_timeout: settings.posting.idle_timeout,
+    };
+    tasks::spawn(poster.run(events))
+}
+
+/// The admission webhooks' resources served, and the managed webhook configurations kept
+/// (`settings.admission.managed`): that task, to await on exit.
+async fn serve_webhooks(
+    credentials: &Arc<Credentials>,
+    spec: &OperatorSpec,
+    resources: &[Resource],
+    hooks: &Arc<dyn Hooks>,
+    admission: &Option<Arc<Admission>>,
+    stop: &watch::Receiver<bool>,
+) -> Option<tokio::task::JoinHandle<()>> {
+    let admission = admission.as_ref()?;
+    admission.serve(webhook_resources(spec, resources, hooks.as_ref()).await);
+    let name = spec.admission_managed.as_ref()?;
+    let task = managing::manage(
+        credentials.clone(),
+        admission.clone(),
+        name.clone(),
+        stop.clone(),
+    );
+    Some(tasks::spawn(task))
+}
+
+/// New CRDs (or removed ones) change what can be served: their events, to rescan on. Without
+/// scanning (or the rights to it), only the resources found at start are served.
+fn watch_crds(
+    credentials: &Arc<Credentials>,
+    resources: &[Resource],
+    settings: &Settings,
+) -> (
+    Option<tokio::task::JoinHandle<()>>,
+    mpsc::Receiver<RawEvent>,
+) {
+    let (crd_tx, crd_rx) = mpsc::channel::<RawEvent>(64);
+    let crds = resources
+        .iter()
+        .find(|r| {
+            r.group == "apiextensions.k8s.io"
+                && r.plural == "customresourcedefinitions"
+                && r.preferred
+        })
+        .cloned()
+        .filter(|_| !settings.scanning.disabled);
+    let watcher = crds.map(|crds| {
+        let watcher = Watcher {
+            credentials: credentials.clone(),
+            resource: Arc::new(crds),
+            namespace: None,
+            settings: settings.watching.clone(),
+            paused: None,
+            resume_from: None,
+            health: None,
+            shards: None,
+        };
+        tasks::spawn(async move {
+            if watcher.run_if_permitted(crd_tx).await.is_err() {
+                tracing::warn!(target: ENGINE, "Not enough permissions to watch for resources: changes (creation/deletion/updates) will not be noticed; the resources are only refreshed on operator restarts.");
+            }
+        })
+    });
+    (watcher, crd_rx)
 }
 
 /// Which CRD events are news: not the first listing (the discovery has just seen those
