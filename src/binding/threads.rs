@@ -7,10 +7,10 @@
 //! calls over dozens of threads. Here a thread waits without the GIL, takes it once per
 //! call, and takes the next queued call before it waits again. A call queued while another
 //! thread has just started one is left to that thread, and another is woken only if the
-//! call still waits a moment later (see `util::crew`): threads woken only to wait for the
+//! call still waits a moment later (see `util::waking`): threads woken only to wait for the
 //! GIL cost switches and make no progress.
 
-use crate::util::crew::{Crew, Handoff};
+use crate::util::waking::{Crew, Handoff};
 use pyo3::prelude::*;
 use std::collections::VecDeque;
 use std::sync::{Arc, Condvar, Mutex};

@@ -1,11 +1,10 @@
-//! Utilities: when a thread pool wakes a thread (`crew`), JSON paths and merges (`dicts`),
+//! Utilities: when a thread pool wakes a thread (`waking`), JSON paths and merges (`dicts`),
 //! Python-exact JSON and reprs (`encoding`), error texts with their causes (`errors`), plain
 //! HTTP endpoints (`endpoints`), objects' compact identities (`identity`), the core's log
 //! lines (`logging`), and its tasks (`tasks`).
 //!
 //! Uses: nothing.
 
-pub mod crew;
 pub mod dicts;
 pub mod encoding;
 pub mod endpoints;
@@ -13,3 +12,4 @@ pub mod errors;
 pub mod identity;
 pub mod logging;
 pub mod tasks;
+pub mod waking;

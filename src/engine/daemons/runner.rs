@@ -1,9 +1,9 @@
 //! One daemon's or timer's task: it calls the Python function, once and for long (a
 //! daemon) or on schedule (a timer), applies its results, and retries on errors.
 
+use crate::engine::coalescing;
 use crate::engine::handlers::{SpawningHandler, SpawningKind};
 use crate::engine::hooks::{self, DaemonCall, HandlerKind, Hooks, Invocation};
-use crate::engine::slack;
 use crate::object_log;
 use crate::state::bodies::CompactBody;
 use crate::state::patches::Patch;
@@ -240,7 +240,7 @@ impl Runner {
                 self.stopper.sleep(wait).await;
             } else if let Some(interval) = handler.interval {
                 due = due_in(interval);
-                self.stopper.sleep(slack::coalesced(interval)).await;
+                self.stopper.sleep(coalescing::coalesced(interval)).await;
             } else if let Some(idle) = handler.idle {
                 // Idle-only: wait for a change (the idle clock restarting) and the idleness after it.
                 while *self.object.idle_reset.lock().expect("not poisoned") <= started {
