@@ -4,17 +4,23 @@
 //!
 //! # Floor plan
 //!
-//! The workspace's crates: `region` (`crates/region`), the process's allocator with a region
-//! apart for long-lived values, below everything; and this one, whose layers follow, from
-//! the bottom up. A layer may use only layers listed before it; each layer's own doc ends
-//! with the ones it uses (`Uses: ...`). `tests/layering.py` reads this list and those lines
-//! and checks them against the code (and that no modules import each other in a cycle).
-//! A new subsystem gets a folder of its own, listed here after the layers it uses.
+//! The workspace's crates, bottom-up, each using only those before it (the compiler keeps
+//! that): `region` (`crates/region`), the process's allocator with a region apart for
+//! long-lived values; `kopf_core` (`crates/core`), the layers below the API client, which
+//! this crate re-exports under their own names; and this one, `src/`. The layers of both
+//! follow, bottom-up, each with its crate. A layer may use only layers listed before it;
+//! each layer's own doc ends with the ones it uses (`Uses: ...`). `tests/layering.py` reads
+//! this list and those lines and checks them against the code (and that no modules import
+//! each other in a cycle). A new subsystem gets a folder of its own in `src/`, listed here
+//! after the layers it uses.
 //!
-//! - `util`: JSON helpers, Python-exact encodings, error texts, the core's log lines and tasks;
-//! - `metrics`: the Prometheus figures, recorded into by the layers above when enabled;
-//! - `state`: what is kept in the objects (progress, diff base, patches), as Kopf keeps it;
-//! - `settings`: the part of `kopf.OperatorSettings` the core acts on;
+//! - `util` (`crates/core`): JSON helpers, Python-exact encodings, error texts, the core's
+//!   log lines and tasks;
+//! - `metrics` (`crates/core`): the Prometheus figures, recorded into by the layers above
+//!   when enabled;
+//! - `state` (`crates/core`): what is kept in the objects (progress, diff base, patches), as
+//!   Kopf keeps it;
+//! - `settings` (`crates/core`): the part of `kopf.OperatorSettings` the core acts on;
 //! - `client`: the API client, discovery, watch-streams, patching, Events;
 //! - `ha`: the pause, and Kopf's peering, Lease election and sharding that switch it;
 //! - `indices`: the in-memory indices (`@kopf.index`) and the gate of their readiness;
@@ -25,17 +31,15 @@
 //! - `running`: the operator as a whole, from discovery to the dispatchers;
 //! - `binding` (feature `python`): the only code that touches Python.
 
+pub use kopf_core::{metrics, object_log, settings, state, util};
+
 pub mod client;
 pub mod engine;
 pub mod ha;
 pub mod indices;
 pub mod listening;
-pub mod metrics;
 pub mod probing;
 pub mod running;
-pub mod settings;
-pub mod state;
-pub mod util;
 pub mod webhooks;
 
 #[cfg(feature = "python")]

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""Fails on an import cycle in the Rust core (`src/`) or in the Python package (`python/kopf`),
-on a Rust module that uses a layer above its own in the floor plan (src/lib.rs), and on a
-layer whose doc's `Uses:` line does not say what its modules use.
+"""Fails on an import cycle in the Rust core (`src/`, `crates/core/src/`) or in the Python
+package (`python/kopf`), on a Rust module that uses a layer above its own in the floor plan
+(src/lib.rs), on a layer in another crate than the plan says, and on a layer whose doc's
+`Uses:` line does not say what its modules use.
 
 Rust: every `crate::...` path (in `use` lines, grouped ones included, and inline in code) and
 `super::...` path is resolved to the module file it names; a module is a node, and a file's
@@ -20,27 +21,53 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 # The core's floor plan is kept in one place, src/lib.rs's doc (`# Floor plan`: one line per
-# layer, bottom-up); each layer's own doc ends with what it uses (`Uses: ...`). Both are read
-# here and checked against the code.
+# layer, bottom-up, with its crate if not src/'s); each layer's own doc ends with what it uses
+# (`Uses: ...`). Both are read here and checked against the code. The compiler keeps the
+# crates apart; the layers within a crate are kept here. src/ re-exports the lower crate's
+# layers under their own names, so `crate::util` means the same module in both.
 PLAN = ROOT / "src" / "lib.rs"
-ROOT_MODULES = {"lib"}  # the crate root declares every layer; it uses none of them
+CRATES = {"src": ROOT / "src", "crates/core": ROOT / "crates" / "core" / "src"}
+ROOT_MODULES = {"lib"}  # the crates' roots declare (or re-export) the layers; they use none
 
 
-def floor_plan(lib: Path = PLAN) -> list[str]:
-    """The layers, bottom-up, as the floor plan in src/lib.rs lists them."""
+def floor_plan(lib: Path = PLAN) -> list[tuple[str, str]]:
+    """The layers, bottom-up, and their crates, as the floor plan in src/lib.rs lists them."""
     _, _, plan = lib.read_text().partition("//! # Floor plan")
-    layers = re.findall(r"^//! - `(\w+)`", plan, re.M)
+    layers = [(name, folder or "src") for name, folder in
+              re.findall(r"^//! - `(\w+)`(?: \(`([\w/]+)`\))?", plan, re.M)]
     if not layers:
-        raise SystemExit(f"{lib}: no floor plan (`//! # Floor plan` and a `//! - `layer`` line per layer)")
+        raise SystemExit(f"{lib}: no floor plan (`//! - `layer`` or `//! - `layer` (`crate`)`, bottom-up)")
     return layers
 
 
-LAYERS: list[tuple[str, ...]] = [(name,) for name in floor_plan()]
+PLANNED = floor_plan()
+LAYERS: list[tuple[str, ...]] = [(name,) for name, _ in PLANNED]
 
 
-def layer_file(src: Path, layer: str) -> Path:
-    folder = src / layer / "mod.rs"
-    return folder if folder.exists() else src / f"{layer}.rs"
+def layer_file(layer: str) -> Path | None:
+    """The layer's module file (`mod.rs` of its folder, or its own file) in whichever crate."""
+    for src in CRATES.values():
+        for path in (src / layer / "mod.rs", src / f"{layer}.rs"):
+            if path.exists():
+                return path
+    return None
+
+
+def crate_problems() -> Iterable[str]:
+    """Each layer in the crate the plan names, and a crate's layers all below the next one's:
+    the plan cannot say that a layer may use one that the compiler keeps out of its reach."""
+    order = list(CRATES)[::-1]  # bottom-up: crates/core, then src
+    last = -1
+    for name, folder in PLANNED:
+        path = layer_file(name)
+        if path is not None and not path.is_relative_to(CRATES.get(folder, ROOT / folder)):
+            yield f"{name}: the floor plan (src/lib.rs) puts it in {folder}, but it is {path.relative_to(ROOT)}"
+        if folder not in order:
+            yield f"{name}: the floor plan (src/lib.rs) names a crate that layering.py does not know: {folder}"
+            continue
+        if order.index(folder) < last:
+            yield f"{name}: in {folder}, listed after a layer of a crate above it"
+        last = max(last, order.index(folder))
 
 
 def declared_uses(path: Path, before: list[str]) -> set[str] | None:
@@ -65,14 +92,14 @@ def readme_problems(readme: Path = ROOT / "README.md") -> Iterable[str]:
         yield f"README.md's table of layers lists {listed}, the floor plan (src/lib.rs) {planned}"
 
 
-def declaration_problems(src: Path, graph: dict[str, set[str]]) -> Iterable[str]:
+def declaration_problems(graph: dict[str, set[str]]) -> Iterable[str]:
     """Each layer's `Uses:` line against the floor plan and against the code."""
     names = [name for names in LAYERS for name in names]
     for number, layer in enumerate(names):
         before = names[:number]
-        path = layer_file(src, layer)
-        if not path.exists():
-            yield f"{layer}: in the floor plan (src/lib.rs), but there is no src/{layer}/ or src/{layer}.rs"
+        path = layer_file(layer)
+        if path is None:
+            yield f"{layer}: in the floor plan (src/lib.rs), but no crate has {layer}/ or {layer}.rs"
             continue
         declared = declared_uses(path, before)
         if declared is None:
@@ -86,14 +113,19 @@ def declaration_problems(src: Path, graph: dict[str, set[str]]) -> Iterable[str]
             yield f"{path.relative_to(ROOT)}: its layer uses `{other}`, which its `Uses:` line does not name"
 
 
-def rust_modules(src: Path) -> dict[str, Path]:
-    """Module paths (`engine::queueing`, `state` for `state/mod.rs`) to their files."""
+def rust_modules(sources: Iterable[Path]) -> dict[str, Path]:
+    """Module paths (`engine::queueing`, `state` for `state/mod.rs`) to their files, in the
+    crates' one namespace (each crate's root is `lib`)."""
     modules: dict[str, Path] = {}
-    for path in sorted(src.rglob("*.rs")):
-        parts = list(path.relative_to(src).with_suffix("").parts)
-        if parts[-1] == "mod":
-            parts.pop()
-        modules["::".join(parts) or "lib"] = path
+    for src in sources:
+        for path in sorted(src.rglob("*.rs")):
+            parts = list(path.relative_to(src).with_suffix("").parts)
+            if parts[-1] == "mod":
+                parts.pop()
+            name = "::".join(parts) or "lib"
+            if name in modules and name != "lib":
+                raise SystemExit(f"{path.relative_to(ROOT)}: also {modules[name].relative_to(ROOT)}")
+            modules.setdefault(name, path)
     return modules
 
 
@@ -241,7 +273,7 @@ def layer_violations(graph: dict[str, set[str]]) -> Iterable[str]:
 
 
 def main() -> int:
-    rust = rust_modules(ROOT / "src")
+    rust = rust_modules(CRATES.values())
     rust_graph = {module: rust_uses(module, path, rust) for module, path in rust.items()}
     python = python_modules(ROOT / "python" / "kopf")
     python_graph = {module: python_uses(path, python) for module, path in python.items() if path.exists()}
@@ -249,7 +281,8 @@ def main() -> int:
     # back to `kopf` itself would close a cycle, which is reported.
     problems = [f"Rust import cycle: {' <-> '.join(c)}" for c in cycles(rust_graph)]
     problems += [f"Rust layering: {v}" for v in layer_violations(rust_graph)]
-    problems += [f"Rust floor plan: {v}" for v in declaration_problems(ROOT / "src", rust_graph)]
+    problems += [f"Rust floor plan: {v}" for v in declaration_problems(rust_graph)]
+    problems += [f"Rust floor plan: {v}" for v in crate_problems()]
     problems += [f"Rust floor plan: {v}" for v in readme_problems()]
     problems += [f"Python import cycle: {' <-> '.join(c)}" for c in cycles(python_graph)]
     if "-v" in sys.argv[1:]:

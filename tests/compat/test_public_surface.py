@@ -173,7 +173,7 @@ def test_every_settings_field_acts_or_is_refused(kopf_source: Path) -> None:
                 setattr(section, field, different(getattr(section, field)))
             given = settings.for_engine()
             outcomes[name] = "acts" if given != before else "IGNORED"
-            # And the core reads the value as given (src/settings.rs; `identity`: added at run).
+            # And the core reads the value as given (crates/core/src/settings.rs; `identity`: added at run).
             read = json.loads(_engine.settings_as_read(json.dumps(given)))
             read["peering"].pop("identity")
             assert read == given, f"settings.{name}: the core does not read what it is given"
