@@ -6,9 +6,10 @@
 //!
 //! The workspace's crates, bottom-up, each using only those before it (the compiler keeps
 //! that): `region` (`crates/region`), the process's allocator with a region apart for
-//! long-lived values; `kopf_core` (`crates/core`), the layers below the API client, which
-//! this crate re-exports under their own names; and this one, `src/`. The layers of both
-//! follow, bottom-up, each with its crate. A layer may use only layers listed before it;
+//! long-lived values; `kopf_core` (`crates/core`), the layers below the API client;
+//! `kopf_client` (`crates/client`), the API client; and this one, `src/`, which re-exports
+//! the layers of those under their own names. The layers follow, bottom-up, each with its
+//! crate if not this one. A layer may use only layers listed before it;
 //! each layer's own doc ends with the ones it uses (`Uses: ...`). `tests/layering.py` reads
 //! this list and those lines and checks them against the code (and that no modules import
 //! each other in a cycle). A new subsystem gets a folder of its own in `src/`, listed here
@@ -21,7 +22,7 @@
 //! - `state` (`crates/core`): what is kept in the objects (progress, diff base, patches), as
 //!   Kopf keeps it;
 //! - `settings` (`crates/core`): the part of `kopf.OperatorSettings` the core acts on;
-//! - `client`: the API client, discovery, watch-streams, patching, Events;
+//! - `client` (`crates/client`): the API client, discovery, watch-streams, patching, Events;
 //! - `ha`: the pause, and Kopf's peering, Lease election and sharding that switch it;
 //! - `indices`: the in-memory indices (`@kopf.index`) and the gate of their readiness;
 //! - `engine`: per-object queues, causes and handlers, daemons and timers;
@@ -31,9 +32,9 @@
 //! - `running`: the operator as a whole, from discovery to the dispatchers;
 //! - `binding` (feature `python`): the only code that touches Python.
 
+pub use kopf_client::client;
 pub use kopf_core::{metrics, object_log, settings, state, util};
 
-pub mod client;
 pub mod engine;
 pub mod ha;
 pub mod indices;

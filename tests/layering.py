@@ -23,10 +23,13 @@ ROOT = Path(__file__).resolve().parent.parent
 # The core's floor plan is kept in one place, src/lib.rs's doc (`# Floor plan`: one line per
 # layer, bottom-up, with its crate if not src/'s); each layer's own doc ends with what it uses
 # (`Uses: ...`). Both are read here and checked against the code. The compiler keeps the
-# crates apart; the layers within a crate are kept here. src/ re-exports the lower crate's
-# layers under their own names, so `crate::util` means the same module in both.
+# crates apart; the layers within a crate are kept here. Every crate names the layers below
+# it at its root (src/ re-exports them), so `crate::util` means the same module in all.
 PLAN = ROOT / "src" / "lib.rs"
-CRATES = {"src": ROOT / "src", "crates/core": ROOT / "crates" / "core" / "src"}
+# The crates that hold layers, bottom-up.
+CRATES = {"crates/core": ROOT / "crates" / "core" / "src",
+          "crates/client": ROOT / "crates" / "client" / "src",
+          "src": ROOT / "src"}
 ROOT_MODULES = {"lib"}  # the crates' roots declare (or re-export) the layers; they use none
 
 
@@ -56,7 +59,7 @@ def layer_file(layer: str) -> Path | None:
 def crate_problems() -> Iterable[str]:
     """Each layer in the crate the plan names, and a crate's layers all below the next one's:
     the plan cannot say that a layer may use one that the compiler keeps out of its reach."""
-    order = list(CRATES)[::-1]  # bottom-up: crates/core, then src
+    order = list(CRATES)
     last = -1
     for name, folder in PLANNED:
         path = layer_file(name)
