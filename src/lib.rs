@@ -7,12 +7,13 @@
 //! The workspace's crates, bottom-up, each using only those before it (the compiler keeps
 //! that): `region` (`crates/region`), the process's allocator with a region apart for
 //! long-lived values; `kopf_core` (`crates/core`), the layers below the API client;
-//! `kopf_client` (`crates/client`), the API client; and this one, `src/`, which re-exports
+//! `kopf_client` (`crates/client`), the API client; `kopf_engine` (`crates/engine`), the
+//! pause and its votes, the indices and the engine; and this one, `src/`, which re-exports
 //! the layers of those under their own names. The layers follow, bottom-up, each with its
-//! crate if not this one. A layer may use only layers listed before it;
-//! each layer's own doc ends with the ones it uses (`Uses: ...`). `tests/layering.py` reads
-//! this list and those lines and checks them against the code (and that no modules import
-//! each other in a cycle). A new subsystem gets a folder of its own in `src/`, listed here
+//! crate if not this one. A layer may use only layers listed before it; each layer's own
+//! doc ends with the ones it uses (`Uses: ...`). `tests/layering.py` reads this list and
+//! those lines and checks them against the code (and that no modules import each other in a
+//! cycle). A new subsystem gets a folder of its own in `src/` (or a crate), listed here
 //! after the layers it uses.
 //!
 //! - `util` (`crates/core`): JSON helpers, Python-exact encodings, error texts, the core's
@@ -23,9 +24,11 @@
 //!   Kopf keeps it;
 //! - `settings` (`crates/core`): the part of `kopf.OperatorSettings` the core acts on;
 //! - `client` (`crates/client`): the API client, discovery, watch-streams, patching, Events;
-//! - `ha`: the pause, and Kopf's peering, Lease election and sharding that switch it;
-//! - `indices`: the in-memory indices (`@kopf.index`) and the gate of their readiness;
-//! - `engine`: per-object queues, causes and handlers, daemons and timers;
+//! - `ha` (`crates/engine`): the pause, and Kopf's peering, Lease election and sharding
+//!   that switch it;
+//! - `indices` (`crates/engine`): the in-memory indices (`@kopf.index`) and the gate of
+//!   their readiness;
+//! - `engine` (`crates/engine`): per-object queues, causes and handlers, daemons and timers;
 //! - `webhooks`: admission webhooks;
 //! - `listening`: Skafos' listener API (streams, ConfigMap election, health port);
 //! - `probing`: the liveness endpoint;
@@ -34,10 +37,8 @@
 
 pub use kopf_client::client;
 pub use kopf_core::{metrics, object_log, settings, state, util};
+pub use kopf_engine::{engine, ha, indices};
 
-pub mod engine;
-pub mod ha;
-pub mod indices;
 pub mod listening;
 pub mod probing;
 pub mod running;

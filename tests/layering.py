@@ -29,6 +29,7 @@ PLAN = ROOT / "src" / "lib.rs"
 # The crates that hold layers, bottom-up.
 CRATES = {"crates/core": ROOT / "crates" / "core" / "src",
           "crates/client": ROOT / "crates" / "client" / "src",
+          "crates/engine": ROOT / "crates" / "engine" / "src",
           "src": ROOT / "src"}
 ROOT_MODULES = {"lib"}  # the crates' roots declare (or re-export) the layers; they use none
 

@@ -21,5 +21,5 @@ pub mod selecting;
 
 #[cfg(test)]
 mod crash_windows;
-#[cfg(test)]
+#[cfg(any(test, feature = "testing"))]
 pub mod testing;
