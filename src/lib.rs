@@ -8,13 +8,16 @@
 //! that): `region` (`crates/region`), the process's allocator with a region apart for
 //! long-lived values; `kopf_core` (`crates/core`), the layers below the API client;
 //! `kopf_client` (`crates/client`), the API client; `kopf_engine` (`crates/engine`), the
-//! pause and its votes, the indices and the engine; and this one, `src/`, which re-exports
-//! the layers of those under their own names. The layers follow, bottom-up, each with its
-//! crate if not this one. A layer may use only layers listed before it; each layer's own
-//! doc ends with the ones it uses (`Uses: ...`). `tests/layering.py` reads this list and
-//! those lines and checks them against the code (and that no modules import each other in a
-//! cycle). A new subsystem gets a folder of its own in `src/` (or a crate), listed here
-//! after the layers it uses.
+//! pause and its votes, the indices and the engine; `kopf_webhooks` (`crates/webhooks`);
+//! `kopf_operator` (`crates/operator`), the operator as a whole; and this one, `src/`, the
+//! Python extension that maturin builds: the only crate that depends on PyO3, so the core
+//! cannot hold a Python type. It re-exports the layers of the others under their own names.
+//!
+//! The layers follow, bottom-up, each with its crate if not this one. A layer may use only
+//! layers listed before it; each layer's own doc ends with the ones it uses (`Uses: ...`).
+//! `tests/layering.py` reads this list and those lines and checks them against the code
+//! (and that no modules import each other in a cycle). A new subsystem gets a crate (or a
+//! folder in one) of its own, listed here after the layers it uses.
 //!
 //! - `util` (`crates/core`): JSON helpers, Python-exact encodings, error texts, the core's
 //!   log lines and tasks;
@@ -29,20 +32,19 @@
 //! - `indices` (`crates/engine`): the in-memory indices (`@kopf.index`) and the gate of
 //!   their readiness;
 //! - `engine` (`crates/engine`): per-object queues, causes and handlers, daemons and timers;
-//! - `webhooks`: admission webhooks;
-//! - `listening`: Skafos' listener API (streams, ConfigMap election, health port);
-//! - `probing`: the liveness endpoint;
-//! - `running`: the operator as a whole, from discovery to the dispatchers;
+//! - `webhooks` (`crates/webhooks`): admission webhooks;
+//! - `listening` (`crates/operator`): Skafos' listener API (streams, ConfigMap election,
+//!   health port);
+//! - `probing` (`crates/operator`): the liveness endpoint;
+//! - `running` (`crates/operator`): the operator as a whole, from discovery to the
+//!   dispatchers;
 //! - `binding` (feature `python`): the only code that touches Python.
 
 pub use kopf_client::client;
 pub use kopf_core::{metrics, object_log, settings, state, util};
 pub use kopf_engine::{engine, ha, indices};
-
-pub mod listening;
-pub mod probing;
-pub mod running;
-pub mod webhooks;
+pub use kopf_operator::{listening, probing, running};
+pub use kopf_webhooks::webhooks;
 
 #[cfg(feature = "python")]
 mod binding;

@@ -30,6 +30,8 @@ PLAN = ROOT / "src" / "lib.rs"
 CRATES = {"crates/core": ROOT / "crates" / "core" / "src",
           "crates/client": ROOT / "crates" / "client" / "src",
           "crates/engine": ROOT / "crates" / "engine" / "src",
+          "crates/webhooks": ROOT / "crates" / "webhooks" / "src",
+          "crates/operator": ROOT / "crates" / "operator" / "src",
           "src": ROOT / "src"}
 ROOT_MODULES = {"lib"}  # the crates' roots declare (or re-export) the layers; they use none
 

@@ -1,0 +1,13 @@
+//! The admission webhooks (`webhooks`), a crate of their own so that the compiler keeps them
+//! below the operator's run and Python. Their place in the floor plan is in the top crate's
+//! `src/lib.rs`, which re-exports them under their own name.
+//!
+//! Uses: `kopf_core`, `kopf_client`, `kopf_engine`.
+
+// The layers below, named at this crate's root: `crate::util::...` reads the same in every
+// crate of the workspace.
+use kopf_client::client;
+use kopf_core::{state, util};
+use kopf_engine::engine;
+
+pub mod webhooks;
