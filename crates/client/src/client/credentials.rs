@@ -33,7 +33,7 @@ pub struct LoginError(pub String);
 
 /// Why the credentials could not be renewed after a 401.
 #[derive(Debug, thiserror::Error)]
-pub enum RenewError {
+pub(crate) enum RenewError {
     #[error("the credentials cannot be renewed: there are no login handlers")]
     NotRenewable,
     #[error("re-login failed: {0}")]
@@ -45,7 +45,7 @@ pub enum RenewError {
 /// A request that took longer than `settings.networking.request_timeout`.
 #[derive(Debug, thiserror::Error)]
 #[error("no response within {0} s (settings.networking.request_timeout)")]
-pub struct TimedOut(pub f64);
+pub(crate) struct TimedOut(pub f64);
 
 /// How requests are made (`settings.networking`, and the watches' connect timeout).
 #[derive(Debug, Clone, Default)]
@@ -146,7 +146,7 @@ pub struct Credentials {
     network: Network,
 }
 
-pub fn is_unauthorized(error: &kube::Error) -> bool {
+pub(crate) fn is_unauthorized(error: &kube::Error) -> bool {
     matches!(error, kube::Error::Api(status) if status.code == 401)
 }
 
@@ -203,12 +203,12 @@ impl Credentials {
     }
 
     /// `settings.networking.enforce_retry_after`: a server's Retry-After even if shorter.
-    pub fn enforces_retry_after(&self) -> bool {
+    pub(crate) fn enforces_retry_after(&self) -> bool {
         self.network.enforce_retry_after
     }
 
     /// The login's namespace (a kubeconfig context's, or the service account's), if any.
-    pub fn default_namespace(&self) -> Option<String> {
+    pub(crate) fn default_namespace(&self) -> Option<String> {
         (self.current.read().expect("not poisoned").default_namespace).clone()
     }
 
@@ -378,7 +378,7 @@ impl Credentials {
 
     /// A GET whose body is read as it arrives (a large listing); opening it is what is
     /// retried. Each read must bring bytes within `read_timeout()`.
-    pub async fn get_stream(
+    pub(crate) async fn get_stream(
         &self,
         url: &str,
     ) -> Result<impl futures::AsyncBufRead + Unpin, kube::Error> {
@@ -391,7 +391,7 @@ impl Credentials {
     }
 
     /// How long a read may wait for the server (`settings.networking.request_timeout`).
-    pub fn read_timeout(&self) -> Option<Duration> {
+    pub(crate) fn read_timeout(&self) -> Option<Duration> {
         self.network.request_timeout.map(Duration::from_secs_f64)
     }
 
@@ -432,7 +432,7 @@ impl Credentials {
     }
 
     /// `merge_patch` in a slot already taken.
-    pub async fn merge_patch_in<T: DeserializeOwned>(
+    pub(crate) async fn merge_patch_in<T: DeserializeOwned>(
         &self,
         slot: &Slot<'_>,
         url: &str,
@@ -486,7 +486,7 @@ impl Credentials {
     }
 
     /// Create an object; `backoffs`, if given, replace `error_backoffs` for its retries.
-    pub async fn post_with(
+    pub(crate) async fn post_with(
         &self,
         url: &str,
         object: &serde_json::Value,

@@ -6,7 +6,7 @@
 use serde_json::Value;
 
 #[derive(Debug, thiserror::Error)]
-pub enum ListingError {
+pub(crate) enum ListingError {
     #[error("a list item is not valid JSON: {0}")]
     Item(#[source] serde_json::Error),
     #[error("the list response is not valid JSON: {0}")]
@@ -34,7 +34,7 @@ enum Place {
 }
 
 /// A byte scanner of the top-level object: its depth and strings, and the key before a value.
-pub struct ListSplitter {
+pub(crate) struct ListSplitter {
     envelope: Vec<u8>,
     item: Vec<u8>,
     place: Place,

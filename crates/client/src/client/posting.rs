@@ -43,7 +43,7 @@ pub struct Poster {
 }
 
 /// Kopf's cut: keep the head and the tail, with "..." between, within the limit (in characters).
-pub fn cut_message(message: &str) -> String {
+pub(crate) fn cut_message(message: &str) -> String {
     let chars: Vec<char> = message.chars().collect();
     if chars.len() <= MAX_MESSAGE_LENGTH {
         return message.to_owned();

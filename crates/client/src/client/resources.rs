@@ -92,7 +92,7 @@ pub struct Selector {
 }
 
 impl Selector {
-    pub fn is_specific(&self) -> bool {
+    pub(crate) fn is_specific(&self) -> bool {
         self.kind.is_some()
             || self.shortcut.is_some()
             || self.plural.is_some()

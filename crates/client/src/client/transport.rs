@@ -129,7 +129,7 @@ impl Transport {
     }
 
     /// The response's body as it arrives.
-    pub async fn request_stream(
+    pub(crate) async fn request_stream(
         &self,
         request: Request<Vec<u8>>,
     ) -> kube::Result<impl futures::AsyncBufRead + use<>> {
@@ -141,7 +141,7 @@ impl Transport {
     /// A watch-stream: one event a line. It ends when the server ends it, or when the
     /// connection breaks mid-way (to be resumed from the last version); an `ERROR` line that
     /// is not an event is the server's `Status`.
-    pub async fn request_events(
+    pub(crate) async fn request_events(
         &self,
         mut request: Request<Vec<u8>>,
     ) -> kube::Result<impl Stream<Item = kube::Result<WatchEvent<serde_json::Value>>> + use<>> {

@@ -26,7 +26,7 @@ pub fn get() -> Option<&'static Metrics> {
 }
 
 /// Start recording (idempotent): from now on, `get()` gives the figures.
-pub fn enable() -> &'static Metrics {
+pub(crate) fn enable() -> &'static Metrics {
     METRICS.get_or_init(Metrics::new)
 }
 
@@ -38,7 +38,7 @@ pub struct HandlerLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct OutcomeLabels {
+pub(crate) struct OutcomeLabels {
     pub resource: String,
     pub handler: String,
     pub kind: String,
@@ -46,24 +46,24 @@ pub struct OutcomeLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ResourceLabels {
+pub(crate) struct ResourceLabels {
     pub resource: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct CauseLabels {
+pub(crate) struct CauseLabels {
     pub resource: String,
     pub cause: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct RequestLabels {
+pub(crate) struct RequestLabels {
     pub verb: String,
     pub code: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct VerbLabels {
+pub(crate) struct VerbLabels {
     pub verb: String,
 }
 

@@ -25,7 +25,7 @@ pub enum MetricsError {
 }
 
 /// `PORT` (on all interfaces) or `HOST:PORT` (`[::1]:PORT` for IPv6) as a bindable address.
-pub fn parse_address(given: &str) -> Result<String, MetricsError> {
+pub(crate) fn parse_address(given: &str) -> Result<String, MetricsError> {
     let invalid = || MetricsError::Address(given.to_owned());
     let (host, port) = match given.rsplit_once(':') {
         Some((host, port)) if !host.is_empty() => (host, port),

@@ -17,7 +17,7 @@ const KNOWN_PREFIXES: &[&str] = &["kopf.zalando.org"];
 
 /// How one storage names its keys: a prefix and whether V1 keys are kept too.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct KeyForming {
+pub(crate) struct KeyForming {
     pub prefix: String,
     pub v1: bool,
     formed: FormedKeys,
@@ -46,7 +46,7 @@ impl KeyForming {
     }
 
     /// The annotation keys for a storage key, V2 first; V1 only if different.
-    pub fn make_keys(&self, key: &str, body: Option<&Value>) -> Arc<[String]> {
+    pub(crate) fn make_keys(&self, key: &str, body: Option<&Value>) -> Arc<[String]> {
         let key: Cow<'_, str> = match body {
             Some(body) if is_marked(body) => format!("{key}{DEPLOYMENT_MARK}").into(),
             _ => key.into(),
@@ -77,7 +77,7 @@ impl KeyForming {
     }
 
     /// V1: the limit applies to the whole key, prefix included (overly strict, kept for rollbacks).
-    pub fn make_v1_key(&self, key: &str) -> String {
+    pub(crate) fn make_v1_key(&self, key: &str) -> String {
         let safe_key = make_safe_key(key);
         let prefix = self.prefix_part();
         let prefix_length = prefix.chars().count();
@@ -93,7 +93,7 @@ impl KeyForming {
     }
 
     /// V2: the limit applies to the name part only; the hash is of the unsafe key.
-    pub fn make_v2_key(&self, key: &str) -> String {
+    pub(crate) fn make_v2_key(&self, key: &str) -> String {
         let prefix = self.prefix_part();
         let suffix = if key.chars().count() > MAX_NAME_LENGTH {
             make_suffix(key)
@@ -105,7 +105,7 @@ impl KeyForming {
     }
 
     /// Kopf brands non-`kopf.`-prefixed storages so that other operators skip their keys.
-    pub fn marker(&self) -> Option<String> {
+    pub(crate) fn marker(&self) -> Option<String> {
         if !self.prefix.is_empty() && !self.prefix.starts_with("kopf.") {
             Some(format!("{}/kopf-managed", self.prefix))
         } else {
@@ -161,7 +161,9 @@ fn is_marked(body: &Value) -> bool {
 }
 
 /// The annotation prefixes used by Kopf-based operators (ours or others'), by their marks.
-pub fn detect_marked_prefixes<'a>(keys: impl IntoIterator<Item = &'a String>) -> BTreeSet<String> {
+pub(crate) fn detect_marked_prefixes<'a>(
+    keys: impl IntoIterator<Item = &'a String>,
+) -> BTreeSet<String> {
     let mut prefixes = BTreeSet::new();
     for key in keys {
         let Some((prefix, name)) = key.split_once('/') else {

@@ -17,7 +17,11 @@ pub trait DiffBaseStorage: Send + Sync {
 }
 
 /// The storage-independent part of building an essence (Kopf's `DiffBaseStorage.build`).
-pub fn build_essence(body: &Value, extra_fields: &[FieldPath], ignored: &[FieldPath]) -> Value {
+pub(crate) fn build_essence(
+    body: &Value,
+    extra_fields: &[FieldPath],
+    ignored: &[FieldPath],
+) -> Value {
     // Only what is kept is copied: the metadata (managed fields, the stored diff base itself)
     // and the status are often most of a body, and this runs for every event.
     let mut essence: Map<String, Value> = body
@@ -71,7 +75,7 @@ fn essential_annotations(annotations: &Value) -> Value {
 }
 
 /// The essence in an annotation, as JSON plus a newline (Kopf's default).
-pub struct AnnotationsDiffBaseStorage {
+pub(crate) struct AnnotationsDiffBaseStorage {
     pub keys: KeyForming,
     pub key: String,
     pub ignored_fields: Vec<FieldPath>,
@@ -135,7 +139,7 @@ impl DiffBaseStorage for AnnotationsDiffBaseStorage {
 }
 
 /// The essence as a JSON string in a status field (Kopf's `StatusDiffBaseStorage`).
-pub struct StatusDiffBaseStorage {
+pub(crate) struct StatusDiffBaseStorage {
     pub field: FieldPath,
     pub ignored_fields: Vec<FieldPath>,
 }
@@ -165,7 +169,7 @@ impl DiffBaseStorage for StatusDiffBaseStorage {
 
 /// Several storages: the first stored essence is read, all are written; each storage
 /// also takes its own fields out of the essence (Kopf's `MultiDiffBaseStorage`).
-pub struct MultiDiffBaseStorage {
+pub(crate) struct MultiDiffBaseStorage {
     pub storages: Vec<Arc<dyn DiffBaseStorage>>,
     pub ignored_fields: Vec<FieldPath>,
 }

@@ -32,7 +32,7 @@ pub struct StorageError {
 pub type StorageResult<T> = Result<T, StorageError>;
 
 /// A JSON string that a storage wrote itself, decoded; anything else is an error.
-pub fn decode_stored(
+pub(crate) fn decode_stored(
     encoded: &Value,
     storage: &str,
     method: &'static str,
@@ -50,7 +50,7 @@ pub fn decode_stored(
 }
 
 /// The first of these annotations that holds a stored value (JSON, not `null`), decoded.
-pub fn fetch_annotation(
+pub(crate) fn fetch_annotation(
     body: &Value,
     keys: &[String],
     storage: &str,
@@ -72,7 +72,7 @@ pub fn annotation<'a>(body: &'a Value, key: &str) -> Option<&'a Value> {
 }
 
 /// Drop `metadata.annotations`, `metadata.labels`, `metadata` and `status` if empty.
-pub fn remove_empty_stanzas(essence: &mut Value) {
+pub(crate) fn remove_empty_stanzas(essence: &mut Value) {
     fn is_empty(v: Option<&Value>) -> bool {
         v.and_then(Value::as_object).is_some_and(|m| m.is_empty())
     }

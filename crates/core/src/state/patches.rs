@@ -61,7 +61,7 @@ impl Patch {
         self.merge = into_map(root);
     }
 
-    pub fn set_annotation(&mut self, key: &str, value: Value) {
+    pub(crate) fn set_annotation(&mut self, key: &str, value: Value) {
         self.set(
             &["metadata".into(), "annotations".into(), key.into()],
             value,

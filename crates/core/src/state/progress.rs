@@ -32,7 +32,7 @@ pub trait ProgressStorage: Send + Sync {
 }
 
 /// Progress as JSON strings in annotations (Kopf's `AnnotationsProgressStorage`).
-pub struct AnnotationsProgressStorage {
+pub(crate) struct AnnotationsProgressStorage {
     pub keys: KeyForming,
     pub verbose: bool,
     pub touch_key: String,
@@ -125,7 +125,7 @@ impl ProgressStorage for AnnotationsProgressStorage {
 }
 
 /// Progress in a status stanza (Kopf's `StatusProgressStorage`), optionally read-only.
-pub struct StatusProgressStorage {
+pub(crate) struct StatusProgressStorage {
     pub field: FieldPath,
     pub touch_field: FieldPath,
     pub writable: bool,
@@ -182,7 +182,7 @@ impl ProgressStorage for StatusProgressStorage {
 }
 
 /// Several storages: read from the first that has a record, write to all.
-pub struct MultiProgressStorage {
+pub(crate) struct MultiProgressStorage {
     pub storages: Vec<Arc<dyn ProgressStorage>>,
 }
 

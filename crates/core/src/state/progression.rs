@@ -379,7 +379,7 @@ fn count<'a>(states: impl Iterator<Item = &'a HandlerState>) -> Counters {
 /// A small insertion-ordered map: handler order matters for logs and lifecycles.
 mod indexmap_like {
     #[derive(Debug, Clone)]
-    pub struct OrderedMap<V> {
+    pub(crate) struct OrderedMap<V> {
         entries: Vec<(String, V)>,
     }
 

@@ -9,7 +9,7 @@ pub type FieldPath = Vec<String>;
 /// `"spec.replicas"` → `["spec", "replicas"]`; an empty string is the root (for tests: the
 /// paths come parsed from Python).
 #[cfg(test)]
-pub fn parse_field(spec: &str) -> FieldPath {
+pub(crate) fn parse_field(spec: &str) -> FieldPath {
     if spec.is_empty() {
         Vec::new()
     } else {
@@ -37,13 +37,13 @@ pub fn has_finalizer(body: &Value, finalizer: &str) -> bool {
 }
 
 /// The mutable `metadata.<key>` of an object's body.
-pub fn meta_mut<'a>(body: &'a mut Value, key: &str) -> Option<&'a mut Value> {
+pub(crate) fn meta_mut<'a>(body: &'a mut Value, key: &str) -> Option<&'a mut Value> {
     body.get_mut("metadata")?.get_mut(key)
 }
 
 /// The value at a path, creating the intermediate objects on the way.
 /// Non-object intermediates are replaced: the caller asked for that path to exist.
-pub fn ensure(value: &mut Value, path: &[String], new: Value) {
+pub(crate) fn ensure(value: &mut Value, path: &[String], new: Value) {
     let Some((last, parents)) = path.split_last() else {
         *value = new;
         return;
@@ -69,7 +69,7 @@ pub fn remove(value: &mut Value, path: &[String]) -> Option<Value> {
 
 /// Remove the value at a path, then every object on the path that is (or already was)
 /// empty, as Kopf's storages clean essences: `{"status": {"kopf": {}}}` leaves nothing.
-pub fn remove_pruning(value: &mut Value, path: &[String]) {
+pub(crate) fn remove_pruning(value: &mut Value, path: &[String]) {
     let Some((head, rest)) = path.split_first() else {
         return;
     };
@@ -89,7 +89,7 @@ pub fn remove_pruning(value: &mut Value, path: &[String]) {
 }
 
 /// Copy the given fields (if present) from `src` into `dst` at the same paths.
-pub fn cherrypick(src: &Value, dst: &mut Value, fields: &[FieldPath]) {
+pub(crate) fn cherrypick(src: &Value, dst: &mut Value, fields: &[FieldPath]) {
     for field in fields {
         if let Some(found) = resolve(src, field) {
             ensure(dst, field, found.clone());

@@ -6,7 +6,7 @@
 use serde_json::Value;
 use std::fmt::Write;
 
-pub fn to_python_json(value: &Value) -> String {
+pub(crate) fn to_python_json(value: &Value) -> String {
     let mut out = String::new();
     write_value(&mut out, value);
     out

@@ -111,7 +111,7 @@ impl Line {
 }
 
 /// The core's logger that an event or a span belongs to, if any.
-pub fn logger_of(metadata: &Metadata<'_>) -> Option<&'static str> {
+pub(crate) fn logger_of(metadata: &Metadata<'_>) -> Option<&'static str> {
     LOGGERS.iter().copied().find(|l| *l == metadata.target())
 }
 

@@ -17,7 +17,7 @@ const MAX_TICK_MS: u64 = 64;
 
 /// How long a timer sleeps for `interval` seconds: until the first tick at or after the
 /// interval's end.
-pub fn coalesced(interval: f64) -> f64 {
+pub(crate) fn coalesced(interval: f64) -> f64 {
     static EPOCH: OnceLock<Instant> = OnceLock::new();
     let epoch = *EPOCH.get_or_init(Instant::now);
     let now = epoch.elapsed();

@@ -130,7 +130,7 @@ pub struct Change {
 
 impl Change {
     /// The change as a handler of this field sees it: old, new and diff of the field only.
-    pub fn reduced(&self, field: Option<&FieldPath>) -> Change {
+    pub(crate) fn reduced(&self, field: Option<&FieldPath>) -> Change {
         let Some(field) = field else {
             return self.clone();
         };
@@ -177,7 +177,7 @@ impl ResourceContext {
 
 /// The result of a cycle: what to patch and how long until handlers want to run again.
 #[derive(Debug, Default)]
-pub struct Cycle {
+pub(crate) struct Cycle {
     pub patch: Patch,
     pub delays: Vec<f64>,
     /// A changing cause was processed (for the "cycle is finished" log line).

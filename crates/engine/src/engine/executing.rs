@@ -21,7 +21,7 @@ use std::sync::{Arc, Mutex};
 use tracing::instrument::WithSubscriber;
 
 /// The cycle's patch, shared by the handlers' calls at every depth.
-pub type SharedPatch = Arc<Mutex<Patch>>;
+pub(crate) type SharedPatch = Arc<Mutex<Patch>>;
 
 /// The ids of the sub-handlers (of any depth) under one handler's call.
 type Refs = Arc<Mutex<BTreeSet<String>>>;
@@ -34,7 +34,7 @@ static NEXT_SCOPE: AtomicU64 = AtomicU64::new(1);
 /// sub-handlers; their outcomes in the state, their results and patches in `patch`.
 /// `scope` is where these handlers were declared (none: the operator's own handlers).
 #[allow(clippy::too_many_arguments)] // the parts of one cycle; no struct would say more
-pub async fn execute_once(
+pub(crate) async fn execute_once(
     ctx: &Arc<ResourceContext>,
     scope: Option<&Scope>,
     handlers: &[&ChangingHandler],

@@ -220,7 +220,7 @@ impl Invoked {
 
     /// The call's effects on the object: the handler's own patch, and its result in
     /// `status.<handler id>`.
-    pub fn apply_to(&self, id: &str, patch: &mut Patch) {
+    pub(crate) fn apply_to(&self, id: &str, patch: &mut Patch) {
         if let Some(own) = &self.patch {
             patch.merge_from(own);
         }

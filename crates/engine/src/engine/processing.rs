@@ -30,7 +30,7 @@ pub type Spawning<'a> = Option<(&'a Arc<Daemons>, &'a Arc<ObjectDaemons>)>;
 /// (e.g. from `on.event` handlers).
 ///
 /// If a storage fails, what the cycle wanted to patch so far is kept for the next cycle.
-pub async fn process_changing(
+pub(crate) async fn process_changing(
     ctx: &Arc<ResourceContext>,
     memory: &mut Memory,
     event: &RawEvent,
@@ -339,7 +339,7 @@ async fn process_change(
 
 /// `on.event` handlers: called for every event, in order, silently; never retried.
 /// Their results and patches are returned, to be applied with the cycle's patch.
-pub async fn process_watching(ctx: &Arc<ResourceContext>, event: &RawEvent) -> Patch {
+pub(crate) async fn process_watching(ctx: &Arc<ResourceContext>, event: &RawEvent) -> Patch {
     let mut patch = Patch::default();
     if ctx.watching.is_empty() {
         return patch;

@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 /// The callbacks' verdicts of one cycle, by handler (its position in the registry).
 #[derive(Debug, Default)]
-pub struct Verdicts {
+pub(crate) struct Verdicts {
     changing: HashMap<usize, bool>,
     spawning: HashMap<usize, bool>,
 }
@@ -41,7 +41,7 @@ impl Verdicts {
 
     /// Ask, at once, the callbacks of the sub-handlers of one scope that the cause's static
     /// filters leave undecided (sub-handlers have no other questions).
-    pub async fn ask_children(
+    pub(crate) async fn ask_children(
         ctx: &ResourceContext,
         scope: u64,
         children: &[ChangingHandler],
@@ -169,7 +169,7 @@ fn decided(m: Match, callbacks: impl FnOnce() -> bool) -> bool {
 }
 
 /// Does any of these handlers match the change (statically, or by its callbacks)?
-pub fn any_matches<'h>(
+pub(crate) fn any_matches<'h>(
     verdicts: &Verdicts,
     mut handlers: impl Iterator<Item = &'h ChangingHandler>,
     body: &Value,
@@ -180,7 +180,7 @@ pub fn any_matches<'h>(
 
 /// The handlers of this cause among these, each id once (the same function may be
 /// registered for several causes, e.g. `@on.create` and `@on.resume`: it runs once per cause).
-pub fn cause_handlers<'h>(
+pub(crate) fn cause_handlers<'h>(
     handlers: &'h [ChangingHandler],
     verdicts: &Verdicts,
     body: &Value,
@@ -194,7 +194,7 @@ pub fn cause_handlers<'h>(
 }
 
 /// The daemons and timers of the candidates that match.
-pub fn matching_spawning<'h>(
+pub(crate) fn matching_spawning<'h>(
     verdicts: &Verdicts,
     candidates: &[(&'h Arc<SpawningHandler>, Match)],
 ) -> Vec<&'h Arc<SpawningHandler>> {
@@ -210,7 +210,7 @@ pub fn matching_spawning<'h>(
 
 /// The handlers of these (`on.event` or indexing ones) that match an event, each with its
 /// call; the undecided ones' callbacks in one trip.
-pub async fn for_event<'h, H: Filtered>(
+pub(crate) async fn for_event<'h, H: Filtered>(
     ctx: &ResourceContext,
     kind: HandlerKind,
     handlers: &'h [H],

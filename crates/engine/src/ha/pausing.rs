@@ -47,7 +47,7 @@ impl Pause {
     }
 
     /// Nothing is being handled: what started before a pause has finished.
-    pub fn is_quiet(&self) -> bool {
+    pub(crate) fn is_quiet(&self) -> bool {
         *self.busy.borrow() == 0
     }
 
@@ -58,7 +58,7 @@ impl Pause {
     }
 
     /// Waits until nothing is being handled, for `period` at most: whether it is quiet.
-    pub async fn quiet_within(&self, period: Duration) -> bool {
+    pub(crate) async fn quiet_within(&self, period: Duration) -> bool {
         tokio::time::timeout(period, self.quiet()).await.is_ok()
     }
 
@@ -80,7 +80,7 @@ impl Pause {
     }
 
     /// The Lease voter: leading until this moment (`None`: not leading).
-    pub fn lead_until(&self, voter: usize, until: Option<Instant>) {
+    pub(crate) fn lead_until(&self, voter: usize, until: Option<Instant>) {
         *self.valid_until.lock().expect("not poisoned") = until;
         self.vote(voter, until.is_none());
     }

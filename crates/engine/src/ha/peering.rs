@@ -68,7 +68,7 @@ const DEFAULT_LIFETIME: i64 = 60;
 
 /// One operator as its peering record shows it.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Peer {
+pub(crate) struct Peer {
     pub identity: String,
     pub priority: i64,
     pub lifetime: i64,
@@ -98,7 +98,7 @@ impl Peer {
         self.lastseen + TimeDelta::seconds(self.lifetime)
     }
 
-    pub fn is_dead(&self, now: DateTime<Utc>) -> bool {
+    pub(crate) fn is_dead(&self, now: DateTime<Utc>) -> bool {
         self.deadline() <= now
     }
 
@@ -125,7 +125,7 @@ fn reprs(peers: &[&Peer]) -> String {
 }
 
 /// All peers of a peering object's status.
-pub fn peers_of(body: &Value, now: DateTime<Utc>) -> Vec<Peer> {
+pub(crate) fn peers_of(body: &Value, now: DateTime<Utc>) -> Vec<Peer> {
     let empty = Map::new();
     let status = body
         .get("status")
@@ -139,7 +139,7 @@ pub fn peers_of(body: &Value, now: DateTime<Utc>) -> Vec<Peer> {
 
 /// What the peers mean for us.
 #[derive(Debug, PartialEq)]
-pub struct Judgement<'a> {
+pub(crate) struct Judgement<'a> {
     pub dead: Vec<&'a Peer>,
     pub higher: Vec<&'a Peer>,
     pub same: Vec<&'a Peer>,
@@ -154,14 +154,14 @@ impl Judgement<'_> {
 
 impl Judgement<'_> {
     /// When the first of the blocking peers expires (the verdict may change then).
-    pub fn next_deadline(&self) -> Option<DateTime<Utc>> {
+    pub(crate) fn next_deadline(&self) -> Option<DateTime<Utc>> {
         (self.higher.iter().chain(&self.same))
             .map(|p| p.deadline())
             .min()
     }
 }
 
-pub fn judge<'a>(
+pub(crate) fn judge<'a>(
     peers: &'a [Peer],
     identity: &str,
     priority: i64,

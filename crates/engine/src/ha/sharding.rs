@@ -23,15 +23,15 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 /// The label that groups the replicas' Leases.
-pub const GROUP_LABEL: &str = "kopf.dev/shard-group";
+pub(crate) const GROUP_LABEL: &str = "kopf.dev/shard-group";
 /// The annotation of a replica's Lease with the range it claims (empty: none).
-pub const RANGE_ANNOTATION: &str = "kopf.dev/shard-range";
+pub(crate) const RANGE_ANNOTATION: &str = "kopf.dev/shard-range";
 /// The whole space of the API server's shard hashes (64-bit FNV-1a of the uid).
 const SPACE: u128 = 1 << 64;
 
 /// A half-open range of uid hashes, `[start, end)`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Range {
+pub(crate) struct Range {
     pub start: u128,
     pub end: u128,
 }
@@ -46,7 +46,7 @@ impl Range {
         }
     }
 
-    pub fn overlaps(&self, other: &Range) -> bool {
+    pub(crate) fn overlaps(&self, other: &Range) -> bool {
         self.start < other.end && other.start < self.end
     }
 

@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex};
 
 const HANDLED: &str = "handledVersion";
 
-pub struct ConfigMapLock {
+pub(crate) struct ConfigMapLock {
     pub name: String,
     pub namespace: String,
     pub progress: Arc<Progress>,
@@ -42,7 +42,7 @@ impl ConfigMapLock {
 
     /// Where a new term of leading starts: the handed-over version if the lock was taken
     /// over (`None` inside: from scratch), else nothing new (`None`).
-    pub fn take_handover(&self) -> Option<Option<String>> {
+    pub(crate) fn take_handover(&self) -> Option<Option<String>> {
         self.handed_over.lock().expect("not poisoned").take()
     }
 }

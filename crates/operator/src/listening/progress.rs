@@ -29,7 +29,7 @@ struct Pending {
 
 impl Progress {
     /// A new term of leading (or the only one), resumed from this handled version.
-    pub fn begin_term(&self, handled: Option<String>) {
+    pub(crate) fn begin_term(&self, handled: Option<String>) {
         let mut state = self.state.lock().expect("not poisoned");
         state.term = state.next;
         state.pending.clear();
@@ -37,7 +37,7 @@ impl Progress {
     }
 
     /// Number an event being delivered (of this object version, if it has one).
-    pub fn issue(&self, version: Option<String>) -> u64 {
+    pub(crate) fn issue(&self, version: Option<String>) -> u64 {
         let mut state = self.state.lock().expect("not poisoned");
         let number = state.next;
         state.next += 1;
@@ -50,7 +50,7 @@ impl Progress {
     }
 
     /// Whether an event belongs to the current term.
-    pub fn is_current(&self, number: u64) -> bool {
+    pub(crate) fn is_current(&self, number: u64) -> bool {
         number >= self.state.lock().expect("not poisoned").term
     }
 

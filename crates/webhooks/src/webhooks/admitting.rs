@@ -52,7 +52,7 @@ impl Admission {
     }
 
     /// Changes of the served resources (none until the API is discovered).
-    pub fn watch_served(&self) -> watch::Receiver<Option<Served>> {
+    pub(crate) fn watch_served(&self) -> watch::Receiver<Option<Served>> {
         self.served.subscribe()
     }
 
@@ -67,7 +67,7 @@ impl Admission {
         self.client_config.send_replace(Some(client_config));
     }
 
-    pub fn watch_client_config(&self) -> watch::Receiver<Option<Value>> {
+    pub(crate) fn watch_client_config(&self) -> watch::Receiver<Option<Value>> {
         self.client_config.subscribe()
     }
 
@@ -166,7 +166,7 @@ impl Reviewer for Admission {
 
 /// The handlers' merge-patch as the JSON-patch operations that turn the object into the
 /// patched one (the form admission responses take); none if it changes nothing.
-pub fn json_patch_of(body: &Value, patch: &Value) -> Vec<Value> {
+pub(crate) fn json_patch_of(body: &Value, patch: &Value) -> Vec<Value> {
     if patch.as_object().is_none_or(|p| p.is_empty()) {
         return vec![];
     }

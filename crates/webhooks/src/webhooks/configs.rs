@@ -11,7 +11,7 @@ use serde_json::{json, Map, Value};
 /// One webhook per handler: its rules (a rule per resource it serves), its filters on labels
 /// as an object selector, and the client config pointing at the handler's own path. When
 /// the operator exits, only the `persistent` handlers' webhooks are kept.
-pub fn build_webhooks(
+pub(crate) fn build_webhooks(
     handlers: &[(&WebhookHandler, Vec<&Resource>)],
     name_suffix: &str,
     client_config: &Value,
@@ -89,7 +89,7 @@ fn labels_selector(labels: &[(String, ValueFilter)]) -> Value {
 
 /// A webhook's name as Kubernetes accepts it: `/` and `_` made readable, any other
 /// character but letters, digits, `.` and `-` as the hex of its UTF-8 bytes.
-pub fn webhook_name(id: &str, suffix: &str) -> String {
+pub(crate) fn webhook_name(id: &str, suffix: &str) -> String {
     let mut name = String::with_capacity(id.len() + suffix.len() + 1);
     for c in id.replace('/', ".").replace('_', "-").chars() {
         if c.is_alphanumeric() || c == '.' || c == '-' {
@@ -110,7 +110,7 @@ pub fn webhook_name(id: &str, suffix: &str) -> String {
 
 /// The client config with the handler's id as the last path segment of its URL or of its
 /// service's path, so that each webhook calls only its own handler.
-pub fn with_handler_id(client_config: &Value, id: &str) -> Value {
+pub(crate) fn with_handler_id(client_config: &Value, id: &str) -> Value {
     let mut config = client_config.clone();
     let quoted = quote(id);
     if let Some(Value::String(url)) = config.get("url") {
@@ -139,7 +139,7 @@ fn quote(text: &str) -> String {
 }
 
 /// The configuration object to create when it is absent (its webhooks are patched in).
-pub fn empty_configuration(kind: &str, name: &str) -> Value {
+pub(crate) fn empty_configuration(kind: &str, name: &str) -> Value {
     let mut metadata = Map::new();
     metadata.insert("name".into(), Value::String(name.into()));
     json!({

@@ -139,7 +139,7 @@ impl Review {
     }
 
     /// Which of the served resources this request is about: exactly one, or an error.
-    pub fn find_resource<'a>(
+    pub(crate) fn find_resource<'a>(
         &self,
         served: &'a [Arc<Resource>],
     ) -> Result<&'a Arc<Resource>, ReviewError> {

@@ -25,7 +25,7 @@ use tokio::net::{TcpListener, TcpStream};
 /// old one), each of at most 3 MiB (its own limit on a request's body), in one envelope.
 /// Anything bigger is not from the API server: refused (413) by its Content-Length before it
 /// is read, or as soon as a chunked body crosses the limit.
-pub const MAX_REVIEW_BYTES: usize = 7 * 1024 * 1024;
+pub(crate) const MAX_REVIEW_BYTES: usize = 7 * 1024 * 1024;
 
 /// The bytes of the reviews being read and handled at once. A review costs 2-3 times its
 /// size while in flight (its bytes, its parsed JSON, its Python objects); beyond this budget

@@ -33,14 +33,14 @@ use stopping::{Stopper, Stopping, NEXT_TOKEN};
 
 /// The bits of `kopf.DaemonStoppingReason`, in Kopf's order.
 pub mod reasons {
-    pub const DONE: u32 = 1;
-    pub const FILTERS_MISMATCH: u32 = 2;
-    pub const RESOURCE_DELETED: u32 = 4;
-    pub const OPERATOR_PAUSING: u32 = 8;
-    pub const OPERATOR_EXITING: u32 = 16;
-    pub const DAEMON_SIGNALLED: u32 = 32;
-    pub const DAEMON_CANCELLED: u32 = 64;
-    pub const DAEMON_ABANDONED: u32 = 128;
+    pub(crate) const DONE: u32 = 1;
+    pub(crate) const FILTERS_MISMATCH: u32 = 2;
+    pub(crate) const RESOURCE_DELETED: u32 = 4;
+    pub(crate) const OPERATOR_PAUSING: u32 = 8;
+    pub(crate) const OPERATOR_EXITING: u32 = 16;
+    pub(crate) const DAEMON_SIGNALLED: u32 = 32;
+    pub(crate) const DAEMON_CANCELLED: u32 = 64;
+    pub(crate) const DAEMON_ABANDONED: u32 = 128;
 }
 
 /// An object's latest state, compact between events: the runners parse it only for a
@@ -92,7 +92,7 @@ pub struct ObjectDaemons {
 
 impl ObjectDaemons {
     /// Take the object's latest state; an essential change restarts the idle clocks.
-    pub fn refresh(&self, body: &Arc<Value>, essential_change: bool, hooks: &dyn Hooks) {
+    pub(crate) fn refresh(&self, body: &Arc<Value>, essential_change: bool, hooks: &dyn Hooks) {
         let compact = CompactBody::kept(body);
         *self.body.lock().expect("not poisoned") = compact.clone();
         if essential_change {
@@ -105,7 +105,7 @@ impl ObjectDaemons {
         }
     }
 
-    pub fn forever_stopped(&self) -> HashSet<String> {
+    pub(crate) fn forever_stopped(&self) -> HashSet<String> {
         self.running
             .lock()
             .expect("not poisoned")
@@ -188,7 +188,7 @@ impl Daemons {
 
     /// Spawn the matching daemons that do not run yet; stop the running ones that do not match.
     /// The delays until the stopping ones should be checked again.
-    pub async fn spawn_and_match(
+    pub(crate) async fn spawn_and_match(
         self: &Arc<Self>,
         object: &Arc<ObjectDaemons>,
         matching: &[&Arc<SpawningHandler>],
@@ -207,7 +207,7 @@ impl Daemons {
     }
 
     /// The object is being deleted: stop all its daemons, over several cycles if needed.
-    pub async fn stop_for_deletion(&self, object: &ObjectDaemons) -> Vec<f64> {
+    pub(crate) async fn stop_for_deletion(&self, object: &ObjectDaemons) -> Vec<f64> {
         self.stop_daemons(&object.snapshot(), reasons::RESOURCE_DELETED)
             .await
     }
@@ -254,7 +254,7 @@ impl Daemons {
     }
 
     /// The operator exits: stop all daemons of all objects at once, each in Kopf's one-go way.
-    pub async fn stop_all(&self) {
+    pub(crate) async fn stop_all(&self) {
         self.closing.store(true, Ordering::SeqCst);
         self.stop_everything(reasons::OPERATOR_EXITING).await;
     }

@@ -50,7 +50,7 @@ impl Flag {
 }
 
 /// A daemon's stop flag with its accumulated reasons; mirrored to Python's `stopped` kwarg.
-pub struct Stopper {
+pub(crate) struct Stopper {
     pub(super) token: u64,
     /// The reasons so far and when the flag was first raised.
     state: Mutex<(u32, Option<Instant>)>,
