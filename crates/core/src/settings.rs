@@ -276,7 +276,7 @@ impl Default for PeeringSettings {
 #[serde(default, deny_unknown_fields)]
 pub struct LeadershipSettings {
     pub lease_name: Option<String>,
-    /// Where the Lease lives (the binding fills in a default).
+    /// Where the Lease lives; see `namespace()` for the default.
     pub lease_namespace: Option<String>,
     /// How long a Lease is valid after its last renewal.
     pub lease_duration: f64,
@@ -316,6 +316,11 @@ pub enum LeadershipProblem {
 }
 
 impl LeadershipSettings {
+    /// The namespace of the leader's Lease and of the shards' ones: `default` unless given.
+    pub fn namespace(&self) -> String {
+        (self.lease_namespace.clone()).unwrap_or_else(|| "default".into())
+    }
+
     /// The settings' contradictions, if any (the operator refuses to start with them).
     pub fn problem(&self) -> Option<LeadershipProblem> {
         let positive =

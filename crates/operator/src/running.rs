@@ -449,7 +449,7 @@ impl Ha {
         if let Some(name) = lease_name {
             let lock = LeaseLock {
                 name,
-                namespace: Self::lease_namespace(settings),
+                namespace: lease.namespace(),
                 duration: lease.lease_duration,
             };
             let leadership = Leadership {
@@ -493,10 +493,6 @@ impl Ha {
         })
     }
 
-    fn lease_namespace(settings: &Settings) -> String {
-        (settings.leadership.lease_namespace.clone()).unwrap_or_else(|| "default".into())
-    }
-
     /// The Lease to elect a leader by, or the shards' channel: `--shards auto` falls back to
     /// a leader's Lease where the API server cannot filter by shards.
     async fn election(
@@ -514,7 +510,7 @@ impl Ha {
         if lease.lease_name.is_some() {
             return Err(RunError::Sharding("a replica serves either its shard (--shards auto) or everything as the leader (--lease NAME), not both".into()));
         }
-        let lease_namespace = Self::lease_namespace(settings);
+        let lease_namespace = lease.namespace();
         let supported = sharding::supported(credentials, &lease_namespace)
             .await
             .map_err(|error| {

@@ -280,7 +280,7 @@ spec:
 """
 
 
-def _gpg_run(gnupg: Path, home: Path, *args: str, cwd: Path, input: str | None = None) -> str:
+def _run_with_gnupg(gnupg: Path, home: Path, *args: str, cwd: Path, input: str | None = None) -> str:
     result = subprocess.run(args, cwd=cwd, input=input, capture_output=True, text=True, check=False,
                             env={**os.environ, "GNUPGHOME": str(gnupg), "HOME": str(home)})
     if result.returncode != 0:
@@ -310,7 +310,7 @@ def _pass_template() -> Path:
         try:
             # A passphrase as its deployments give one (PASS_GPG_PASSPHRASE): with its default, an
             # empty one, python-gnupg 0.5.7 sends no data to gpg and every entry decrypts to "".
-            _gpg_run(gnupg, home, "gpg", "--batch", "--pinentry-mode", "loopback", "--passphrase", "corpus",
+            _run_with_gnupg(gnupg, home, "gpg", "--batch", "--pinentry-mode", "loopback", "--passphrase", "corpus",
                      "--quick-gen-key", "corpus <corpus@example.invalid>", "future-default", "default", "never",
                      cwd=template)
             break
@@ -318,15 +318,15 @@ def _pass_template() -> Path:
             errors.append(str(e))
     else:
         raise RuntimeError("no GnuPG key for pass-operator:\n" + "\n".join(errors))
-    key = _gpg_run(gnupg, home, "gpg", "--list-keys", "--with-colons", cwd=template) \
+    key = _run_with_gnupg(gnupg, home, "gpg", "--list-keys", "--with-colons", cwd=template) \
         .split("fpr:::::::::")[1].split(":")[0]
     (repo / "premiscale").mkdir(parents=True)
     (repo / ".gpg-id").write_text(key + "\n")
-    _gpg_run(gnupg, home, "gpg", "--batch", "--yes", "--trust-model", "always", "--encrypt", "-r", key, "-o",
+    _run_with_gnupg(gnupg, home, "gpg", "--batch", "--yes", "--trust-model", "always", "--encrypt", "-r", key, "-o",
              str(repo / "premiscale" / "mydata.gpg"), input="hunter2\n", cwd=template)
     for args in (["init", "-q", "-b", "main"], ["add", "."],
                  ["-c", "user.name=corpus", "-c", "user.email=corpus@example.invalid", "commit", "-q", "-m", "store"]):
-        _gpg_run(gnupg, home, "git", *args, cwd=repo)
+        _run_with_gnupg(gnupg, home, "git", *args, cwd=repo)
     (home / ".password-store").mkdir()
     (home / ".password-store" / ".gpg-id").write_text(key + "\n")  # as `pass init` leaves it
     _stop_gpg_agent(gnupg)

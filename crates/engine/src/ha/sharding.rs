@@ -139,7 +139,7 @@ pub struct Sharding {
 
 impl Sharding {
     fn namespace(&self) -> String {
-        (self.settings.lease_namespace.clone()).unwrap_or_else(|| "default".into())
+        self.settings.namespace()
     }
 
     fn collection(&self) -> String {
