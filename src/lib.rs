@@ -7,8 +7,9 @@
 //! The workspace's crates, bottom-up, each using only those before it (the compiler keeps
 //! that): `region` (`crates/region`), the process's allocator with a region apart for
 //! long-lived values; `kopf_core` (`crates/core`), the layers below the API client;
-//! `kopf_client` (`crates/client`), the API client; `kopf_engine` (`crates/engine`), the
-//! pause and its votes, the indices and the engine; `kopf_webhooks` (`crates/webhooks`);
+//! `kopf_client` (`crates/client`), the API client; `kopf_intents` (`crates/intents`), the
+//! indices and what the handlers declare; `kopf_engine` (`crates/engine`), the pause and
+//! its votes and the engine; `kopf_webhooks` (`crates/webhooks`), which needs no engine;
 //! `kopf_operator` (`crates/operator`), the operator as a whole; and this one, `src/`, the
 //! Python extension that maturin builds: the only crate that depends on PyO3, so the core
 //! cannot hold a Python type. It re-exports the layers of the others under their own names.
@@ -27,11 +28,14 @@
 //!   Kopf keeps it;
 //! - `settings` (`crates/core`): the part of `kopf.OperatorSettings` the core acts on;
 //! - `client` (`crates/client`): the API client, discovery, watch-streams, patching, Events;
+//! - `indices` (`crates/intents`): the in-memory indices (`@kopf.index`) and the gate of
+//!   their readiness;
+//! - `intents` (`crates/intents`): the handlers' declarations, lifecycles and schedules, and
+//!   the hooks through which the core calls them;
 //! - `ha` (`crates/engine`): the pause, and Kopf's peering, Lease election and sharding
 //!   that switch it;
-//! - `indices` (`crates/engine`): the in-memory indices (`@kopf.index`) and the gate of
-//!   their readiness;
-//! - `engine` (`crates/engine`): per-object queues, causes and handlers, daemons and timers;
+//! - `engine` (`crates/engine`): per-object queues, causes and handler calls, daemons and
+//!   timers;
 //! - `webhooks` (`crates/webhooks`): admission webhooks;
 //! - `listening` (`crates/operator`): Skafos' listener API (streams, ConfigMap election,
 //!   health port);
@@ -42,7 +46,8 @@
 
 pub use kopf_client::client;
 pub use kopf_core::{metrics, object_log, settings, state, util};
-pub use kopf_engine::{engine, ha, indices};
+pub use kopf_engine::{engine, ha};
+pub use kopf_intents::{indices, intents};
 pub use kopf_operator::{listening, probing, running};
 pub use kopf_webhooks::webhooks;
 

@@ -29,6 +29,7 @@ PLAN = ROOT / "src" / "lib.rs"
 # The crates that hold layers, bottom-up.
 CRATES = {"crates/core": ROOT / "crates" / "core" / "src",
           "crates/client": ROOT / "crates" / "client" / "src",
+          "crates/intents": ROOT / "crates" / "intents" / "src",
           "crates/engine": ROOT / "crates" / "engine" / "src",
           "crates/webhooks": ROOT / "crates" / "webhooks" / "src",
           "crates/operator": ROOT / "crates" / "operator" / "src",
@@ -117,6 +118,9 @@ def declaration_problems(graph: dict[str, set[str]]) -> Iterable[str]:
                 for other in uses} - {layer}
         for other in sorted(used - declared):
             yield f"{path.relative_to(ROOT)}: its layer uses `{other}`, which its `Uses:` line does not name"
+        if "every layer before it" not in path.read_text():  # else it names none in particular
+            for other in sorted(declared - used):
+                yield f"{path.relative_to(ROOT)}: its `Uses:` line names `{other}`, which its layer does not use"
 
 
 def rust_modules(sources: Iterable[Path]) -> dict[str, Path]:

@@ -12,11 +12,11 @@ use crate::client::connection::ConnectionInfo;
 use crate::client::credentials::LoginError;
 use crate::client::resources::Resource;
 use crate::client::watching::EventType;
-use crate::engine::handlers::Reason;
-use crate::engine::hooks::{
+use crate::indices::Indices;
+use crate::intents::handlers::Reason;
+use crate::intents::hooks::{
     Failure, HandlerKind, Hooks, Invocation, Invoked, PlanRequest, Rejection,
 };
-use crate::indices::Indices;
 use crate::settings::ServerSelectors;
 use crate::state::bodies::CompactBody;
 use crate::state::diffs::Diff;

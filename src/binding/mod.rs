@@ -50,7 +50,7 @@ fn _engine(m: &Bound<'_, PyModule>) -> PyResult<()> {
 #[pyfunction]
 #[pyo3(signature = (pattern, timezone=None))]
 fn check_cron(pattern: &str, timezone: Option<&str>) -> PyResult<()> {
-    crate::engine::schedules::Schedule::parse(pattern, timezone)
+    crate::intents::schedules::Schedule::parse(pattern, timezone)
         .map(|_| ())
         .map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))
 }

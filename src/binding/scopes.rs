@@ -2,9 +2,9 @@
 //! each change handler's call; `kopf.execute()` (explicit, or implicit after the handler)
 //! passes the declared sub-handlers to it, and the core executes them (`executing`).
 
-use crate::engine::handlers::ChangingHandler;
-use crate::engine::hooks::{Children, Executed};
-use crate::engine::lifecycles::Lifecycle;
+use crate::intents::handlers::ChangingHandler;
+use crate::intents::hooks::{Children, Executed};
+use crate::intents::lifecycles::Lifecycle;
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use std::sync::Arc;

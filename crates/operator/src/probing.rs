@@ -1,9 +1,9 @@
 //! The liveness endpoint (`--liveness http://host:port/path`): answers GET with the
 //! results of the `@kopf.on.probe` handlers as JSON, re-run at most every 10 seconds.
 //!
-//! Uses: `util`, `engine`.
+//! Uses: `util`, `intents`.
 
-use crate::engine::hooks::Hooks;
+use crate::intents::hooks::Hooks;
 use crate::util::endpoints;
 use crate::util::logging::ENGINE;
 use http_body_util::Full;

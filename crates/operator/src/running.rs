@@ -12,17 +12,17 @@ use crate::client::resources::{Resource, Selector};
 use crate::client::watching::{EventType, RawEvent, Watched, Watcher};
 use crate::engine::context::ResourceContext;
 use crate::engine::daemons::Daemons;
-use crate::engine::handlers::{
-    ChangingHandler, IndexingHandler, SpawningHandler, WatchingHandler, WebhookHandler,
-};
-use crate::engine::hooks::{HandlerKind, Hooks};
-use crate::engine::lifecycles::Lifecycle;
 use crate::engine::queueing::Dispatcher;
 use crate::ha::leadership::{Leadership, LeaseLock};
 use crate::ha::pausing::Pause;
 use crate::ha::peering::{self, Peering, PeeringError, Target};
 use crate::ha::sharding::{self, Sharding};
 use crate::indices::{Indices, InitialListing};
+use crate::intents::handlers::{
+    ChangingHandler, IndexingHandler, SpawningHandler, WatchingHandler, WebhookHandler,
+};
+use crate::intents::hooks::{HandlerKind, Hooks};
+use crate::intents::lifecycles::Lifecycle;
 use crate::settings::LeadershipProblem;
 use crate::settings::{ServerSelectors, Settings};
 use crate::state::storages::{Storages, StoragesError};

@@ -4,12 +4,12 @@
 
 use crate::client::applying::Patcher;
 use crate::client::resources::Resource;
-use crate::engine::handlers::{
+use crate::indices::Indices;
+use crate::intents::handlers::{
     ChangingHandler, IndexingHandler, Reason, SpawningHandler, WatchingHandler,
 };
-use crate::engine::hooks::{HandlerKind, Hooks, Invocation};
-use crate::engine::lifecycles::Lifecycle;
-use crate::indices::Indices;
+use crate::intents::hooks::{HandlerKind, Hooks, Invocation};
+use crate::intents::lifecycles::Lifecycle;
 use crate::settings::Settings;
 use crate::state::diffbase::DiffBaseStorage;
 use crate::state::diffs::{self, Diff};

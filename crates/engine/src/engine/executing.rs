@@ -5,10 +5,10 @@
 //! handlers' states; their results, and the sub-handlers' progress, to the cycle's patch.
 
 use crate::engine::context::{Change, ResourceContext};
-use crate::engine::handlers::ChangingHandler;
-use crate::engine::hooks::{self, Children, Executed, HandlerKind, PlanRequest};
-use crate::engine::lifecycles::Lifecycle;
 use crate::engine::selecting::{self, Verdicts};
+use crate::intents::handlers::ChangingHandler;
+use crate::intents::hooks::{self, Children, Executed, HandlerKind, PlanRequest};
+use crate::intents::lifecycles::Lifecycle;
 use crate::state::patches::Patch;
 use crate::state::progression::{format_time, State};
 use crate::state::{StorageError, StorageResult};

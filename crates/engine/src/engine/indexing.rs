@@ -7,10 +7,10 @@
 
 use crate::client::watching::{EventType, RawEvent};
 use crate::engine::context::{object_key, IndexingMemory, ResourceContext};
-use crate::engine::handlers::IndexingHandler;
-use crate::engine::hooks::{self, HandlerKind};
 use crate::engine::selecting;
 use crate::indices::index::ObjectKey;
+use crate::intents::handlers::IndexingHandler;
+use crate::intents::hooks::{self, HandlerKind};
 use crate::state::progression::{format_time, HandlerState};
 use chrono::Utc;
 

@@ -1,8 +1,9 @@
 //! The engine: from a watch event to the handlers and back to the object.
 //! `queueing` routes each object's events to its worker; `processing` finds the cause
-//! and the handlers to call (`handlers` describes them and their filters); `hooks` is
-//! how the core calls Python; `daemons` runs daemons and timers per object (`coalescing`:
-//! when their intervals end); `context` is what they share per resource and per object.
+//! and the handlers to call (`selecting`: which of the declared ones match; `executing`:
+//! calling them through the `intents`' hooks); `indexing` fills the indices; `daemons`
+//! runs daemons and timers per object (`coalescing`: when their intervals end); `context`
+//! is what they share per resource and per object.
 //!
 //! Uses: every layer before it.
 
@@ -10,13 +11,9 @@ pub mod coalescing;
 pub mod context;
 pub mod daemons;
 pub mod executing;
-pub mod handlers;
-pub mod hooks;
 pub mod indexing;
-pub mod lifecycles;
 pub mod processing;
 pub mod queueing;
-pub mod schedules;
 pub mod selecting;
 
 #[cfg(test)]

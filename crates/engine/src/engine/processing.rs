@@ -6,9 +6,9 @@ use crate::client::watching::{EventType, RawEvent};
 use crate::engine::context::{Change, Cycle, Memory, ResourceContext};
 use crate::engine::daemons::{Daemons, ObjectDaemons};
 use crate::engine::executing::{self, SharedPatch};
-use crate::engine::handlers::{Match, Reason, SpawningHandler};
-use crate::engine::hooks::{self, HandlerKind};
 use crate::engine::selecting::{self, Verdicts};
+use crate::intents::handlers::{Match, Reason, SpawningHandler};
+use crate::intents::hooks::{self, HandlerKind};
 use crate::object_log;
 use crate::state::diffs::{self, Diff};
 use crate::state::patches::{FinalizerOp, Patch};
@@ -402,9 +402,9 @@ fn diff_repr(diff: &Diff) -> String {
 mod tests {
     use super::*;
     use crate::client::watching::EventType;
-    use crate::engine::hooks::HandlerKind;
     use crate::engine::testing::{self, event, object, Daemon, FakeHooks, FakePatcher, Handlers};
     use crate::ha::pausing::Pause;
+    use crate::intents::hooks::HandlerKind;
     use crate::settings::Settings;
     use serde_json::json;
 

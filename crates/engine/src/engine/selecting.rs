@@ -5,8 +5,8 @@
 
 use crate::client::watching::RawEvent;
 use crate::engine::context::{Change, ResourceContext};
-use crate::engine::handlers::{ChangingHandler, Filtered, Match, SpawningHandler};
-use crate::engine::hooks::{HandlerKind, Invocation};
+use crate::intents::handlers::{ChangingHandler, Filtered, Match, SpawningHandler};
+use crate::intents::hooks::{HandlerKind, Invocation};
 use serde_json::Value;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -139,7 +139,7 @@ fn static_match(handler: &ChangingHandler, body: &Value, change: &Change) -> Mat
 /// All static filters of a handler for this cause: its reason, resuming and deletion
 /// flags, metadata and field values, and the field's change.
 fn cause_match(handler: &ChangingHandler, body: &Value, change: &Change) -> Match {
-    let deleted = change.reason == crate::engine::handlers::Reason::Delete;
+    let deleted = change.reason == crate::intents::handlers::Reason::Delete;
     let relevant = handler.reason.is_none_or(|r| r == change.reason)
         // Resuming handlers only in initial causes, and on deletion only if they ask for it.
         && (!handler.initial || change.initial)

@@ -5,10 +5,12 @@ use crate::client::applying::{Applied, Patcher};
 use crate::client::resources::Resource;
 use crate::client::watching::{EventType, RawEvent};
 use crate::engine::context::ResourceContext;
-use crate::engine::handlers::{ChangingHandler, IndexingHandler, SpawningHandler, WatchingHandler};
-use crate::engine::hooks::{HandlerKind, Hooks, Invocation, Invoked, PlanRequest};
-use crate::engine::lifecycles::Lifecycle;
 use crate::indices::datum::Datum;
+use crate::intents::handlers::{
+    ChangingHandler, IndexingHandler, SpawningHandler, WatchingHandler,
+};
+use crate::intents::hooks::{HandlerKind, Hooks, Invocation, Invoked, PlanRequest};
+use crate::intents::lifecycles::Lifecycle;
 use crate::settings::{ServerSelectors, Settings};
 use crate::state::bodies::CompactBody;
 use crate::state::patches::Patch;

@@ -6,8 +6,8 @@
 use super::reviews::{respond, Review, ReviewError};
 use super::serving::{AdmissionRequest, Reviewer};
 use crate::client::resources::Resource;
-use crate::engine::handlers::{Match, WebhookHandler};
-use crate::engine::hooks::{self, AdmissionCall, HandlerKind, Hooks, Invocation, Rejection};
+use crate::intents::handlers::{Match, WebhookHandler};
+use crate::intents::hooks::{self, AdmissionCall, HandlerKind, Hooks, Invocation, Rejection};
 use crate::state::diffs;
 use crate::util::dicts;
 use futures::future::BoxFuture;
@@ -200,9 +200,9 @@ mod tests {
         assert!(json_patch_of(&body, &json!({"spec": {"field": "x"}})).is_empty());
     }
 
-    use crate::engine::hooks::Invoked;
-    use crate::engine::testing::{self, FakeHooks};
+    use crate::intents::hooks::Invoked;
     use base64::Engine as _;
+    use kopf_engine::engine::testing::{self, FakeHooks};
 
     /// The handlers of Kopf's admission example, in short: `validate1` rejects a wrong field
     /// (code 555), `mutate1` (only for objects labelled `somelabel=somevalue`) injects a
@@ -310,7 +310,7 @@ mod tests {
             "validate1 is not asked"
         );
         let mut request = review("CREATE", json!({"field": "wrong"}), json!({}));
-        request.reason = Some(crate::engine::handlers::WebhookType::Mutating);
+        request.reason = Some(crate::intents::handlers::WebhookType::Mutating);
         let response = admission.answer(request).await.unwrap();
         assert_eq!(
             response["response"]["allowed"], true,

@@ -3,7 +3,7 @@
 //! where the server is reachable, as Kopf 1.45.2 writes them.
 
 use crate::client::resources::Resource;
-use crate::engine::handlers::{ValueFilter, WebhookHandler};
+use crate::intents::handlers::{ValueFilter, WebhookHandler};
 use crate::util::encoding::to_python_repr;
 use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
 use serde_json::{json, Map, Value};
@@ -152,7 +152,7 @@ pub(crate) fn empty_configuration(kind: &str, name: &str) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::handlers::WebhookHandler;
+    use crate::intents::handlers::WebhookHandler;
 
     fn handler(spec: Value) -> WebhookHandler {
         let mut base = json!({"index": 0, "id": "validate1", "reason": "validating"});
@@ -167,7 +167,7 @@ mod tests {
             group: group.into(),
             version: version.into(),
             plural: plural.into(),
-            ..(*crate::engine::testing::resource()).clone()
+            ..(*kopf_engine::engine::testing::resource()).clone()
         }
     }
 

@@ -6,7 +6,7 @@
 use super::admitting::Admission;
 use super::configs::{build_webhooks, empty_configuration};
 use crate::client::credentials::Credentials;
-use crate::engine::handlers::{WebhookHandler, WebhookType};
+use crate::intents::handlers::{WebhookHandler, WebhookType};
 use crate::util::errors;
 use crate::util::logging::ADMISSION;
 use serde_json::{json, Value};

@@ -2,7 +2,7 @@
 //! apiserver sends them and the responses, the server's certificate and TLS, the HTTPS
 //! server, and the managed webhook configurations.
 //!
-//! Uses: `util`, `state`, `client`, `engine`.
+//! Uses: `util`, `state`, `client`, `intents`.
 
 pub mod admitting;
 pub mod certificates;

@@ -3,7 +3,7 @@
 //! which served resource it is about, and the response built from the handlers' outcomes.
 
 use crate::client::resources::Resource;
-use crate::engine::hooks::Rejection;
+use crate::intents::hooks::Rejection;
 use base64::Engine as _;
 use serde_json::{json, Map, Value};
 use std::sync::Arc;
@@ -300,9 +300,9 @@ mod tests {
         let kex = Arc::new(Resource {
             group: "kopf.dev".into(),
             plural: "kopfexamples".into(),
-            ..(*crate::engine::testing::resource()).clone()
+            ..(*kopf_engine::engine::testing::resource()).clone()
         });
-        let other = crate::engine::testing::resource();
+        let other = kopf_engine::engine::testing::resource();
         let served = [other.clone(), kex.clone()];
         assert_eq!(
             review.find_resource(&served).unwrap().plural,

@@ -6,7 +6,7 @@
 
 use super::reviews::ReviewError;
 use super::tls;
-use crate::engine::handlers::WebhookType;
+use crate::intents::handlers::WebhookType;
 use crate::util::logging::ENGINE;
 use crate::util::tasks;
 use futures::future::BoxFuture;

@@ -9,9 +9,9 @@
 //! daemon is waited for; `runner`: one daemon's or timer's task; `tests`.
 
 use crate::engine::context::ResourceContext;
-use crate::engine::handlers::{SpawningHandler, SpawningKind};
-use crate::engine::hooks::Hooks;
 use crate::ha::pausing::Pause;
+use crate::intents::handlers::{SpawningHandler, SpawningKind};
+use crate::intents::hooks::Hooks;
 use crate::state::bodies::CompactBody;
 use crate::util::logging::ObjectRef;
 use crate::util::tasks;

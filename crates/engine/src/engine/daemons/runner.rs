@@ -2,8 +2,8 @@
 //! daemon) or on schedule (a timer), applies its results, and retries on errors.
 
 use crate::engine::coalescing;
-use crate::engine::handlers::{SpawningHandler, SpawningKind};
-use crate::engine::hooks::{self, DaemonCall, HandlerKind, Hooks, Invocation};
+use crate::intents::handlers::{SpawningHandler, SpawningKind};
+use crate::intents::hooks::{self, DaemonCall, HandlerKind, Hooks, Invocation};
 use crate::object_log;
 use crate::state::bodies::CompactBody;
 use crate::state::patches::Patch;

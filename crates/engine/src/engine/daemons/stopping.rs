@@ -1,8 +1,8 @@
 //! Stopping daemons and timers: the flags raised once (`Flag`), a daemon's stopper with
 //! its reasons (`Stopper`, which Python polls), and how a stopping one is waited for.
 
-use crate::engine::handlers::SpawningKind;
-use crate::engine::hooks::Hooks;
+use crate::intents::handlers::SpawningKind;
+use crate::intents::hooks::Hooks;
 use crate::object_log;
 use crate::util::logging::ObjectRef;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

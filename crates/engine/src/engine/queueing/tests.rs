@@ -3,9 +3,9 @@
 
 use super::worker::Latest;
 use super::*;
-use crate::engine::hooks::HandlerKind;
 use crate::engine::testing::{self, event, object, Daemon, FakeHooks, FakePatcher, Handlers};
 use crate::indices::datum::Datum;
+use crate::intents::hooks::HandlerKind;
 use crate::settings::Settings;
 use crate::state::bodies::CompactBody;
 use crate::state::progression::Outcome;

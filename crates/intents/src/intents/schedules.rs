@@ -14,7 +14,7 @@ use std::time::Duration;
 
 /// A timer's schedule as the Python side declares it.
 #[derive(Debug, Clone, Deserialize)]
-pub(crate) struct CronSpec {
+pub struct CronSpec {
     pub pattern: String,
     #[serde(default)]
     pub timezone: Option<String>,
@@ -66,14 +66,14 @@ impl Schedule {
     }
 
     /// The first instant strictly after `now`; `None` if the pattern names no more.
-    pub(crate) fn next_after(&self, now: Timestamp) -> Option<Timestamp> {
+    pub fn next_after(&self, now: Timestamp) -> Option<Timestamp> {
         let local = now.to_zoned(self.timezone.clone());
         let next = self.cron.find_next_occurrence(&local, false).ok()?;
         Some(next.timestamp())
     }
 
     /// How long until the next instant from now.
-    pub(crate) fn until_next(&self) -> Option<Duration> {
+    pub fn until_next(&self) -> Option<Duration> {
         let now = Timestamp::now();
         let next = self.next_after(now)?;
         Some(Duration::try_from(next.duration_since(now)).unwrap_or_default())

@@ -44,7 +44,7 @@ impl Reason {
     }
 
     /// The reasons for which handlers are called (others are the reactor's own).
-    pub(crate) fn is_for_handlers(self) -> bool {
+    pub fn is_for_handlers(self) -> bool {
         matches!(
             self,
             Reason::Create | Reason::Update | Reason::Delete | Reason::Resume
@@ -52,7 +52,7 @@ impl Reason {
     }
 
     /// The human title of a purpose, as in "Creation is processed".
-    pub(crate) fn title(purpose: &str) -> String {
+    pub fn title(purpose: &str) -> String {
         match purpose {
             "create" => "creation".into(),
             "update" => "updating".into(),
@@ -83,7 +83,7 @@ pub struct ResourceFilters {
 }
 
 /// The old and new essences of a change (either may be absent).
-pub(crate) type Essences<'a> = (Option<&'a Value>, Option<&'a Value>);
+pub type Essences<'a> = (Option<&'a Value>, Option<&'a Value>);
 
 /// The result of matching without Python.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -195,7 +195,7 @@ pub struct ChangingHandler {
 
 impl ChangingHandler {
     /// Field changes: was there a change of the field, do old and new values fit.
-    pub(crate) fn match_field_changes(&self, old: Option<&Value>, new: Option<&Value>) -> Match {
+    pub fn match_field_changes(&self, old: Option<&Value>, new: Option<&Value>) -> Match {
         let Some(field) = &self.filters.field else {
             return Match::Yes;
         };
@@ -311,7 +311,7 @@ impl Filtered for WebhookHandler {
 
 /// Handlers called for an object's events or states as they are (no change to compare):
 /// their position in the registry and their filters.
-pub(crate) trait Filtered {
+pub trait Filtered {
     fn index(&self) -> usize;
     fn filters(&self) -> &ResourceFilters;
 }
@@ -359,7 +359,7 @@ pub struct SpawningHandler {
     pub sharp: bool,
     /// A cron schedule instead of an interval (timers only).
     #[serde(default)]
-    pub cron: Option<crate::engine::schedules::Schedule>,
+    pub cron: Option<crate::intents::schedules::Schedule>,
     #[serde(flatten)]
     pub filters: ResourceFilters,
 }
@@ -373,7 +373,7 @@ pub enum SpawningKind {
 
 impl SpawningHandler {
     /// How Kopf names it in log lines: `Daemon 'id'` or `Timer 'id'`.
-    pub(crate) fn title(&self) -> String {
+    pub fn title(&self) -> String {
         let kind = match self.kind {
             SpawningKind::Daemon => "Daemon",
             SpawningKind::Timer => "Timer",

@@ -10,7 +10,7 @@ use smallvec::SmallVec;
 use std::collections::HashMap;
 
 /// Which object a value came from (its uid; namespace/name for the rare object without one).
-pub(crate) type ObjectKey = ObjectId;
+pub type ObjectKey = ObjectId;
 
 /// The values under one key, by the object that gave each, in the order they came. Most
 /// keys have one object or a few (a pod's name): a list for them, inline in the index for
@@ -122,7 +122,7 @@ impl Index {
     }
 
     /// The object contributes nothing anymore.
-    pub(crate) fn discard(&mut self, object: &ObjectKey) {
+    pub fn discard(&mut self, object: &ObjectKey) {
         for key in self.reverse.remove(object).unwrap_or_default() {
             self.remove_value(&key, object);
         }

@@ -4,9 +4,9 @@
 
 use crate::client::resources::Resource;
 use crate::client::watching::EventType;
-use crate::engine::handlers::{ChangingHandler, Reason};
-use crate::engine::lifecycles::Lifecycle;
 use crate::indices::datum::Datum;
+use crate::intents::handlers::{ChangingHandler, Reason};
+use crate::intents::lifecycles::Lifecycle;
 use crate::metrics::{CallOutcome, HandlerLabels};
 use crate::settings::ServerSelectors;
 use crate::state::bodies::CompactBody;
@@ -220,7 +220,7 @@ impl Invoked {
 
     /// The call's effects on the object: the handler's own patch, and its result in
     /// `status.<handler id>`.
-    pub(crate) fn apply_to(&self, id: &str, patch: &mut Patch) {
+    pub fn apply_to(&self, id: &str, patch: &mut Patch) {
         if let Some(own) = &self.patch {
             patch.merge_from(own);
         }

@@ -65,7 +65,7 @@ impl Readiness {
         self.pending.send_modify(|n| *n = n.saturating_sub(1));
     }
 
-    pub(crate) fn is_ready(&self) -> bool {
+    pub fn is_ready(&self) -> bool {
         *self.pending.borrow() == 0
     }
 
@@ -98,7 +98,7 @@ impl InitialListing {
     }
 
     /// Is the listing still coming (is this listed object one to wait for)?
-    pub(crate) fn is_listing(&self) -> bool {
+    pub fn is_listing(&self) -> bool {
         !self.complete.load(Ordering::SeqCst)
     }
 
@@ -123,7 +123,7 @@ impl InitialListing {
 
     /// The stream has ended before its listing was complete (its resource is gone, or the
     /// operator stops): nothing to wait for anymore.
-    pub(crate) fn abandon(&self) {
+    pub fn abandon(&self) {
         if !self.reported.swap(true, Ordering::SeqCst) {
             self.indices.readiness.done();
         }
