@@ -83,7 +83,7 @@ pub struct ResourceFilters {
 }
 
 /// The old and new essences of a change (either may be absent).
-pub type Essences<'a> = (Option<&'a Value>, Option<&'a Value>);
+pub(crate) type Essences<'a> = (Option<&'a Value>, Option<&'a Value>);
 
 /// The result of matching without Python.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 /// A timer's schedule as the Python side declares it.
 #[derive(Debug, Clone, Deserialize)]
-pub struct CronSpec {
+pub(crate) struct CronSpec {
     pub pattern: String,
     #[serde(default)]
     pub timezone: Option<String>,
@@ -66,7 +66,7 @@ impl Schedule {
     }
 
     /// The first instant strictly after `now`; `None` if the pattern names no more.
-    pub fn next_after(&self, now: Timestamp) -> Option<Timestamp> {
+    pub(crate) fn next_after(&self, now: Timestamp) -> Option<Timestamp> {
         let local = now.to_zoned(self.timezone.clone());
         let next = self.cron.find_next_occurrence(&local, false).ok()?;
         Some(next.timestamp())
