@@ -15,7 +15,8 @@ use crate::client::watching::EventType;
 use crate::indices::Indices;
 use crate::intents::handlers::Reason;
 use crate::intents::hooks::{
-    Failure, HandlerKind, Hooks, Invocation, Invoked, PlanRequest, Rejection,
+    DaemonControl, Failure, HandlerCalls, HandlerKind, Invocation, Invoked, OperatorQueries,
+    OperatorStorages, PlanRequest, Rejection,
 };
 use crate::settings::ServerSelectors;
 use crate::state::bodies::CompactBody;
@@ -358,7 +359,7 @@ fn rejection(answer: &Bound<'_, PyAny>) -> PyResult<Rejection> {
     })
 }
 
-impl Hooks for PyHooks {
+impl HandlerCalls for PyHooks {
     fn check_callbacks(&self, invocations: Vec<Invocation>) -> BoxFuture<'static, Vec<bool>> {
         self.verdicts("check_callbacks", invocations.len(), move |py| {
             let list = PyList::empty(py);
@@ -396,6 +397,77 @@ impl Hooks for PyHooks {
         )
     }
 
+    fn plan(&self, request: PlanRequest) -> BoxFuture<'static, Vec<usize>> {
+        self.call(
+            "plan",
+            None,
+            move |py| {
+                let dict = PyDict::new(py);
+                dict.set_item("scope", request.scope)?;
+                dict.set_item("call", invocation_dict(py, &request.call)?)?;
+                dict.set_item("handlers", &request.handlers)?;
+                let states = PyDict::new(py);
+                for (id, record) in &request.states {
+                    states.set_item(id, to_py(py, record)?)?;
+                }
+                dict.set_item("states", states)?;
+                Ok(dict.into_any())
+            },
+            |_, answer| answer.extract(),
+            |_| Vec::new(),
+        )
+    }
+
+    fn initial_delay(&self, invocation: Invocation) -> BoxFuture<'static, f64> {
+        self.call(
+            "initial_delay",
+            None,
+            move |py| Ok(invocation_dict(py, &invocation)?.into_any()),
+            |_, answer| answer.extract(),
+            |_| 0.0,
+        )
+    }
+
+    fn forget(&self, key: &str) {
+        let key = key.to_owned();
+        self.calls
+            .notify("forget", move |py| Ok((key,).into_pyobject(py)?.into_any()));
+    }
+}
+
+impl DaemonControl for PyHooks {
+    // The stop flags and cancellations go in order with the core's log lines (notes too):
+    // what a daemon logs on seeing them comes after the line that announced them.
+    fn daemon_stopping(&self, token: u64, reason: u32) {
+        self.calls.notify("daemon_stopping", move |py| {
+            Ok((token, reason).into_pyobject(py)?.into_any())
+        });
+    }
+
+    fn daemon_cancel(&self, token: u64) {
+        self.calls.notify("daemon_cancel", move |py| {
+            Ok((token,).into_pyobject(py)?.into_any())
+        });
+    }
+
+    fn daemon_forget(&self, token: u64) {
+        self.calls.notify("daemon_forget", move |py| {
+            Ok((token,).into_pyobject(py)?.into_any())
+        });
+    }
+
+    // A note too, not a call with the GIL from the core's thread: the core's one worker
+    // would wait for the loop (up to Python's switch interval) on every event of an object
+    // with a running daemon.
+    fn refresh_body(&self, key: &Arc<str>, body: &Arc<CompactBody>) {
+        let (key, body) = (key.clone(), body.clone());
+        self.calls.notify("refresh_body", move |py| {
+            Ok((&*key, CoreBody::text(body)).into_pyobject(py)?.into_any())
+        });
+    }
+}
+
+impl OperatorQueries for PyHooks {
     fn select_resources(
         &self,
         kind: HandlerKind,
@@ -434,27 +506,6 @@ impl Hooks for PyHooks {
         )
     }
 
-    fn plan(&self, request: PlanRequest) -> BoxFuture<'static, Vec<usize>> {
-        self.call(
-            "plan",
-            None,
-            move |py| {
-                let dict = PyDict::new(py);
-                dict.set_item("scope", request.scope)?;
-                dict.set_item("call", invocation_dict(py, &request.call)?)?;
-                dict.set_item("handlers", &request.handlers)?;
-                let states = PyDict::new(py);
-                for (id, record) in &request.states {
-                    states.set_item(id, to_py(py, record)?)?;
-                }
-                dict.set_item("states", states)?;
-                Ok(dict.into_any())
-            },
-            |_, answer| answer.extract(),
-            |_| Vec::new(),
-        )
-    }
-
     fn probe(&self) -> BoxFuture<'static, Value> {
         self.call(
             "probe",
@@ -464,53 +515,9 @@ impl Hooks for PyHooks {
             |_| Value::Object(Default::default()),
         )
     }
+}
 
-    fn forget(&self, key: &str) {
-        let key = key.to_owned();
-        self.calls
-            .notify("forget", move |py| Ok((key,).into_pyobject(py)?.into_any()));
-    }
-
-    fn initial_delay(&self, invocation: Invocation) -> BoxFuture<'static, f64> {
-        self.call(
-            "initial_delay",
-            None,
-            move |py| Ok(invocation_dict(py, &invocation)?.into_any()),
-            |_, answer| answer.extract(),
-            |_| 0.0,
-        )
-    }
-
-    // The stop flags and cancellations go in order with the core's log lines (notes too):
-    // what a daemon logs on seeing them comes after the line that announced them.
-    fn daemon_stopping(&self, token: u64, reason: u32) {
-        self.calls.notify("daemon_stopping", move |py| {
-            Ok((token, reason).into_pyobject(py)?.into_any())
-        });
-    }
-
-    fn daemon_cancel(&self, token: u64) {
-        self.calls.notify("daemon_cancel", move |py| {
-            Ok((token,).into_pyobject(py)?.into_any())
-        });
-    }
-
-    fn daemon_forget(&self, token: u64) {
-        self.calls.notify("daemon_forget", move |py| {
-            Ok((token,).into_pyobject(py)?.into_any())
-        });
-    }
-
-    // A note too, not a call with the GIL from the core's thread: the core's one worker
-    // would wait for the loop (up to Python's switch interval) on every event of an object
-    // with a running daemon.
-    fn refresh_body(&self, key: &Arc<str>, body: &Arc<CompactBody>) {
-        let (key, body) = (key.clone(), body.clone());
-        self.calls.notify("refresh_body", move |py| {
-            Ok((&*key, CoreBody::text(body)).into_pyobject(py)?.into_any())
-        });
-    }
-
+impl OperatorStorages for PyHooks {
     fn custom_storages(&self) -> &dyn CustomStorages {
         &self.storages
     }

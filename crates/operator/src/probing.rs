@@ -3,7 +3,7 @@
 //!
 //! Uses: `util`, `intents`.
 
-use crate::intents::hooks::Hooks;
+use crate::intents::hooks::OperatorQueries;
 use crate::util::endpoints;
 use crate::util::logging::ENGINE;
 use http_body_util::Full;
@@ -37,7 +37,7 @@ struct Cache {
 /// Bind the endpoint now (so that a taken port fails the start), serve in the background.
 pub async fn serve(
     endpoint: &str,
-    hooks: Arc<dyn Hooks>,
+    hooks: Arc<dyn OperatorQueries>,
 ) -> Result<tokio::task::JoinHandle<()>, ProbingError> {
     let url = url::Url::parse(endpoint).map_err(|_| ProbingError::Endpoint(endpoint.to_owned()))?;
     if url.scheme() != "http" {
@@ -67,7 +67,7 @@ pub async fn serve(
 async fn respond(
     request: Request<Incoming>,
     path: &str,
-    hooks: Arc<dyn Hooks>,
+    hooks: Arc<dyn OperatorQueries>,
     cache: &Mutex<Cache>,
 ) -> Response<Full<Bytes>> {
     if request.method() != Method::GET || request.uri().path() != path {

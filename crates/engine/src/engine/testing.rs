@@ -9,7 +9,10 @@ use crate::indices::datum::Datum;
 use crate::intents::handlers::{
     ChangingHandler, IndexingHandler, SpawningHandler, WatchingHandler,
 };
-use crate::intents::hooks::{HandlerKind, Hooks, Invocation, Invoked, PlanRequest};
+use crate::intents::hooks::{
+    DaemonControl, HandlerCalls, HandlerKind, Invocation, Invoked, OperatorQueries,
+    OperatorStorages, PlanRequest,
+};
 use crate::intents::lifecycles::Lifecycle;
 use crate::settings::{ServerSelectors, Settings};
 use crate::state::bodies::CompactBody;
@@ -138,7 +141,7 @@ impl FakeHooks {
     }
 }
 
-impl Hooks for FakeHooks {
+impl HandlerCalls for FakeHooks {
     fn check_callbacks(&self, invocations: Vec<Invocation>) -> BoxFuture<'static, Vec<bool>> {
         let asked = invocations.iter().map(|i| (i.kind, i.handler)).collect();
         self.trips.lock().unwrap().push(asked);
@@ -242,10 +245,37 @@ impl Hooks for FakeHooks {
         })
     }
 
+    fn plan(&self, request: PlanRequest) -> BoxFuture<'static, Vec<usize>> {
+        // A custom lifecycle of the tests: the last of the awakened handlers first.
+        let picked = (0..request.handlers.len()).rev().collect();
+        Box::pin(async move { picked })
+    }
+
+    fn initial_delay(&self, _: Invocation) -> BoxFuture<'static, f64> {
+        Box::pin(async { 0.0 })
+    }
+
     fn forget(&self, key: &str) {
         self.forgotten.lock().unwrap().push(key.to_owned());
     }
+}
 
+impl DaemonControl for FakeHooks {
+    fn daemon_stopping(&self, token: u64, reason: u32) {
+        self.signals
+            .send_modify(|s| s.stopping.push((token, reason)));
+    }
+
+    fn daemon_cancel(&self, token: u64) {
+        self.signals.send_modify(|s| s.cancelled.push(token));
+    }
+
+    fn daemon_forget(&self, _: u64) {}
+
+    fn refresh_body(&self, _: &Arc<str>, _: &Arc<CompactBody>) {}
+}
+
+impl OperatorQueries for FakeHooks {
     fn select_resources(
         &self,
         _: HandlerKind,
@@ -264,33 +294,12 @@ impl Hooks for FakeHooks {
         Box::pin(async move { Ok(none) })
     }
 
-    fn plan(&self, request: PlanRequest) -> BoxFuture<'static, Vec<usize>> {
-        // A custom lifecycle of the tests: the last of the awakened handlers first.
-        let picked = (0..request.handlers.len()).rev().collect();
-        Box::pin(async move { picked })
-    }
-
     fn probe(&self) -> BoxFuture<'static, Value> {
         Box::pin(async { json!({}) })
     }
-
-    fn initial_delay(&self, _: Invocation) -> BoxFuture<'static, f64> {
-        Box::pin(async { 0.0 })
-    }
-
-    fn daemon_stopping(&self, token: u64, reason: u32) {
-        self.signals
-            .send_modify(|s| s.stopping.push((token, reason)));
-    }
-
-    fn daemon_cancel(&self, token: u64) {
-        self.signals.send_modify(|s| s.cancelled.push(token));
-    }
-
-    fn daemon_forget(&self, _: u64) {}
-
-    fn refresh_body(&self, _: &Arc<str>, _: &Arc<CompactBody>) {}
 }
+
+impl OperatorStorages for FakeHooks {}
 
 /// An API that takes every patch (or fails as told): each applied patch gets the next
 /// resourceVersion, counting from 100.

@@ -236,7 +236,7 @@ impl Invoked {
 /// much bigger — the daemons' call, boxed per call, crossed the allocator's size of cheap
 /// (thread-cached) blocks with it.
 pub fn invoke_metered(
-    hooks: &dyn Hooks,
+    hooks: &dyn HandlerCalls,
     call: Invocation,
     id: &str,
     kind: &'static str,
@@ -259,13 +259,42 @@ pub fn invoke_metered(
     })
 }
 
-/// What the core asks of the Python side.
-pub trait Hooks: Send + Sync + 'static {
+/// What the core asks of the handlers' side (Python's, or the tests' fakes), by role: a part
+/// of the core takes only the role it needs (the webhooks call handlers, the liveness
+/// endpoint asks the probes), and every implementation of all four is one of these.
+pub trait Hooks: HandlerCalls + DaemonControl + OperatorQueries + OperatorStorages {}
+
+impl<T: HandlerCalls + DaemonControl + OperatorQueries + OperatorStorages> Hooks for T {}
+
+/// Calls of handlers and of what decides about them for one object: filters' callbacks,
+/// custom lifecycles, daemons' initial delays; and the end of what is kept for an object.
+pub trait HandlerCalls: Send + Sync + 'static {
     /// Evaluate callback filters (`when=`, callable label values, ...) for these handlers.
     fn check_callbacks(&self, invocations: Vec<Invocation>) -> BoxFuture<'static, Vec<bool>>;
     fn invoke(&self, invocation: Invocation) -> BoxFuture<'static, Invoked>;
+    /// A custom lifecycle's pick: positions in `request.handlers`, in the order to run.
+    fn plan(&self, request: PlanRequest) -> BoxFuture<'static, Vec<usize>>;
+    /// A daemon's or timer's `initial_delay` given as a function: its value for this object.
+    fn initial_delay(&self, invocation: Invocation) -> BoxFuture<'static, f64>;
     /// The object is gone: drop what the Python side keeps for it (its `memo`).
     fn forget(&self, key: &str);
+}
+
+/// The Python side of daemons and timers: their `stopped` flags, cancellation, live bodies.
+pub trait DaemonControl: Send + Sync + 'static {
+    /// Raise a daemon's `stopped` flag with these reasons (bits), waking its waits.
+    fn daemon_stopping(&self, token: u64, reason: u32);
+    /// Cancel a daemon's running call (async functions only; threads cannot be killed).
+    fn daemon_cancel(&self, token: u64);
+    /// The daemon's runner has exited: drop its stopper.
+    fn daemon_forget(&self, token: u64);
+    /// The object has changed: the long-running daemons' `body` shows the new state.
+    fn refresh_body(&self, key: &Arc<str>, body: &Arc<CompactBody>);
+}
+
+/// Questions about the operator as a whole, not about one object: which resources to
+/// serve and how to filter their streams, and the probes' answers.
+pub trait OperatorQueries: Send + Sync + 'static {
     /// Ask a handler's callable resource selector which of these resources it wants.
     fn select_resources(
         &self,
@@ -281,20 +310,12 @@ pub trait Hooks: Send + Sync + 'static {
         &self,
         resources: Vec<Resource>,
     ) -> BoxFuture<'static, Result<Vec<ServerSelectors>, String>>;
-    /// A custom lifecycle's pick: positions in `request.handlers`, in the order to run.
-    fn plan(&self, request: PlanRequest) -> BoxFuture<'static, Vec<usize>>;
     /// Run the `@kopf.on.probe` handlers: their results by handler id.
     fn probe(&self) -> BoxFuture<'static, Value>;
-    /// A daemon's or timer's `initial_delay` given as a function: its value for this object.
-    fn initial_delay(&self, invocation: Invocation) -> BoxFuture<'static, f64>;
-    /// Raise a daemon's `stopped` flag with these reasons (bits), waking its waits.
-    fn daemon_stopping(&self, token: u64, reason: u32);
-    /// Cancel a daemon's running call (async functions only; threads cannot be killed).
-    fn daemon_cancel(&self, token: u64);
-    /// The daemon's runner has exited: drop its stopper.
-    fn daemon_forget(&self, token: u64);
-    /// The object has changed: the long-running daemons' `body` shows the new state.
-    fn refresh_body(&self, key: &Arc<str>, body: &Arc<CompactBody>);
+}
+
+/// The operator's own storages of progress and diff bases (Kopf's storage classes).
+pub trait OperatorStorages: Send + Sync + 'static {
     /// The operator's own storages, which `settings.persistence` refers to by index.
     fn custom_storages(&self) -> &dyn crate::state::storages::CustomStorages {
         &crate::state::storages::NoCustomStorages

@@ -7,7 +7,9 @@ use super::reviews::{respond, Review, ReviewError};
 use super::serving::{AdmissionRequest, Reviewer};
 use crate::client::resources::Resource;
 use crate::intents::handlers::{Match, WebhookHandler};
-use crate::intents::hooks::{self, AdmissionCall, HandlerKind, Hooks, Invocation, Rejection};
+use crate::intents::hooks::{
+    self, AdmissionCall, HandlerCalls, HandlerKind, Invocation, Rejection,
+};
 use crate::state::diffs;
 use crate::util::dicts;
 use futures::future::BoxFuture;
@@ -21,7 +23,7 @@ pub type Served = Vec<(Arc<Resource>, Vec<usize>)>;
 /// The operator's admission handlers, the resources they serve, and where the apiserver
 /// reaches them (the webhook server's client config, for the managed configurations).
 pub struct Admission {
-    hooks: Arc<dyn Hooks>,
+    hooks: Arc<dyn HandlerCalls>,
     handlers: Vec<WebhookHandler>,
     /// None until the API is discovered; replaced when the cluster's resources change.
     served: watch::Sender<Option<Served>>,
@@ -29,7 +31,7 @@ pub struct Admission {
 }
 
 impl Admission {
-    pub fn new(hooks: Arc<dyn Hooks>, handlers: Vec<WebhookHandler>) -> Self {
+    pub fn new(hooks: Arc<dyn HandlerCalls>, handlers: Vec<WebhookHandler>) -> Self {
         Self {
             hooks,
             handlers,
