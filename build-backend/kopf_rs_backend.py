@@ -29,7 +29,7 @@ def _require_rust() -> None:
         return
     raise RustToolchainMissing(
         "kopf-rs: building from the source distribution needs a Rust toolchain (cargo and rustc, "
-        "Rust 1.85 or newer), and none is on the PATH. Install one (https://rustup.rs: "
+        "Rust 1.86 or newer), and none is on the PATH. Install one (https://rustup.rs: "
         "`curl -sSf https://sh.rustup.rs | sh`, then open a new shell) and install again; or "
         "install a prebuilt wheel of kopf-rs instead of the source distribution (Linux x86_64 and "
         "aarch64 with glibc 2.17+ or musl 1.2+, macOS arm64 and x86_64)."
