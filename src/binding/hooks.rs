@@ -8,6 +8,7 @@ use super::indices::Converter;
 use super::scopes::Scope;
 use super::storages::PyCustomStorages;
 use super::threads::HandlerThreads;
+use super::values;
 use crate::client::connection::ConnectionInfo;
 use crate::client::credentials::LoginError;
 use crate::client::resources::Resource;
@@ -24,6 +25,7 @@ use crate::state::diffs::Diff;
 use crate::state::progression::Outcome;
 use crate::state::storages::CustomStorages;
 use futures::future::BoxFuture;
+use pyo3::exceptions::PyValueError;
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple};
@@ -202,7 +204,10 @@ fn diff_list<'py>(py: Python<'py>, diff: &Diff) -> PyResult<Bound<'py, PyList>> 
 /// few microseconds of each `on.event` call), else by equality: one dict per distinct value.
 static RESOURCES: Mutex<Vec<(Arc<Resource>, Py<PyAny>)>> = Mutex::new(Vec::new());
 
-fn resource_dict<'py>(py: Python<'py>, resource: &Arc<Resource>) -> PyResult<Bound<'py, PyAny>> {
+pub(super) fn resource_dict<'py>(
+    py: Python<'py>,
+    resource: &Arc<Resource>,
+) -> PyResult<Bound<'py, PyAny>> {
     let mut cache = RESOURCES.lock().expect("not poisoned");
     let found = cache
         .iter()
@@ -211,13 +216,48 @@ fn resource_dict<'py>(py: Python<'py>, resource: &Arc<Resource>) -> PyResult<Bou
     if let Some((_, dict)) = found {
         return Ok(dict.bind(py).clone());
     }
-    let made = pythonize::pythonize(py, &**resource)?;
+    let made = values::serialized(py, &**resource)?;
     cache.push((resource.clone(), made.clone().unbind()));
     Ok(made)
 }
 
-/// The invocation as a dict for `Bridge.invoke()`.
-fn invocation_dict<'py>(py: Python<'py>, call: &Invocation) -> PyResult<Bound<'py, PyDict>> {
+/// A custom lifecycle's question as a dict for `Bridge.plan()` (`kopf._protocol.PlanRequest`).
+pub(super) fn plan_dict<'py>(
+    py: Python<'py>,
+    request: &PlanRequest,
+) -> PyResult<Bound<'py, PyDict>> {
+    let dict = PyDict::new(py);
+    dict.set_item("scope", request.scope)?;
+    dict.set_item("call", invocation_dict(py, &request.call)?)?;
+    dict.set_item("handlers", &request.handlers)?;
+    let states = PyDict::new(py);
+    for (id, record) in &request.states {
+        states.set_item(id, to_py(py, record)?)?;
+    }
+    dict.set_item("states", states)?;
+    Ok(dict)
+}
+
+/// A callable resource selector's question as a dict for `Bridge.select_resources()`
+/// (`kopf._protocol.ResourceSelection`).
+pub(super) fn selection_dict<'py>(
+    py: Python<'py>,
+    kind: HandlerKind,
+    handler: usize,
+    resources: &[Resource],
+) -> PyResult<Bound<'py, PyDict>> {
+    let request = PyDict::new(py);
+    request.set_item("kind", kind_name(kind))?;
+    request.set_item("handler", handler)?;
+    request.set_item("resources", values::serialized(py, resources)?)?;
+    Ok(request)
+}
+
+/// The invocation as a dict for `Bridge.invoke()` (`kopf._protocol.Invocation`).
+pub(super) fn invocation_dict<'py>(
+    py: Python<'py>,
+    call: &Invocation,
+) -> PyResult<Bound<'py, PyDict>> {
     let dict = PyDict::new(py);
     dict.set_item(intern!(py, "kind"), kind_name(call.kind))?;
     dict.set_item(intern!(py, "handler"), call.handler)?;
@@ -282,10 +322,26 @@ fn invocation_dict<'py>(py: Python<'py>, call: &Invocation) -> PyResult<Bound<'p
     Ok(dict)
 }
 
-/// The bridge's answer: `{"final", "delay", "result", "exception", "subrefs", "patch"}`,
-/// and for an indexing function, `"indexed"` (its result as it returned it), converted here;
-/// `None` for a call that succeeded with nothing to keep or apply.
-fn parse_invoked<'py>(
+/// The keys that an answer may have (`kopf._protocol.Invoked`): another one is the bridge's
+/// mistake, refused rather than ignored (a misspelt key would drop what it carries).
+const INVOKED_KEYS: [&str; 11] = [
+    "final",
+    "delay",
+    "result",
+    "exception",
+    "failure",
+    "subrefs",
+    "patch",
+    "cancelled",
+    "indexed",
+    "warnings",
+    "rejection",
+];
+
+/// The bridge's answer (`kopf._protocol.Invoked`), and for an indexing function, `"indexed"`
+/// (its result as it returned it), converted here; `None` for a call that succeeded with
+/// nothing to keep or apply.
+pub(super) fn parse_invoked<'py>(
     answer: &Bound<'py, PyAny>,
     indexing: Option<&Converter>,
 ) -> PyResult<Invoked> {
@@ -299,14 +355,21 @@ fn parse_invoked<'py>(
         });
     }
     let answer = answer.cast::<PyDict>()?;
+    for key in answer.keys() {
+        let key = key.cast::<PyString>()?.to_cow()?;
+        if !INVOKED_KEYS.contains(&&*key) {
+            return Err(PyValueError::new_err(format!(
+                "the bridge answered a call with '{key}', which the core does not read"
+            )));
+        }
+    }
     // Absent and `None` are the same: a cancelled call has only `final` and `cancelled`.
     let py = answer.py();
     let get = |key: &Bound<'py, PyString>| -> PyResult<Option<Bound<'py, PyAny>>> {
         Ok(answer.get_item(key)?.filter(|item| !item.is_none()))
     };
     let json = |item: Option<Bound<'_, PyAny>>| -> PyResult<Option<Value>> {
-        item.map(|i| pythonize::depythonize::<Value>(&i).map_err(PyErr::from))
-            .transpose()
+        item.map(|i| values::from_python::<Value>(&i)).transpose()
     };
     Ok(Invoked {
         outcome: Outcome {
@@ -401,18 +464,7 @@ impl HandlerCalls for PyHooks {
         self.call(
             "plan",
             None,
-            move |py| {
-                let dict = PyDict::new(py);
-                dict.set_item("scope", request.scope)?;
-                dict.set_item("call", invocation_dict(py, &request.call)?)?;
-                dict.set_item("handlers", &request.handlers)?;
-                let states = PyDict::new(py);
-                for (id, record) in &request.states {
-                    states.set_item(id, to_py(py, record)?)?;
-                }
-                dict.set_item("states", states)?;
-                Ok(dict.into_any())
-            },
+            move |py| Ok(plan_dict(py, &request)?.into_any()),
             |_, answer| answer.extract(),
             |_| Vec::new(),
         )
@@ -475,11 +527,7 @@ impl OperatorQueries for PyHooks {
         resources: Vec<Resource>,
     ) -> BoxFuture<'static, Vec<bool>> {
         self.verdicts("select_resources", resources.len(), move |py| {
-            let request = PyDict::new(py);
-            request.set_item("kind", kind_name(kind))?;
-            request.set_item("handler", handler)?;
-            request.set_item("resources", pythonize::pythonize(py, &resources)?)?;
-            Ok(request.into_any())
+            Ok(selection_dict(py, kind, handler, &resources)?.into_any())
         })
     }
 
@@ -490,7 +538,7 @@ impl OperatorQueries for PyHooks {
         self.call(
             "server_selectors",
             None,
-            move |py| pythonize::pythonize(py, &resources).map_err(Into::into),
+            move |py| values::serialized(py, &resources),
             |_, answer| {
                 let triples: Vec<(Option<String>, Option<String>, Option<String>)> =
                     answer.extract()?;
@@ -511,7 +559,7 @@ impl OperatorQueries for PyHooks {
             "probe",
             None,
             |py| Ok(py.None().into_bound(py)),
-            |_, answer| Ok(pythonize::depythonize::<Value>(&answer)?),
+            |_, answer| values::from_python::<Value>(&answer),
             |_| Value::Object(Default::default()),
         )
     }

@@ -27,7 +27,11 @@ impl PyLogs {
     }
 }
 
-fn object_dict<'py>(py: Python<'py>, object: &ObjectRef) -> PyResult<Bound<'py, PyDict>> {
+/// Which object a line is about (`kopf._protocol.ObjectRef`).
+pub(super) fn object_dict<'py>(
+    py: Python<'py>,
+    object: &ObjectRef,
+) -> PyResult<Bound<'py, PyDict>> {
     let dict = PyDict::new(py);
     dict.set_item("apiVersion", &object.api_version)?;
     dict.set_item("kind", &object.kind)?;

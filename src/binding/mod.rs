@@ -13,6 +13,7 @@ mod listening;
 mod logs;
 mod memory;
 mod operator;
+mod protocol;
 mod runtime;
 mod scopes;
 mod storages;
@@ -42,6 +43,8 @@ fn _engine(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(check_cron, m)?)?;
     m.add_function(wrap_pyfunction!(parse_kubeconfig, m)?)?;
     m.add_function(wrap_pyfunction!(settings_as_read, m)?)?;
+    m.add_function(wrap_pyfunction!(protocol::protocol_samples, m)?)?;
+    m.add_function(wrap_pyfunction!(protocol::invoked_as_read, m)?)?;
     Ok(())
 }
 

@@ -3,6 +3,7 @@
 //! synchronously, with keyword arguments, `kopf.Body` bodies and a `kopf.Patch` to fill.
 //! Calls into one storage never overlap (Kopf makes them all from one thread).
 
+use super::values;
 use crate::state::diffbase::DiffBaseStorage;
 use crate::state::patches::Patch;
 use crate::state::progress::ProgressStorage;
@@ -124,7 +125,7 @@ impl PyStorage {
         }
         let py_patch = match &patch {
             Some(patch) => {
-                let merge = pythonize::pythonize(py, &patch.merge)?;
+                let merge = values::serialized(py, &patch.merge)?;
                 let py_patch = self.patch_type.bind(py).call1((merge,))?;
                 dict.set_item("patch", &py_patch)?;
                 Some(py_patch)
@@ -134,7 +135,7 @@ impl PyStorage {
         let result = self.object.bind(py).call_method(method, (), Some(&dict))?;
         if let (Some(patch), Some(py_patch)) = (patch, py_patch) {
             let dict = py_patch.cast::<PyDict>()?.copy()?; // a plain dict: no subclass surprises
-            patch.merge = pythonize::depythonize(dict.as_any())?;
+            patch.merge = values::from_python(dict.as_any())?;
         }
         parse(&result)
     }
@@ -158,7 +159,7 @@ fn optional_json(result: &Bound<'_, PyAny>) -> PyResult<Option<Value>> {
     if result.is_none() {
         Ok(None)
     } else {
-        Ok(Some(pythonize::depythonize(result)?))
+        Ok(Some(values::from_python(result)?))
     }
 }
 
@@ -202,7 +203,7 @@ impl ProgressStorage for PyProgressStorage {
     fn clear(&self, essence: &mut Value) -> StorageResult<()> {
         let kwargs = [("essence", Arg::Json(essence))];
         let cleared = self.0.call("clear", &kwargs, None, |result| {
-            Ok(pythonize::depythonize::<Value>(result)?)
+            values::from_python::<Value>(result)
         })?;
         *essence = cleared;
         Ok(())
@@ -222,7 +223,7 @@ impl DiffBaseStorage for PyDiffBaseStorage {
             ("extra_fields", Arg::Fields(extra_fields)),
         ];
         self.0.call("build", &kwargs, None, |result| {
-            Ok(pythonize::depythonize::<Value>(result)?)
+            values::from_python::<Value>(result)
         })
     }
 

@@ -1,7 +1,9 @@
-//! JSON values as Python objects, converted directly (not through a serializer), from a
-//! tree or from the text as it is parsed, with the keys of objects made once: the same few
-//! dozen field names (`metadata`, `name`, `uid`, ...) come in every body, and a kept `str` is
-//! neither allocated, decoded nor hashed again.
+//! The binding's one converter between JSON and Python. JSON values become Python objects
+//! directly (not through a serializer), from a tree or from the text as it is parsed, with
+//! the keys of objects made once: the same few dozen field names (`metadata`, `name`, `uid`,
+//! ...) come in every body, and a kept `str` is neither allocated, decoded nor hashed again.
+//! The core's own structures (a resource, a patch) go the same way through their JSON; Python
+//! values come back through `pythonize`'s deserializer.
 
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyList, PyString};
@@ -30,6 +32,22 @@ fn kept_keys() -> Option<MutexGuard<'static, Keys>> {
         Err(TryLockError::Poisoned(poisoned)) => Some(poisoned.into_inner()),
         Err(TryLockError::WouldBlock) => None,
     }
+}
+
+/// A Python value (dicts, lists, str, int, float, bool, None) as JSON, or as what is
+/// deserialized from that JSON.
+pub fn from_python<T: de::DeserializeOwned>(object: &Bound<'_, PyAny>) -> PyResult<T> {
+    Ok(pythonize::depythonize(object)?)
+}
+
+/// A structure of the core (a resource, a patch) as the Python objects of its JSON.
+pub fn serialized<'py, T: serde::Serialize + ?Sized>(
+    py: Python<'py>,
+    value: &T,
+) -> PyResult<Bound<'py, PyAny>> {
+    let value = serde_json::to_value(value)
+        .map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))?;
+    to_python(py, &value)
 }
 
 /// The value as Python objects: dicts, lists, str, int, float, bool, None.
