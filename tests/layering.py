@@ -3,7 +3,7 @@
 package (`python/kopf`), on a Rust module that uses a layer above its own in the floor plan
 (src/lib.rs), on a layer in another crate than the plan says, on a layer whose doc's `Uses:`
 line does not say what its modules use, and on a Python module that imports the compiled core
-outside the bridge or imports one of Kopf's paths kept for operators (`BRIDGE`, `SHIMS`).
+outside the bridge (`kopf._bridge`) or imports one of Kopf's paths kept for operators.
 
 Rust: every `crate::...` path (in `use` lines, grouped ones included, and inline in code) and
 `super::...` path is resolved to the module file it names; a module is a node, and a file's
@@ -204,21 +204,11 @@ def rust_uses(module: str, path: Path, modules: dict[str, Path]) -> set[str]:
 
 # Python's floor plan. Kopf's internal paths (`SHIMS`) re-export the package's modules for
 # operators that import them; nothing of the package imports them. The compiled core
-# (`kopf._engine`) is imported only by the bridge: the modules that run it or call one of its
-# services, each named here with what it crosses for. A new crossing of the boundary is added
-# here on purpose, not by an import in passing.
+# (`kopf._engine`) is imported only by the bridge (`kopf._bridge`: the calls, the run, the
+# protocol, and the core's other services named once); the rest of the package reaches the
+# core through it.
 SHIMS = ("kopf._core", "kopf._cogs", "kopf._kits")
-BRIDGE = {
-    "kopf._bridge": "the core's calls into the handlers, and their answers",
-    "kopf._running": "runs the core for an operator",
-    "kopf._indices": "the core's indices, read where they are",
-    "kopf._webhooks": "the core's webhook server, and certificates described by it",
-    "kopf._credentials": "kubeconfig files, parsed by the core",
-    "kopf._peering": "`kopf freeze/resume`: the core writes the peering objects",
-    "kopf._rbac": "`kopf rbac`: the core's discovery and access reviews",
-    "kopf.on": "timers' cron schedules, checked by the core where they are declared",
-    "kopf.cli": "the version of the core",
-}
+BRIDGE = "kopf._bridge"
 
 
 def python_plan_problems(graph: dict[str, set[str]]) -> Iterable[str]:
@@ -227,11 +217,9 @@ def python_plan_problems(graph: dict[str, set[str]]) -> Iterable[str]:
         if not module.startswith(SHIMS):
             for other in sorted(used):
                 if other.startswith(SHIMS):
-                    yield f"{module} imports {other}, one of Kopf's paths kept for operators (SHIMS)"
-        if "kopf._engine" in used and module not in BRIDGE:
-            yield f"{module} imports kopf._engine, but is not in the bridge (BRIDGE in tests/layering.py)"
-    for module in sorted(set(BRIDGE) - {m for m, used in graph.items() if "kopf._engine" in used}):
-        yield f"{module} is in the bridge (BRIDGE in tests/layering.py), but does not import kopf._engine"
+                    yield f"{module} imports {other}, one of Kopf's paths kept for operators"
+        if "kopf._engine" in used and not module.startswith(BRIDGE):
+            yield f"{module} imports kopf._engine: only {BRIDGE} may (its services.py names the core's services)"
 
 
 def python_modules(package: Path) -> dict[str, Path]:

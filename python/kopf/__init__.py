@@ -13,6 +13,7 @@ from typing import Any as _Any
 
 from kopf import _errors, _internals, on
 from kopf import _lifecycles as lifecycles
+from kopf._bridge.running import operator, run, run_tasks, spawn_tasks
 from kopf._credentials import (
     AiohttpSession,
     ConnectionInfo,
@@ -67,7 +68,6 @@ from kopf._progress import (
     StatusProgressStorage,
 )
 from kopf._references import EVERYTHING, Resource
-from kopf._running import operator, run, run_tasks, spawn_tasks
 from kopf._settings import OperatorSettings
 from kopf._structs import (
     Annotations,

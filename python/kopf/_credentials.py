@@ -10,7 +10,7 @@ import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from kopf import _engine
+from kopf._bridge import services
 from kopf._errors import LoginError
 
 PRIORITY_OF_CLIENT = 10
@@ -241,7 +241,7 @@ def login_with_kubeconfig(*, settings: Any, **_: Any) -> ConnectionInfo | None:
         with open(path, encoding='utf-8') as f:
             # The core's YAML parser (kube's), not PyYAML: its import was ~1.4 MiB of memory.
             try:
-                config = _engine.parse_kubeconfig(f.read()) or {}
+                config = services.parse_kubeconfig(f.read()) or {}
             except ValueError as e:  # (PyYAML's error would name the file too)
                 raise ValueError(f"The kubeconfig {path!r} is not valid YAML: {e}") from e
         current = current if current is not None else config.get('current-context')

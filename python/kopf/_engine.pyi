@@ -16,11 +16,11 @@ def settings_as_read(json: str) -> str:
     ValueError naming a key that the core does not know."""
 
 def protocol_samples() -> dict[str, Any]:
-    """One dict of each shape that the core sends (``kopf._protocol``), made by the core's own
+    """One dict of each shape that the core sends (``kopf._bridge.protocol``), made by the core's own
     builders with every optional part present, by the name of its TypedDict."""
 
 def invoked_as_read(answer: Any) -> str:
-    """An answer to a call (``kopf._protocol.Invoked``) as the core reads it, as JSON by key;
+    """An answer to a call (``kopf._bridge.protocol.Invoked``) as the core reads it, as JSON by key;
     a ValueError for a key that the core does not read."""
 
 @final

@@ -14,6 +14,7 @@ import weakref
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from kopf._bridge.protocol import Invoked
 from kopf._errors import (
     ErrorsMode,
     HandlerChildrenRetry,
@@ -23,7 +24,6 @@ from kopf._errors import (
     TemporaryError,
 )
 from kopf._logging import log_here
-from kopf._protocol import Invoked
 
 
 @dataclasses.dataclass

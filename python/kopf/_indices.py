@@ -13,7 +13,7 @@ from collections.abc import Collection, ItemsView, Iterator, Mapping, ValuesView
 from typing import Any, Generic, TypeVar
 
 from kopf import _structs
-from kopf._engine import IndexView  # one index of the core, read as it is now
+from kopf._bridge.services import IndexView  # one index of the core, read as it is now
 
 _K = TypeVar('_K')
 _V = TypeVar('_V')

@@ -16,8 +16,8 @@ import socket
 from collections.abc import Collection
 from typing import Any, NewType
 
-from kopf import _engine
 from kopf._activities import authenticate
+from kopf._bridge import services
 from kopf._errors import OperatorError
 from kopf._handlers import get_default_registry
 from kopf._settings import OperatorSettings
@@ -53,7 +53,7 @@ async def touch_command(*, identity: str, name: str, priority: int, lifetime: in
     request = {'identity': identity, 'name': name, 'priority': priority, 'lifetime': lifetime,
                'clusterwide': clusterwide or not namespaces, 'namespaces': list(namespaces)}
     try:
-        results: list[Any] = json.loads(await _engine.touch_peering(json.dumps(connection), json.dumps(request)))
+        results: list[Any] = json.loads(await services.touch_peering(json.dumps(connection), json.dumps(request)))
     except RuntimeError as e:
         raise OperatorError(str(e)) from None
     missing = [place for place, found in results if not found]

@@ -17,12 +17,12 @@ import logging
 from collections.abc import Collection, Iterable
 from typing import Any
 
-from kopf import _engine
 from kopf._activities import authenticate
+from kopf._bridge import services
+from kopf._bridge.running import specific_namespaces
 from kopf._errors import OperatorError
 from kopf._handlers import OperatorRegistry, TimerHandler, WebhookType
 from kopf._references import Resource
-from kopf._running import specific_namespaces
 from kopf._settings import OperatorSettings
 
 logger = logging.getLogger('kopf._core.engines.rbac')
@@ -211,7 +211,7 @@ async def _connect(registry: OperatorRegistry, settings: OperatorSettings) -> st
 async def _plan(registry: OperatorRegistry, settings: OperatorSettings, connection: str,
                 **options: Any) -> Plan:
     try:
-        found = json.loads(await _engine.discover(connection))
+        found = json.loads(await services.discover(connection))
     except RuntimeError as e:
         raise OperatorError(str(e)) from None
     resources = [Resource.from_engine(data) for data in found]
@@ -238,7 +238,7 @@ async def verify(*, registry: OperatorRegistry, **options: Any) -> list[str]:
             attributes.append({'verb': verb, 'group': rule.group, 'resource': plural,
                                'subresource': subresource, 'namespace': rule.namespace or ''})
     try:
-        allowed = json.loads(await _engine.review_access(connection, json.dumps(attributes)))
+        allowed = json.loads(await services.review_access(connection, json.dumps(attributes)))
     except RuntimeError as e:
         raise OperatorError(str(e)) from None
     missing = []

@@ -9,7 +9,7 @@ import urllib.parse
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from kopf._protocol import ResourceInfo
+from kopf._bridge.protocol import ResourceInfo
 
 NamespacePattern = str | re.Pattern[str]
 NamespaceName = str

@@ -23,7 +23,7 @@ import urllib.parse
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Collection, Iterable
 from typing import Any, Literal, Protocol, Self, TypedDict
 
-from kopf import _engine
+from kopf._bridge import services
 
 logger = logging.getLogger('kopf._kits.webhooks')
 
@@ -358,7 +358,7 @@ async def _guess_host() -> str | None:
     except OSError as e:
         logger.debug(f"Cannot read the API server's certificate: {e}")
         return None
-    cert = json.loads(_engine.describe_certificate(pem.encode()))  # as ``getpeercert()`` has it
+    cert = json.loads(services.describe_certificate(pem.encode()))  # as ``getpeercert()`` has it
     def names(key: str, attribute: str) -> list[str]:
         return [value for rdn in cert.get(key, []) for name, value in rdn if name == attribute]
     issuer_cn, subject_cn = names('issuer', 'commonName'), names('subject', 'commonName')

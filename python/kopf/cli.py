@@ -14,7 +14,9 @@ from typing import Any
 
 import click
 
-from kopf import _engine, _formatting, _loading, _logging, _peering, _rbac, _running
+from kopf import _formatting, _loading, _logging, _peering, _rbac
+from kopf._bridge import running as _running
+from kopf._bridge import services
 from kopf._errors import LoginError, OperatorError
 from kopf._handlers import OperatorRegistry, get_default_registry, set_default_registry
 from kopf._settings import OperatorSettings
@@ -53,7 +55,7 @@ def logging_options(fn: Callable[..., Any]) -> Callable[..., Any]:
 @click.group(name='kopf', context_settings=dict(auto_envvar_prefix='KOPF'))
 # The wheel's version is the core's (maturin takes it from Cargo.toml): no `importlib.metadata`
 # (~2 MiB of modules in every operator's process) to look it up.
-@click.version_option(version=str(_engine.__version__), prog_name='kopf',
+@click.version_option(version=str(services.version), prog_name='kopf',
                       message=f'%(prog)s, version %(version)s (kopf-rs; compatible with Kopf {__version__})')
 @click.make_pass_decorator(CLIControls, ensure=True)
 def main(__controls: CLIControls) -> None:

@@ -9,7 +9,8 @@ import warnings
 from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from kopf import _callbacks, _engine, _errors, _subhandling
+from kopf import _callbacks, _errors, _subhandling
+from kopf._bridge import services
 from kopf._errors import ErrorsMode
 from kopf._handlers import (
     Activity,
@@ -457,7 +458,7 @@ def timer(
         if given:
             raise TypeError(f"A timer with cron= cannot have {', '.join(f'{n}=' for n in given)}: "
                             "the schedule alone says when it runs.")
-        _engine.check_cron(cron, timezone)
+        services.check_cron(cron, timezone)
     elif timezone is not None:
         raise TypeError("A timer's timezone= applies to cron= schedules only.")
     selector = Selector(arg1, arg2, arg3, group=group, version=version, kind=kind, plural=plural,

@@ -1,4 +1,4 @@
-//! [`Hooks`] implemented by a Python object (`kopf._bridge.Bridge`): handler calls
+//! [`Hooks`] implemented by a Python object (`kopf._bridge.calls.Bridge`): handler calls
 //! become coroutines on the operator's loop (queued, see `calls`), except synchronous
 //! handlers, which run on threads of the core's own. (Log lines: see `logs`.)
 
@@ -221,7 +221,7 @@ pub(super) fn resource_dict<'py>(
     Ok(made)
 }
 
-/// A custom lifecycle's question as a dict for `Bridge.plan()` (`kopf._protocol.PlanRequest`).
+/// A custom lifecycle's question as a dict for `Bridge.plan()` (`kopf._bridge.protocol.PlanRequest`).
 pub(super) fn plan_dict<'py>(
     py: Python<'py>,
     request: &PlanRequest,
@@ -239,7 +239,7 @@ pub(super) fn plan_dict<'py>(
 }
 
 /// A callable resource selector's question as a dict for `Bridge.select_resources()`
-/// (`kopf._protocol.ResourceSelection`).
+/// (`kopf._bridge.protocol.ResourceSelection`).
 pub(super) fn selection_dict<'py>(
     py: Python<'py>,
     kind: HandlerKind,
@@ -253,7 +253,7 @@ pub(super) fn selection_dict<'py>(
     Ok(request)
 }
 
-/// The invocation as a dict for `Bridge.invoke()` (`kopf._protocol.Invocation`).
+/// The invocation as a dict for `Bridge.invoke()` (`kopf._bridge.protocol.Invocation`).
 pub(super) fn invocation_dict<'py>(
     py: Python<'py>,
     call: &Invocation,
@@ -322,7 +322,7 @@ pub(super) fn invocation_dict<'py>(
     Ok(dict)
 }
 
-/// The keys that an answer may have (`kopf._protocol.Invoked`): another one is the bridge's
+/// The keys that an answer may have (`kopf._bridge.protocol.Invoked`): another one is the bridge's
 /// mistake, refused rather than ignored (a misspelt key would drop what it carries).
 const INVOKED_KEYS: [&str; 11] = [
     "final",
@@ -338,7 +338,7 @@ const INVOKED_KEYS: [&str; 11] = [
     "rejection",
 ];
 
-/// The bridge's answer (`kopf._protocol.Invoked`), and for an indexing function, `"indexed"`
+/// The bridge's answer (`kopf._bridge.protocol.Invoked`), and for an indexing function, `"indexed"`
 /// (its result as it returned it), converted here; `None` for a call that succeeded with
 /// nothing to keep or apply.
 pub(super) fn parse_invoked<'py>(

@@ -27,7 +27,7 @@ impl PyLogs {
     }
 }
 
-/// Which object a line is about (`kopf._protocol.ObjectRef`).
+/// Which object a line is about (`kopf._bridge.protocol.ObjectRef`).
 pub(super) fn object_dict<'py>(
     py: Python<'py>,
     object: &ObjectRef,

@@ -1,4 +1,4 @@
-//! The call protocol against its description. `kopf._protocol`'s TypedDicts describe the
+//! The call protocol against its description. `kopf._bridge.protocol`'s TypedDicts describe the
 //! dicts that cross the boundary; the dicts themselves are made and read by `hooks.rs` and
 //! `logs.rs`, and nowhere else. `protocol_samples()` makes one of each with those very
 //! builders, every optional part present; `invoked_as_read()` reads an answer with the very

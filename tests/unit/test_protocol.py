@@ -1,4 +1,4 @@
-"""The call protocol, one contract across the boundary: `kopf._protocol`'s TypedDicts (which the
+"""The call protocol, one contract across the boundary: `kopf._bridge.protocol`'s TypedDicts (which the
 bridge is type-checked against) and the dicts that the core's own builders make and its reader
 takes (`src/binding/hooks.rs`, `logs.rs`)."""
 
@@ -6,7 +6,8 @@ import json
 from typing import Any
 
 import pytest
-from kopf import _engine, _protocol
+from kopf import _engine
+from kopf._bridge import protocol as _protocol
 
 
 def keys(shape: Any) -> set[str]:

@@ -17,16 +17,7 @@ from typing import Any
 from kopf import _indices, _selectors, _subhandling
 from kopf import _lifecycles as lifecycles
 from kopf._activities import authenticate, run_activity
-from kopf._daemons import AsyncDaemonStopperChecker, DaemonStopper, SyncDaemonStopperChecker
-from kopf._engine import CoreBody
-from kopf._errors import AdmissionError, ErrorsMode, PermanentError, TemporaryError
-from kopf._execution import Outcome, execute_in_thread, execute_once, is_async_fn
-from kopf._handlers import Activity, ChangingHandler, DaemonHandler, OperatorRegistry, Reason, ResourceHandler
-from kopf._hierarchies import cause_body_var
-from kopf._lifecycles import LifeCycleFn
-from kopf._logging import LocalObjectLogger, ObjectLogger, TerseObjectLogger, log_here
-from kopf._memos import ObjectMemos
-from kopf._protocol import (
+from kopf._bridge.protocol import (
     DaemonCall,
     HandlerKind,
     Invocation,
@@ -38,6 +29,15 @@ from kopf._protocol import (
     Target,
     Threading,
 )
+from kopf._daemons import AsyncDaemonStopperChecker, DaemonStopper, SyncDaemonStopperChecker
+from kopf._engine import CoreBody
+from kopf._errors import AdmissionError, ErrorsMode, PermanentError, TemporaryError
+from kopf._execution import Outcome, execute_in_thread, execute_once, is_async_fn
+from kopf._handlers import Activity, ChangingHandler, DaemonHandler, OperatorRegistry, Reason, ResourceHandler
+from kopf._hierarchies import cause_body_var
+from kopf._lifecycles import LifeCycleFn
+from kopf._logging import LocalObjectLogger, ObjectLogger, TerseObjectLogger, log_here
+from kopf._memos import ObjectMemos
 from kopf._references import Resource
 from kopf._settings import OperatorSettings, is_default_executor
 from kopf._structs import Body, Diff, LazyRaw, Patch

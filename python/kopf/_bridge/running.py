@@ -18,7 +18,7 @@ from typing import Any
 from kopf import _engine, _webhooks
 from kopf import _lifecycles as lifecycles
 from kopf._activities import authenticate, run_activity
-from kopf._bridge import Bridge
+from kopf._bridge.calls import Bridge
 from kopf._errors import OperatorError
 from kopf._handlers import Activity, OperatorRegistry, get_default_registry
 from kopf._indices import Index

@@ -1,0 +1,16 @@
+"""The core's services besides running an operator, for the modules that offer them to users:
+each is the core's own function or type, named here once."""
+
+from kopf._engine import (
+    IndexView,  # one index of the core, read as it is now (``kopf._indices``)
+    check_cron,  # timers' cron schedules, checked where they are declared (``kopf.on``)
+    describe_certificate,  # a client's certificate as ``getpeercert()`` has it (``kopf._webhooks``)
+    discover,  # ``kopf rbac``: the resources the server serves (``kopf._rbac``)
+    parse_kubeconfig,  # kubeconfig files for the login handlers (``kopf._credentials``)
+    review_access,  # ``kopf rbac verify``: access reviews (``kopf._rbac``)
+    touch_peering,  # ``kopf freeze/resume``: the peering objects written (``kopf._peering``)
+)
+from kopf._engine import __version__ as version  # the core's version (``kopf --version``)
+
+__all__ = ['IndexView', 'check_cron', 'describe_certificate', 'discover', 'parse_kubeconfig',
+           'review_access', 'touch_peering', 'version']
