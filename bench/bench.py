@@ -1,9 +1,10 @@
-"""Our engine and Kopf 1.45.2 side by side, on the same control plane, in the same run.
+"""Our engine and Kopf 1.45.2 side by side, on the same control plane, in the same run; and
+with `--native`, the same work written as a kube-rs controller (`bench/native/`), the bar.
 
-Each workload runs the same operator script (`bench/workloads/`) under both engines,
-interleaved, for the given rounds; figures come from outside the operator process
-(/proc: CPU seconds, peak RSS; wall clocks) and, for timers, from the script itself
-(the lateness of every call). Run it with `bench/run` (see README.md).
+Each workload runs the same operator script (`bench/workloads/`) under each engine (the
+native one runs its own version of the script's work), interleaved, for the given rounds;
+figures come from outside the operator process (/proc: CPU seconds, peak RSS; wall clocks)
+and, for timers, from the script itself (the lateness of every call). Run it with `bench/run` (see README.md).
 """
 
 from __future__ import annotations
@@ -41,7 +42,8 @@ CRD = HERE.parent / "examples" / "crd.yaml"
 TICKS = os.sysconf("SC_CLK_TCK")
 GREETINGS = "/apis/demo.kopf.dev/v1/namespaces/{namespace}/greetings"
 PODS = "/api/v1/namespaces/{namespace}/pods"
-AGENTS = {"ours": "kopf-rs/", "kopf": "kopf/"}  # user agents in the apiserver's audit log
+# User agents in the apiserver's audit log: the native engine's is kube-rs' own.
+AGENTS = {"ours": "kopf-rs/", "kopf": "kopf/", "native": "kube-rs/"}
 
 sys.path.insert(0, str(HERE.parent / "tests"))
 from audit import AuditLog  # noqa: E402  (the test suite's reader of the audit log)
@@ -482,33 +484,46 @@ SIZES = {"lifecycles": [200, 1000], "idle": [1000, 10_000, 50_000], "timers": [1
          "daemons": [1000], "indexing": [10_000], "admission": [2000]}
 
 
+# The workloads that the native engine has a version of (bench/native/src/main.rs).
+NATIVE_WORKLOADS = {"lifecycles", "storm", "idle", "timers"}
+
+
 def summarize(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Per workload and figure: the medians of each engine, and the ratios' spread across rounds."""
+    """Per workload and figure: the medians of each engine, and the ratios of ours to Kopf's and
+    to the native engine's, each with its spread across rounds (the rounds' runs paired)."""
     rows = []
     for workload in dict.fromkeys(r["workload"] for r in results):
-        ours = [r["figures"] for r in results if r["workload"] == workload and r["engine"] == "ours"]
-        kopf = [r["figures"] for r in results if r["workload"] == workload and r["engine"] == "kopf"]
+        ours, kopf, native = ([r["figures"] for r in results if r["workload"] == workload and r["engine"] == engine]
+                              for engine in ("ours", "kopf", "native"))
         for figure in ours[0]:
             mine = [f[figure] for f in ours]
-            theirs = [f[figure] for f in kopf]
-            ratios = [a / b for a, b in zip(mine, theirs, strict=False) if b]
-            rows.append({
-                "workload": workload, "figure": figure,
-                "ours": statistics.median(mine), "kopf": statistics.median(theirs) if theirs else None,
-                "ratio": statistics.median(ratios) if ratios else None,
-                "ratio_min": min(ratios) if ratios else None, "ratio_max": max(ratios) if ratios else None,
-            })
+            row = {"workload": workload, "figure": figure, "ours": statistics.median(mine)}
+            for name, other in [("kopf", kopf), ("native", native)]:
+                theirs = [f[figure] for f in other if figure in f]
+                ratios = [a / b for a, b in zip(mine, theirs, strict=False) if b]
+                prefix = "ratio" if name == "kopf" else "native_ratio"
+                row.update({
+                    name: statistics.median(theirs) if theirs else None,
+                    prefix: statistics.median(ratios) if ratios else None,
+                    f"{prefix}_min": min(ratios) if ratios else None,
+                    f"{prefix}_max": max(ratios) if ratios else None,
+                })
+            rows.append(row)
     return rows
 
 
 def table(rows: list[dict[str, Any]]) -> str:
     def fmt(value: float | None) -> str:
         return "—" if value is None else f"{value:.3g}"
-    lines = [f"{'workload':<16} {'figure':<18} {'ours':>10} {'kopf':>10} {'ours/kopf':>10} {'spread':>14}"]
+    lines = [f"{'workload':<16} {'figure':<18} {'ours':>10} {'kopf':>10} {'ours/kopf':>10} {'spread':>14} "
+             f"{'native':>10} {'ours/native':>11} {'spread':>14}"]
     for row in rows:
         spread = f"{fmt(row['ratio_min'])}–{fmt(row['ratio_max'])}" if row["ratio"] is not None else ""
+        native_spread = (f"{fmt(row['native_ratio_min'])}–{fmt(row['native_ratio_max'])}"
+                         if row["native_ratio"] is not None else "")
         lines.append(f"{row['workload']:<16} {row['figure']:<18} {fmt(row['ours']):>10} {fmt(row['kopf']):>10} "
-                     f"{fmt(row['ratio']):>10} {spread:>14}")
+                     f"{fmt(row['ratio']):>10} {spread:>14} {fmt(row['native']):>10} "
+                     f"{fmt(row['native_ratio']):>11} {native_spread:>14}")
     return "\n".join(lines)
 
 
@@ -537,16 +552,22 @@ def markdown(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
             return "—"
         return f"{value:.0f}" if abs(value) >= 1000 else f"{value:.3g}"
     lines = [f"Measured {meta['date']} on {meta['machine']['cpus']} cores ({meta['machine']['platform']}), "
-             f"{meta['rounds']} round(s); medians, ratio ours/Kopf 1.45.2 with its spread across rounds.", "",
-             "| workload | figure | ours | Kopf 1.45.2 | ours/Kopf | spread | goal |", "|---|---|---|---|---|---|---|"]
+             f"{meta['rounds']} round(s); medians, ratios ours/Kopf 1.45.2 and ours/native (a kube-rs "
+             f"controller doing the same work, `bench/native/`; — where it has no version of the workload) "
+             f"with their spread across rounds.", "",
+             "| workload | figure | ours | Kopf 1.45.2 | ours/Kopf | spread | goal | native | ours/native | spread |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for row in rows:
         if row["figure"] not in SHOWN:
             continue
         spread = f"{fmt(row['ratio_min'])}–{fmt(row['ratio_max'])}" if row["ratio"] is not None else ""
+        native_spread = (f"{fmt(row['native_ratio_min'])}–{fmt(row['native_ratio_max'])}"
+                         if row["native_ratio"] is not None else "")
         goal = goal_of(row)
         goal_text = f"≤ {goal:.2g}" if goal else ""
         lines.append(f"| {row['workload']} | {row['figure']} | {fmt(row['ours'])} | {fmt(row['kopf'])} | "
-                     f"{fmt(row['ratio'])} | {spread} | {goal_text} |")
+                     f"{fmt(row['ratio'])} | {spread} | {goal_text} | {fmt(row['native'])} | "
+                     f"{fmt(row['native_ratio'])} | {native_spread} |")
     return "\n".join(lines) + "\n"
 
 
@@ -605,6 +626,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--ours", required=True, help="our engine's `kopf` executable")
     parser.add_argument("--kopf", required=True, help="Kopf 1.45.2's `kopf` executable")
+    parser.add_argument("--native", help="the native engine's executable (bench/native/), for the workloads it has")
     parser.add_argument("--workloads", default="lifecycles,idle,timers,storm",
                         help="comma-separated: lifecycles, idle, timers, storm, daemons, indexing, admission")
     parser.add_argument("--duration", type=float, default=60.0, help="the measured window, seconds")
@@ -621,14 +643,17 @@ def main() -> None:
 
     kubectl("apply", "-f", str(CRD))
     kubectl("wait", "--for=condition=Established", "crd/greetings.demo.kopf.dev", "--timeout=60s")
-    engines = {"ours": args.ours, "kopf": args.kopf}
+    engines = {"ours": args.ours, "kopf": args.kopf, **({"native": args.native} if args.native else {})}
     results = []
     for round_ in range(1, args.rounds + 1):
         for workload, size in plan(args.workloads.split(","), args.quick, args.sizes):
-            # Each engine runs first in every other round: whatever the previous run leaves
-            # to the control plane falls on both alike.
-            order = list(engines.items()) if round_ % 2 else list(engines.items())[::-1]
+            # The engines take turns at running first, round by round: whatever the previous
+            # run leaves to the control plane falls on all alike.
+            turn = round_ % len(engines)
+            order = list(engines.items())[turn:] + list(engines.items())[:turn]
             for engine, executable in order:
+                if engine == "native" and workload not in NATIVE_WORKLOADS:
+                    continue
                 label = f"{workload}-{size}"
                 print(f"round {round_}: {label} with {engine}...", flush=True)
                 run = Run(engine=engine, kopf=executable, objects=size, duration=args.duration, warmup=args.warmup)
