@@ -16,6 +16,7 @@ from __future__ import annotations
 import ast
 import re
 import sys
+import tomllib
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -27,14 +28,6 @@ ROOT = Path(__file__).resolve().parent.parent
 # crates apart; the layers within a crate are kept here. Every crate names the layers below
 # it at its root (src/ re-exports them), so `crate::util` means the same module in all.
 PLAN = ROOT / "src" / "lib.rs"
-# The crates that hold layers, bottom-up.
-CRATES = {"crates/core": ROOT / "crates" / "core" / "src",
-          "crates/client": ROOT / "crates" / "client" / "src",
-          "crates/intents": ROOT / "crates" / "intents" / "src",
-          "crates/engine": ROOT / "crates" / "engine" / "src",
-          "crates/webhooks": ROOT / "crates" / "webhooks" / "src",
-          "crates/operator": ROOT / "crates" / "operator" / "src",
-          "src": ROOT / "src"}
 ROOT_MODULES = {"lib"}  # the crates' roots declare (or re-export) the layers; they use none
 
 
@@ -50,6 +43,10 @@ def floor_plan(lib: Path = PLAN) -> list[tuple[str, str]]:
 
 PLANNED = floor_plan()
 LAYERS: list[tuple[str, ...]] = [(name,) for name, _ in PLANNED]
+# The crates that hold layers, bottom-up as the plan names them, with their sources.
+CRATES = {folder: ROOT / folder / "src" if folder != "src" else ROOT / "src" for _, folder in PLANNED}
+# The workspace's crates below every layer (no layers of their own: the allocator).
+BELOW_LAYERS = {"crates/region"}
 
 
 def layer_file(layer: str) -> Path | None:
@@ -61,21 +58,22 @@ def layer_file(layer: str) -> Path | None:
     return None
 
 
-def crate_problems() -> Iterable[str]:
-    """Each layer in the crate the plan names, and a crate's layers all below the next one's:
-    the plan cannot say that a layer may use one that the compiler keeps out of its reach."""
-    order = list(CRATES)
-    last = -1
+def crate_problems(manifest: Path = ROOT / "Cargo.toml") -> Iterable[str]:
+    """Each layer in the crate the plan names; a crate's layers together in the plan (else it
+    would say that a layer may use one that the compiler keeps out of its reach); the plan's
+    crates the workspace's members."""
+    passed: list[str] = []  # the crates whose layers the plan has listed, in order
     for name, folder in PLANNED:
         path = layer_file(name)
-        if path is not None and not path.is_relative_to(CRATES.get(folder, ROOT / folder)):
+        if path is not None and not path.is_relative_to(CRATES[folder]):
             yield f"{name}: the floor plan (src/lib.rs) puts it in {folder}, but it is {path.relative_to(ROOT)}"
-        if folder not in order:
-            yield f"{name}: the floor plan (src/lib.rs) names a crate that layering.py does not know: {folder}"
-            continue
-        if order.index(folder) < last:
+        if folder in passed[:-1]:
             yield f"{name}: in {folder}, listed after a layer of a crate above it"
-        last = max(last, order.index(folder))
+        if not passed or passed[-1] != folder:
+            passed.append(folder)
+    members = set(tomllib.loads(manifest.read_text())["workspace"]["members"]) - BELOW_LAYERS
+    if members != set(CRATES) - {"src"}:
+        yield f"the workspace's members ({sorted(members)}) are not the floor plan's crates ({sorted(CRATES)})"
 
 
 def declared_uses(path: Path, before: list[str]) -> set[str] | None:
