@@ -1,6 +1,6 @@
 //! The API client (`client`), a crate of its own so that the compiler keeps it below the
 //! engine: nothing here can reach the engine, the webhooks or Python. Its place in the floor
-//! plan is in the engine crate's `src/lib.rs`, which re-exports it under its own name.
+//! plan is in the top crate's `src/lib.rs`, which re-exports it under its own name.
 //!
 //! Uses: `kopf_core`.
 

@@ -1,7 +1,7 @@
 //! The layers of the engine below its API client (`util`, `metrics`, `state`, `settings`), a
 //! crate of their own so that the compiler keeps them there: nothing here can reach the
-//! client, the engine or Python. Their order among themselves is in the floor plan (the
-//! engine crate's `src/lib.rs`, which re-exports them under the same names), checked by
+//! client, the engine or Python. Their order among themselves is in the floor plan (the top
+//! crate's `src/lib.rs`, which re-exports them under the same names), checked by
 //! `tests/layering.py`.
 //!
 //! Uses: `region` (the allocator's region, for the bodies kept between events).
@@ -11,7 +11,7 @@ pub mod settings;
 pub mod state;
 pub mod util;
 
-/// The tests run on the process's allocator, as the engine installs it.
+/// The tests run on the process's allocator, as the top crate installs it.
 #[cfg(test)]
 #[global_allocator]
 static ALLOCATOR: region::Allocator = region::Allocator;

@@ -1,8 +1,7 @@
 //! The engine (`ha`, `engine`), a crate of its own so that the compiler keeps it below the
 //! listeners, the operator's run and Python: the pause and who votes on it, and from a watch
-//! event to the handlers and back to the object. Their
-//! places in the floor plan are in the top crate's `src/lib.rs`, which re-exports them
-//! under their own names.
+//! event to the handlers and back to the object. Their places in the floor plan are in the
+//! top crate's `src/lib.rs`, which re-exports them under their own names.
 //!
 //! Uses: `kopf_core`, `kopf_client`, `kopf_intents`.
 

@@ -15,7 +15,7 @@
 //! page, aligned more than a cache line, or allocated outside `apart`, is the system's.
 //!
 //! A crate of its own, the lowest of the workspace: it uses only `std` and `libc`, and the
-//! engine's crate root installs it as the process's allocator. Its unsafe code is tested
+//! top crate (`src/lib.rs`) installs it as the process's allocator. Its unsafe code is tested
 //! natively and under Miri (`tests/run`: `cargo miri test -p kopf-rs-region`, with strict
 //! provenance), including many threads allocating and freeing at once.
 
