@@ -355,23 +355,20 @@ pub(super) fn parse_invoked<'py>(
         });
     }
     let answer = answer.cast::<PyDict>()?;
-    for key in answer.keys() {
-        let key = key.cast::<PyString>()?.to_cow()?;
-        if !INVOKED_KEYS.contains(&&*key) {
-            return Err(PyValueError::new_err(format!(
-                "the bridge answered a call with '{key}', which the core does not read"
-            )));
-        }
-    }
     // Absent and `None` are the same: a cancelled call has only `final` and `cancelled`.
+    // Each key is read once below; the ones found are counted, so that a key the core does
+    // not read shows without another pass over every answer.
     let py = answer.py();
+    let found = std::cell::Cell::new(0usize);
     let get = |key: &Bound<'py, PyString>| -> PyResult<Option<Bound<'py, PyAny>>> {
-        Ok(answer.get_item(key)?.filter(|item| !item.is_none()))
+        let item = answer.get_item(key)?;
+        found.set(found.get() + usize::from(item.is_some()));
+        Ok(item.filter(|item| !item.is_none()))
     };
     let json = |item: Option<Bound<'_, PyAny>>| -> PyResult<Option<Value>> {
         item.map(|i| values::from_python::<Value>(&i)).transpose()
     };
-    Ok(Invoked {
+    let invoked = Invoked {
         outcome: Outcome {
             final_: get(intern!(py, "final"))?.is_some_and(|f| f.is_truthy().unwrap_or(false)),
             delay: get(intern!(py, "delay"))?
@@ -408,7 +405,18 @@ pub(super) fn parse_invoked<'py>(
         rejection: get(intern!(py, "rejection"))?
             .map(|r| rejection(&r))
             .transpose()?,
-    })
+    };
+    if found.get() != answer.len() {
+        for key in answer.keys() {
+            let key = key.cast::<PyString>()?.to_cow()?;
+            if !INVOKED_KEYS.contains(&&*key) {
+                return Err(PyValueError::new_err(format!(
+                    "the bridge answered a call with '{key}', which the core does not read"
+                )));
+            }
+        }
+    }
+    Ok(invoked)
 }
 
 /// An admission handler's error as the bridge describes it: `(kind, message, code)`.
