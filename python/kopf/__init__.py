@@ -17,9 +17,6 @@ from kopf._bridge.running import operator, run, run_tasks, spawn_tasks
 from kopf._credentials import (
     AiohttpSession,
     ConnectionInfo,
-    login_via_async_client,
-    login_via_client,
-    login_via_pykube,
     login_with_kubeconfig,
     login_with_service_account,
 )
@@ -58,6 +55,7 @@ from kopf._hierarchies import (
 from kopf._indices import Index, Store
 from kopf._lifecycles import get_default_lifecycle, set_default_lifecycle
 from kopf._logging import LocalObjectLogger, ObjectLogger, configure
+from kopf._piggybacking import login_via_async_client, login_via_client, login_via_pykube
 from kopf._posting import event, exception, info, warn
 from kopf._progress import (
     AnnotationsProgressStorage,

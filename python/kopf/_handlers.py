@@ -9,7 +9,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 from types import FunctionType, MethodType
 from typing import Any, TypeVar
 
-from kopf import _credentials
+from kopf import _piggybacking
 from kopf._errors import ErrorsMode
 from kopf._filters import spec_of
 from kopf._references import Selector
@@ -213,7 +213,7 @@ class SmartOperatorRegistry(OperatorRegistry):
 
     def __init__(self) -> None:
         super().__init__()
-        for fn in _credentials.fallback_logins():
+        for fn in _piggybacking.fallback_logins():
             self._activities.append(ActivityHandler(
                 fn=fn, id=fn.__name__, activity=Activity.AUTHENTICATION, errors=ErrorsMode.IGNORED,
                 param=None, timeout=None, retries=None, backoff=None, _fallback=True,

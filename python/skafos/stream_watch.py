@@ -19,8 +19,8 @@ from typing import Any
 import yaml
 from kopf import _engine
 from kopf._activities import authenticate
-from kopf._credentials import _from_client_config, _installed, sync_client_header
 from kopf._handlers import SmartOperatorRegistry
+from kopf._piggybacking import _from_client_config, _installed, sync_client_header
 from kopf._settings import OperatorSettings
 
 # How often the waiting loop wakes up to let Python handle signals (Ctrl+C).

@@ -14,8 +14,8 @@ from typing import Any
 import kopf
 import pytest
 from kopf._activities import run_activity
-from kopf._credentials import login_via_async_client
 from kopf._handlers import Activity, OperatorRegistry
+from kopf._piggybacking import login_via_async_client
 
 
 def _run(registry: OperatorRegistry, activity: Activity = Activity.STARTUP) -> dict[str, Any]:
