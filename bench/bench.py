@@ -554,7 +554,9 @@ def markdown(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
     lines = [f"Measured {meta['date']} on {meta['machine']['cpus']} cores ({meta['machine']['platform']}), "
              f"{meta['rounds']} round(s); medians, ratios ours/Kopf 1.45.2 and ours/native (a kube-rs "
              f"controller doing the same work, `bench/native/`; — where it has no version of the workload) "
-             f"with their spread across rounds.", "",
+             f"with their spread across rounds."
+             + (" The engines' virtualenvs have `kubernetes` and `pykube-ng` installed (`--with-clients`)."
+                if meta.get("with_clients") else ""), "",
              "| workload | figure | ours | Kopf 1.45.2 | ours/Kopf | spread | goal | native | ours/native | spread |",
              "|---|---|---|---|---|---|---|---|---|---|"]
     for row in rows:
@@ -638,6 +640,8 @@ def main() -> None:
     parser.add_argument("--output", type=Path, default=RESULTS / "latest.json")
     parser.add_argument("--readme", action="store_true", help="put the table into README.md")
     parser.add_argument("--quiet", action="store_true", help="run the operators with --quiet (no INFO lines)")
+    parser.add_argument("--with-clients", action="store_true",
+                        help="(from bench/run) the engines' virtualenvs have kubernetes and pykube-ng")
     args = parser.parse_args()
     Operator.options = ["--quiet"] if args.quiet else []
 
@@ -666,7 +670,7 @@ def main() -> None:
         "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version()},
         "duration": args.duration, "warmup": args.warmup, "rounds": args.rounds, "quick": args.quick,
-        "quiet": args.quiet,
+        "quiet": args.quiet, "with_clients": args.with_clients,
     }
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps({**meta, "summary": rows, "results": results}, indent=2) + "\n")

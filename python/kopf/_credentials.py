@@ -7,6 +7,7 @@ import base64
 import dataclasses
 import datetime
 import os
+from collections.abc import Sequence
 from typing import Any
 
 from kopf._bridge import services
@@ -124,25 +125,7 @@ def login_with_kubeconfig(*, settings: Any, **_: Any) -> ConnectionInfo | None:
     if not kubeconfig:
         return None
     paths = [os.path.expanduser(p.strip()) for p in kubeconfig.split(os.pathsep) if p.strip()]
-    current: str | None = None
-    sections: dict[str, dict[str, Any]] = {'contexts': {}, 'clusters': {}, 'users': {}}
-    inner = {'contexts': 'context', 'clusters': 'cluster', 'users': 'user'}
-    for path in paths:  # the first file that names an item wins, as in kubectl
-        with open(path, encoding='utf-8') as f:
-            # The core's YAML parser (kube's), not PyYAML: its import was ~1.4 MiB of memory.
-            try:
-                config = services.parse_kubeconfig(f.read()) or {}
-            except ValueError as e:  # (PyYAML's error would name the file too)
-                raise ValueError(f"The kubeconfig {path!r} is not valid YAML: {e}") from e
-        current = current if current is not None else config.get('current-context')
-        for section, key in inner.items():
-            for item in config.get(section) or []:
-                sections[section].setdefault(item['name'], item.get(key) or {})
-    if current is None:
-        raise LoginError('Current context is not set in kubeconfigs.')
-    context = sections['contexts'][current]
-    cluster = sections['clusters'][context['cluster']]
-    user = sections['users'][context['user']]
+    context, cluster, user = kubeconfig_entries(paths)
     provider_token = user.get('auth-provider', {}).get('config', {}).get('access-token')
     return ConnectionInfo(
         server=cluster.get('server'),
@@ -161,3 +144,25 @@ def login_with_kubeconfig(*, settings: Any, **_: Any) -> ConnectionInfo | None:
         trust_env=settings.networking.trust_env,
         priority=PRIORITY_OF_KUBECONFIG,
     )
+
+
+def kubeconfig_entries(paths: Sequence[str]) -> tuple[Any, Any, Any]:
+    """The current context of the kubeconfig files, with its cluster and user entries (dicts)."""
+    current: str | None = None
+    sections: dict[str, dict[str, Any]] = {'contexts': {}, 'clusters': {}, 'users': {}}
+    inner = {'contexts': 'context', 'clusters': 'cluster', 'users': 'user'}
+    for path in paths:  # the first file that names an item wins, as in kubectl
+        with open(path, encoding='utf-8') as f:
+            # The core's YAML parser (kube's), not PyYAML: its import was ~1.4 MiB of memory.
+            try:
+                config = services.parse_kubeconfig(f.read()) or {}
+            except ValueError as e:  # (PyYAML's error would name the file too)
+                raise ValueError(f"The kubeconfig {path!r} is not valid YAML: {e}") from e
+        current = current if current is not None else config.get('current-context')
+        for section, key in inner.items():
+            for item in config.get(section) or []:
+                sections[section].setdefault(item['name'], item.get(key) or {})
+    if current is None:
+        raise LoginError('Current context is not set in kubeconfigs.')
+    context = sections['contexts'][current]
+    return context, sections['clusters'][context['cluster']], sections['users'][context['user']]

@@ -1,11 +1,28 @@
 """Piggybacking: the login handlers that borrow the credentials of the client libraries
 an operator has installed (pykube-ng, ``kubernetes``, ``kubernetes_asyncio``), configuring
-those clients for the handlers on the way, as Kopf does; and the choice of the fallbacks."""
+those clients for the handlers on the way, as Kopf does; and the choice of the fallbacks.
+
+Kopf imports each installed client at the login, whether the operator uses it or not: about
+25 MiB of every operator process with both installed (most operators get them as
+dependencies of dependencies). Here, a client that the operator has not imported by the
+login is not imported for it: when its credentials are plain (a token or a client
+certificate in one kubeconfig file, or the pod's service account), they are read as the
+client would read them, and the ``kubernetes`` client is configured (``load_kube_config()``
+or ``load_incluster_config()``, as Kopf calls them) when something first imports it.
+Anything else (exec plugins, auth-providers, merged kubeconfigs, a partial service
+account) is left to the client itself, imported at the login as in Kopf.
+"""
 
 from __future__ import annotations
 
+import dataclasses
+import importlib.abc
+import importlib.machinery
+import importlib.util
 import inspect
 import os
+import sys
+import types
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -15,6 +32,7 @@ from kopf._credentials import (
     PRIORITY_OF_PYKUBE,
     SERVICE_ACCOUNT,
     ConnectionInfo,
+    kubeconfig_entries,
     login_with_kubeconfig,
     login_with_service_account,
 )
@@ -23,6 +41,11 @@ from kopf._errors import LoginError
 
 def login_via_pykube(*, logger: Any, settings: Any, **_: Any) -> ConnectionInfo | None:
     """Credentials as pykube-ng finds them: in-cluster, else the kubeconfig."""
+    plain = _plain_credentials() if 'pykube' not in sys.modules else None
+    if plain is not None:  # pykube keeps no configuration of its own: nothing to do later
+        logger.debug("Pykube is configured in cluster with service account." if plain.in_cluster else
+                     "Pykube is configured via kubeconfig file.")
+        return plain.as_pykube(settings)
     try:
         import pykube
     except ImportError:
@@ -57,10 +80,23 @@ def login_via_pykube(*, logger: Any, settings: Any, **_: Any) -> ConnectionInfo 
 
 def login_via_client(*, logger: Any, settings: Any, **_: Any) -> ConnectionInfo | None:
     """Credentials as the official ``kubernetes`` client finds them: in-cluster, else the kubeconfig."""
+    plain = _plain_credentials() if 'kubernetes' not in sys.modules else None
+    if plain is not None and _installed('kubernetes'):
+        _configure_on_import('kubernetes', lambda: _configure_client(logger))
+        logger.debug("Client is not imported yet: it will be configured when first imported.")
+        return plain.as_client(settings)
     try:
         import kubernetes.config
     except ImportError:
         return None
+    _configure_client(logger, failing=True)
+    config = kubernetes.client.Configuration.get_default_copy()
+    return _from_client_config(config, settings, PRIORITY_OF_CLIENT, header=sync_client_header(config))
+
+
+def _configure_client(logger: Any, *, failing: bool = False) -> None:
+    """Configure the ``kubernetes`` client's default, as Kopf does at the login."""
+    import kubernetes.config
     try:
         kubernetes.config.load_incluster_config()
         logger.debug("Client is configured in cluster with service account.")
@@ -69,10 +105,11 @@ def login_via_client(*, logger: Any, settings: Any, **_: Any) -> ConnectionInfo 
             kubernetes.config.load_kube_config()
             logger.debug("Client is configured via kubeconfig file.")
         except kubernetes.config.ConfigException:
-            raise LoginError("Cannot authenticate the client library "
-                             "neither in-cluster, nor via kubeconfig.") from None
-    config = kubernetes.client.Configuration.get_default_copy()
-    return _from_client_config(config, settings, PRIORITY_OF_CLIENT, header=sync_client_header(config))
+            if failing:
+                raise LoginError("Cannot authenticate the client library "
+                                 "neither in-cluster, nor via kubeconfig.") from None
+            # At an import in a handler: the import goes on; the handler's calls will fail.
+            logger.error("Cannot configure the client library neither in-cluster, nor via kubeconfig.")
 
 
 def sync_client_header(config: Any) -> str | None:
@@ -128,6 +165,132 @@ def _from_client_config(
         trust_env=settings.networking.trust_env,
         priority=priority,
     )
+
+
+@dataclasses.dataclass(frozen=True)
+class _Plain:
+    """Credentials that both clients would read the same, read without them."""
+
+    in_cluster: bool
+    server: str
+    namespace: str | None
+    ca_path: str | None = None
+    ca_data: str | None = None
+    insecure: bool | None = None
+    token: str | None = None
+    certificate_path: str | None = None
+    certificate_data: str | None = None
+    private_key_path: str | None = None
+    private_key_data: str | None = None
+    proxy_url: str | None = None
+
+    def _info(self, settings: Any, **fields: Any) -> ConnectionInfo:
+        return ConnectionInfo(
+            server=self.server, ca_path=self.ca_path, ca_data=self.ca_data,
+            certificate_path=self.certificate_path, certificate_data=self.certificate_data,
+            private_key_path=self.private_key_path, private_key_data=self.private_key_data,
+            trust_env=settings.networking.trust_env, **fields)
+
+    def as_pykube(self, settings: Any) -> ConnectionInfo:
+        """What ``login_via_pykube`` gives when it imports pykube-ng."""
+        return self._info(settings, insecure=self.insecure, token=self.token, proxy_url=self.proxy_url,
+                          default_namespace=self.namespace or 'default', priority=PRIORITY_OF_PYKUBE)
+
+    def as_client(self, settings: Any) -> ConnectionInfo:
+        """What ``login_via_client`` gives when it imports the client (which keeps no namespace
+        and no proxy in Kopf's reading, and sends the token as a ``Bearer``)."""
+        return self._info(settings, insecure=bool(self.insecure), token=self.token,
+                          scheme=('bearer' if self.in_cluster else 'Bearer') if self.token else None,
+                          priority=PRIORITY_OF_CLIENT)
+
+
+# The kubeconfig user's keys that both clients read alike; any other (exec, auth-provider,
+# username & password, token files) is for the client libraries themselves.
+_PLAIN_USER_KEYS = frozenset({'token', 'client-certificate', 'client-certificate-data',
+                              'client-key', 'client-key-data'})
+
+
+def _plain_credentials() -> _Plain | None:
+    """The credentials the clients would find, if plain; ``None`` if only they can read them."""
+    token_path = os.path.join(SERVICE_ACCOUNT, 'token')
+    if os.path.exists(token_path):  # both clients try the service account first
+        host, port = os.environ.get('KUBERNETES_SERVICE_HOST'), os.environ.get('KUBERNETES_SERVICE_PORT')
+        files = [token_path, os.path.join(SERVICE_ACCOUNT, 'ca.crt'), os.path.join(SERVICE_ACCOUNT, 'namespace')]
+        overridden = 'PYKUBE_KUBERNETES_SERVICE_HOST' in os.environ or 'PYKUBE_KUBERNETES_SERVICE_PORT' in os.environ
+        if not host or not port or overridden or not all(os.path.isfile(f) and os.path.getsize(f) for f in files):
+            return None
+        with open(files[0], encoding='utf-8') as f:
+            token = f.read()
+        with open(files[2], encoding='utf-8') as f:
+            namespace = f.read()
+        return _Plain(in_cluster=True, server=f"https://{f'[{host}]' if ':' in host else host}:{port}",
+                      namespace=namespace, ca_path=files[1], token=token)
+
+    # One kubeconfig file: pykube-ng reads only one (the client merges several).
+    kubeconfig = os.environ.get('KUBECONFIG') or '~/.kube/config'
+    path = os.path.expanduser(kubeconfig)
+    if os.pathsep in kubeconfig or not os.path.isfile(path):
+        return None
+    try:
+        context, cluster, user = kubeconfig_entries([path])
+    except (LoginError, KeyError, ValueError, TypeError):
+        return None  # let the clients say what is wrong, as in Kopf
+    if not cluster.get('server') or not set(user) <= _PLAIN_USER_KEYS:
+        return None
+
+    def relative(value: str | None) -> str | None:  # both clients read paths from the file's folder
+        return os.path.join(os.path.dirname(path), os.path.expanduser(value)) if value else None
+
+    return _Plain(
+        in_cluster=False, server=cluster['server'], namespace=context.get('namespace'),
+        ca_path=relative(cluster.get('certificate-authority')), ca_data=cluster.get('certificate-authority-data'),
+        insecure=cluster.get('insecure-skip-tls-verify'), token=user.get('token'),
+        certificate_path=relative(user.get('client-certificate')),
+        certificate_data=user.get('client-certificate-data'),
+        private_key_path=relative(user.get('client-key')), private_key_data=user.get('client-key-data'),
+        proxy_url=cluster.get('proxy-url'))
+
+
+class _ThenConfigure(importlib.abc.Loader):
+    """A module's own loader, then a call once its code has run (and its submodules with it)."""
+
+    def __init__(self, loader: importlib.abc.Loader, then: Callable[[], None]) -> None:
+        self._loader = loader
+        self._then = then
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType | None:
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module: types.ModuleType) -> None:
+        self._loader.exec_module(module)
+        self._then()
+
+    def __getattr__(self, name: str) -> Any:  # resource readers, source getters
+        return getattr(self._loader, name)
+
+
+class _OnImport(importlib.abc.MetaPathFinder):
+    """Finds nothing itself: it only puts its call after the named module's first import."""
+
+    def __init__(self, name: str, then: Callable[[], None]) -> None:
+        self.name = name
+        self._then = then
+
+    def find_spec(self, fullname: str, path: Sequence[str] | None,
+                  target: types.ModuleType | None = None) -> importlib.machinery.ModuleSpec | None:
+        if fullname != self.name:
+            return None
+        sys.meta_path.remove(self)  # once; the finders after it find the module itself
+        spec = importlib.util.find_spec(fullname)
+        if spec is not None and spec.loader is not None:
+            spec.loader = _ThenConfigure(spec.loader, self._then)
+        return spec
+
+
+def _configure_on_import(name: str, then: Callable[[], None]) -> None:
+    """Call ``then`` after the first import of the module (once, even if logged in again)."""
+    if not any(isinstance(finder, _OnImport) and finder.name == name for finder in sys.meta_path):
+        sys.meta_path.insert(0, _OnImport(name, then))
 
 
 def _installed(module: str) -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import signal
 import socket
 import textwrap
@@ -126,6 +127,38 @@ def test_handlers_speak_tls_and_hash_with_pythons_own_modules(cluster: dict[str,
     assert "OpenSSL before: []" in output
     assert f"handshake: TLSv1.3; sha256: {hashlib.sha256(b'kopf').hexdigest()}" in output
     assert "Activity 'handshake' succeeded." in output
+
+
+def test_client_libraries_are_imported_only_when_the_operator_uses_them(crd: None, namespace: str,
+                                                                        tmp_path: Path) -> None:
+    """With ``kubernetes`` and pykube-ng installed (the test's virtualenv has both) and a plain
+    kubeconfig, the default logins succeed as in Kopf without importing either client; a
+    handler that imports ``kubernetes`` later finds it configured (kopf._piggybacking)."""
+    script = write_script(tmp_path, """
+        import sys
+        import kopf
+
+        @kopf.daemon('greetings')
+        def use_the_client(logger, stopped, **_):
+            logger.info(f"imported before: {sorted(m for m in ('kubernetes', 'pykube') if m in sys.modules)}")
+            import kubernetes
+            namespaces = kubernetes.client.CoreV1Api().list_namespace().items
+            logger.info(f"the client lists {len(namespaces)} namespaces")
+            stopped.wait(60)
+    """)
+    kubectl("create", "-f", "-", input=json.dumps({
+        "apiVersion": "demo.kopf.dev/v1", "kind": "Greeting",
+        "metadata": {"name": "clients", "namespace": namespace}, "spec": {}}))
+    operator = OperatorProcess(["run", "--verbose", "-n", namespace, str(script)], cwd=tmp_path)
+    try:
+        output = operator.wait_for(r"the client lists \d+ namespaces|Daemon 'use_the_client' failed")
+    finally:
+        operator.stop()
+    assert "Activity 'login_via_pykube' succeeded." in output
+    assert "Activity 'login_via_client' succeeded." in output
+    assert "imported before: []" in output
+    assert "Client is configured via kubeconfig file." in output
+    assert re.search(r"the client lists \d+ namespaces", output)
 
 
 def test_core_threads_and_their_variable(cluster: dict[str, str], tmp_path: Path) -> None:
