@@ -94,6 +94,37 @@ def test_failed_startup_stops_the_operator(cluster: dict[str, str], tmp_path: Pa
     assert "Activity 'impossible' failed permanently: cannot start" in operator.output
 
 
+@pytest.mark.parametrize("engine", ["ours", "kopf"])
+def test_a_signal_stops_a_startup_retried_forever(cluster: dict[str, str], tmp_path: Path,
+                                                  reference_kopf: Path, engine: str) -> None:
+    """SIGTERM while a startup handler waits for its retry stops the operator at once, as in
+    Kopf 1.45.2 (the same run under both: ours went on retrying, deaf to the signal); the
+    cleanup handlers do not run after a startup that has not finished."""
+    script = write_script(tmp_path, """
+        import kopf
+
+        @kopf.on.startup()
+        def failing(**_):
+            raise Exception("not yet")
+
+        @kopf.on.cleanup()
+        def cleaning(logger, **_):
+            logger.info("cleaning up")
+    """)
+    kopf_command = reference_kopf if engine == "kopf" else None
+    operator = OperatorProcess(["run", "-A", "--standalone", str(script)], cwd=tmp_path, kopf=kopf_command)
+    try:
+        operator.wait_for(r"Activity 'failing' failed with an exception and will try again in 60 seconds")
+        exit_code = operator.stop(signal.SIGTERM, timeout=15)
+    finally:
+        operator.kill()
+    output = operator.output
+    assert exit_code == 0, output
+    assert "Signal SIGTERM is received. Operator is stopping." in output
+    assert "Startup activity is only partially executed due to cancellation." in output
+    assert "cleaning up" not in output
+
+
 def test_handlers_speak_tls_and_hash_with_pythons_own_modules(cluster: dict[str, str], tmp_path: Path) -> None:
     """ssl, asyncio's TLS and hashlib are loaded at their first use (kopf._deferred), and work."""
     url = kubectl("config", "view", "--minify", "-o", "jsonpath={.clusters[0].cluster.server}")

@@ -188,10 +188,21 @@ async def operator(
     engine_task: asyncio.Task[None] | None = None
     admission_task: asyncio.Task[None] | None = None
     bridge: Bridge | None = None
+    started = False
     try:
-        await run_activity(registry=registry, settings=settings, activity=Activity.STARTUP, memo=memo,
-                           indices=indices)
-        connection = await authenticate(registry=registry, settings=settings, memo=memo, indices=indices)
+        # A signal or the stop-flag stops the operator in its startup or login too, as in
+        # Kopf: a startup handler retried forever must not keep it from exiting.
+        startup = asyncio.create_task(run_activity(registry=registry, settings=settings, activity=Activity.STARTUP,
+                                                   memo=memo, indices=indices), name='startup activity')
+        if not await _unless_stopped(startup, stop, watchers):
+            logger.warning("Startup activity is only partially executed due to cancellation.")
+            return  # (no cleanup activity after a startup that has not finished, as in Kopf)
+        started = True
+        login = asyncio.create_task(authenticate(registry=registry, settings=settings, memo=memo,
+                                                 indices=indices), name='initial authentication')
+        if not await _unless_stopped(login, stop, watchers):
+            return
+        connection = login.result()
         ready = asyncio.Event()
         bridge = Bridge(registry=registry, settings=settings, memo=memo, ready=ready, loop=loop,
                         lifecycle=lifecycle, indices=indices)
@@ -235,18 +246,7 @@ async def operator(
                 except RuntimeError as e:  # the core's errors come as RuntimeError
                     raise OperatorError(str(e)) from None
                 break
-            if stop in done:
-                logger.info(f"Signal {stop.result().name!s} is received. Operator is stopping.")
-                break
-            if any(w in done for w in watchers):
-                # As Kopf says it: by the flag's value (a future's result, an event's True).
-                value = next(w for w in watchers if w in done).result()
-                if value is None:
-                    logger.info("Stop-flag is raised. Operator is stopping.")
-                elif isinstance(value, signal.Signals):
-                    logger.info(f"Signal {value.name!s} is received. Operator is stopping.")
-                else:
-                    logger.info(f"Stop-flag is set to {value!r}. Operator is stopping.")
+            if _stopping(done, stop, watchers):
                 break
     finally:
         if admission_task is not None and not admission_task.done():
@@ -261,13 +261,47 @@ async def operator(
             task.cancel()
         _uninstall_signals(loop)
         try:
-            await run_activity(registry=registry, settings=settings, activity=Activity.CLEANUP, memo=memo,
-                               indices=indices)
+            if started:
+                await run_activity(registry=registry, settings=settings, activity=Activity.CLEANUP, memo=memo,
+                                   indices=indices)
             # Kopf's last words, which tools (and Kopf's own tests) wait for.
             logger.debug("Root tasks are stopped: finishing normally; tasks left: set()")
             await _stop_hung_tasks(bridge.running_calls() if bridge is not None else set())
         finally:
             _raise_flag(ready_flag)  # if never ready, do not leave the waiters hanging
+
+
+def _stopping(done: Collection[asyncio.Future[Any]], stop: asyncio.Future[Any],
+              watchers: Collection[asyncio.Task[Any]]) -> bool:
+    """Whether a signal or the stop-flag is among the finished; if so, say so as Kopf does."""
+    if stop in done:
+        logger.info(f"Signal {stop.result().name!s} is received. Operator is stopping.")
+        return True
+    if any(w in done for w in watchers):
+        # As Kopf says it: by the flag's value (a future's result, an event's True).
+        value = next(w for w in watchers if w in done).result()
+        if value is None:
+            logger.info("Stop-flag is raised. Operator is stopping.")
+        elif isinstance(value, signal.Signals):
+            logger.info(f"Signal {value.name!s} is received. Operator is stopping.")
+        else:
+            logger.info(f"Stop-flag is set to {value!r}. Operator is stopping.")
+        return True
+    return False
+
+
+async def _unless_stopped(task: asyncio.Task[Any], stop: asyncio.Future[Any],
+                          watchers: Collection[asyncio.Task[Any]]) -> bool:
+    """Wait for the task, unless a signal or the stop-flag comes first: then it is cancelled
+    (and awaited). Whether the task has finished; its errors are raised."""
+    done, _ = await asyncio.wait({task, stop, *watchers}, return_when=asyncio.FIRST_COMPLETED)
+    if task in done:
+        task.result()
+        return True
+    _stopping(done, stop, watchers)
+    task.cancel()
+    await asyncio.wait({task})
+    return False
 
 
 async def _stop_hung_tasks(tasks: set[asyncio.Task[None]]) -> None:
