@@ -3,11 +3,13 @@ the ``plain``/``full``/``json`` formats, and optional posting of log lines as Ev
 
 from __future__ import annotations
 
+import codecs
+import io
 import logging
 import sys
 import time
 from collections.abc import Mapping, MutableMapping
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
 from kopf import _posting
 from kopf._formatting import (
@@ -19,6 +21,9 @@ from kopf._formatting import (
 )
 from kopf._settings import posting_level
 from kopf._structs import LazyRaw
+
+if TYPE_CHECKING:
+    from kopf._bridge.protocol import LoggerWriting, LogWriting
 
 objects_logger = logging.getLogger('kopf.objects')
 _new = object.__new__  # loggers made without their `__init__` (see `ObjectLogger._made`)
@@ -118,16 +123,17 @@ def _full_middle(name: str, levelname: str) -> str:
     return middle
 
 
-def _write_directly(target: logging.Logger, level: int, msg: str, extra: Mapping[str, Any] | None) -> bool:
-    """Write the line to ``kopf run``'s own stream handler without a record, if that handler
-    is all that logging would give the record to, formatting it as its formatter would: a
-    record's making and its way through logging were half the Python time of an ``on.event``
-    handler's or a timer's call, for the "succeeded" line alone. Whether it was written.
-
-    Anything else that might see or change the record (a filter, a handler or formatter of
-    the operator's own, a record factory, a record posted as an Event) takes logging's way."""
+def _stream_writer(target: logging.Logger, level: int, *,
+                   posted: bool, poster: bool = False) -> logging.StreamHandler | None:  # type: ignore[type-arg]
+    """``kopf run``'s own stream handler, if it is all that logging would give a line of this
+    logger and level to, with a format whose fields are all that ``_write_directly`` knows;
+    else None. K8sPoster does not count for a line it would not post, nor if the writer posts
+    the line itself (``poster``). Anything else that might see or change the record (a
+    filter, a handler or formatter of the operator's own, a record factory) takes logging's way."""
     if target.disabled or target.filters or logging.getLogRecordFactory() is not logging.LogRecord:
-        return False
+        return None
+    if type(target) is not logging.Logger or target.manager.disable >= level:
+        return None
     writer: logging.StreamHandler | None = None  # type: ignore[type-arg]
     logger: logging.Logger | None = target
     while logger is not None:
@@ -135,29 +141,43 @@ def _write_directly(target: logging.Logger, level: int, msg: str, extra: Mapping
             if level < handler.level:
                 continue
             if handler.filters:
-                return False
-            if type(handler) is K8sPoster and not _posted(extra or {}, level):
+                return None
+            if type(handler) is K8sPoster and (not posted or poster):
                 continue
             if type(handler) is not _KopfStreamHandler or writer is not None:
-                return False
+                return None
             writer = handler
         logger = logger.parent if logger.propagate else None
     if writer is None:
-        return False
+        return None
     formatter = writer.formatter
     if type(formatter) is not ObjectTextFormatter and type(formatter) is not ObjectPrefixingTextFormatter:
-        return False
+        return None
     style = formatter._style  # what formats a record's fields (its format is the formatter's)
-    timed = _DIRECT_FORMATS.get(style._fmt or '')
-    if (timed is None or type(style) is not logging.PercentStyle or formatter.datefmt
-            or formatter.converter is not time.localtime or 'format' in formatter.__dict__):
+    if (_DIRECT_FORMATS.get(style._fmt or '') is None or type(style) is not logging.PercentStyle
+            or formatter.datefmt or formatter.converter is not time.localtime or 'format' in formatter.__dict__):
+        return None
+    return writer
+
+
+def _write_directly(target: logging.Logger, level: int, msg: str, extra: Mapping[str, Any] | None) -> bool:
+    """Write the line to ``kopf run``'s own stream handler without a record, if that handler
+    is all that logging would give the record to (see ``_stream_writer``), formatting it as
+    its formatter would: a record's making and its way through logging were half the Python
+    time of an ``on.event`` handler's or a timer's call, for the "succeeded" line alone.
+    Whether it was written (not a line to be posted: K8sPoster posts it from its record)."""
+    writer = _stream_writer(target, level, posted=_posted(extra or {}, level))
+    if writer is None:
         return False
+    formatter = writer.formatter
+    assert formatter is not None
+    timed = _DIRECT_FORMATS[formatter._style._fmt or '']
     ref = extra.get('k8s_ref') if extra and type(formatter) is ObjectPrefixingTextFormatter else None
     if ref is not None:
         msg = f"{_prefix(ref)} {msg}"
     if timed:
         created = time.time()  # as a record's: its milliseconds, truncated
-        asctime = formatter._asctime(created, int((created - int(created)) * 1000) + 0.0)
+        asctime = formatter._asctime(created, int((created - int(created)) * 1000) + 0.0)  # type: ignore[attr-defined]
         line = f"[{asctime}] {_full_middle(target.name, logging.getLevelName(level))}{msg}"
     else:
         line = msg  # the plain format's only field
@@ -177,6 +197,68 @@ def _write_directly(target: logging.Logger, level: int, msg: str, extra: Mapping
     finally:
         writer.release()
     return True
+
+
+# The levels at which the core writes lines (`python_level` of its `tracing` levels).
+_CORE_LEVELS = (logging.DEBUG, logging.INFO, logging.WARNING, logging.ERROR)
+
+
+def core_writing(names: list[str], settings: Any) -> LogWriting | None:
+    """Which of the core's lines it may write to ``kopf run``'s stream itself: those that
+    logging would give only to that handler (with a real file under it, in UTF-8, flushed
+    line by line), formatted as it would; and which of them the core also posts as Events
+    (lines about objects, as K8sPoster would post them). None if none: all go to logging."""
+    posting = settings.posting
+    posts = bool(posting.enabled and posting.loggers)
+    fd: int | None = None
+    timed = prefixed = False
+    loggers: dict[str, LoggerWriting] = {}
+    for name in names:
+        target = logging.getLogger(name)
+        levels: list[int] = []
+        posted: list[int] = []
+        for level in _CORE_LEVELS:
+            if not target.isEnabledFor(level):
+                continue
+            # A line about an object is posted if K8sPoster is on its way (kopf.objects' own).
+            poster = posts and level >= posting_level(posting) and _has_poster(target, level)
+            writer = _stream_writer(target, level, posted=True, poster=True)
+            if writer is None or type(writer).flush is not logging.StreamHandler.flush:
+                continue
+            stream = writer.stream
+            try:
+                stream_fd = stream.fileno()
+            except (AttributeError, OSError, ValueError):  # not a file (captured, e.g. in tests)
+                continue
+            # (In UTF-8, any text of the core's encodes: the stream's error handler never acts.)
+            if (writer.terminator != '\n' or not isinstance(stream, io.TextIOWrapper)
+                    or codecs.lookup(stream.encoding).name != 'utf-8'):
+                continue
+            formatter = writer.formatter
+            assert formatter is not None
+            if fd is not None and stream_fd != fd:
+                continue
+            fd, timed = stream_fd, _DIRECT_FORMATS[formatter._style._fmt or '']
+            prefixed = type(formatter) is ObjectPrefixingTextFormatter
+            levels.append(level)
+            if poster:
+                posted.append(level)
+        if levels:
+            loggers[name] = {'levels': levels, 'posted': posted}
+    if fd is None:
+        return None
+    return {'fd': fd, 'timed': timed, 'prefixed': prefixed, 'loggers': loggers,
+            'levelnames': {str(level): logging.getLevelName(level) for level in _CORE_LEVELS},
+            'backoffs': _posting._delays(posting.logging_backoffs)}
+
+
+def _has_poster(target: logging.Logger, level: int) -> bool:
+    logger: logging.Logger | None = target
+    while logger is not None:
+        if any(type(h) is K8sPoster and level >= h.level for h in logger.handlers):
+            return True
+        logger = logger.parent if logger.propagate else None
+    return False
 
 
 class LocalObjectLogger(ObjectLogger):

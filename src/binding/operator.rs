@@ -64,7 +64,8 @@ impl Operator {
         let calls = Calls::new()
             .map_err(|e| PyRuntimeError::new_err(format!("cannot create the call queue: {e}")))?;
         bridge.call_method1(py, "attach", (calls.queue(),))?;
-        let logs = tracing::Dispatch::new(Lines(PyLogs::new(py, &bridge, calls.clone())?));
+        let logs = PyLogs::new(py, &bridge, calls.clone(), self.events.clone())?;
+        let logs = tracing::Dispatch::new(Lines(logs));
         let ready_bridge = bridge.clone_ref(py);
         let storages = PyCustomStorages::new(py, storages)?;
         let hooks = Arc::new(PyHooks::new(

@@ -2,12 +2,13 @@
 //! dicts that cross the boundary; the dicts themselves are made and read by `hooks.rs` and
 //! `logs.rs`, and nowhere else. `protocol_samples()` makes one of each with those very
 //! builders, every optional part present; `invoked_as_read()` reads an answer with the very
-//! reader and tells what it took. `tests/unit/test_protocol.py` checks both against the
+//! reader and tells what it took (`log_writing_as_read()` likewise for the lines the core
+//! writes itself). `tests/unit/test_protocol.py` checks both against the
 //! TypedDicts, so neither side can add, drop or misspell a key on its own.
 
 use super::hooks::{invocation_dict, parse_invoked, plan_dict, resource_dict, selection_dict};
 use super::indices::Converter;
-use super::logs::object_dict;
+use super::logs::{object_dict, LogWriting};
 use crate::client::resources::Resource;
 use crate::client::watching::EventType;
 use crate::indices::datum::Strings;
@@ -125,4 +126,12 @@ pub(super) fn invoked_as_read(answer: &Bound<'_, PyAny>) -> PyResult<String> {
         .map(|(key, value)| (key.to_owned(), value))
         .collect();
     Ok(Value::Object(taken).to_string())
+}
+
+/// `Bridge.log_writing()`'s answer (JSON) as the core reads it, written back as JSON: a
+/// `ValueError` for a key the core does not read or one it needs and misses.
+#[pyfunction]
+pub(super) fn log_writing_as_read(answer: &str) -> PyResult<String> {
+    let read = LogWriting::parse(answer)?;
+    serde_json::to_string(&read).map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))
 }

@@ -7,6 +7,7 @@ once, before anything is served, and says why."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from conftest import kubectl, kubectl_json
@@ -67,3 +68,71 @@ def test_a_level_that_is_no_level_stops_the_operator_at_once(crd: None, namespac
     assert code != 0
     assert "settings.posting.level must be a logging level, a number or a name such as 'INFO': 'loud'" \
         in operator.output
+
+
+CORE_LINES = """
+import logging, os
+import kopf
+from kopf._bridge.calls import Bridge
+
+if os.environ.get('THROUGH_LOGGING'):  # anything else that may see the lines: they go to logging
+    for name in ('kopf.objects', 'kopf._core.engine'):
+        logging.getLogger(name).addFilter(lambda record: True)
+
+sent = Bridge.log
+def log(self, name, level, ref, message):  # which core lines came to Python
+    if 'processed' in message or 'Unresolved' in message:
+        print(f"sent to Python: {message}", flush=True)
+    return sent(self, name, level, ref, message)
+Bridge.log = log
+
+@kopf.on.startup()
+def configure(settings, **_):
+    settings.posting.loggers = True
+
+@kopf.on.create('greetings')
+def greet(**_):
+    pass
+
+@kopf.on.create('nonexistent-things.example.com')  # unresolved: the core warns about it
+def never(**_):
+    pass
+"""
+
+
+def test_the_cores_own_lines_are_the_same_written_by_the_core_or_by_logging(
+        crd: None, namespace: str, tmp_path: Path) -> None:
+    """The core writes the lines that only `kopf run`'s stream handler would take itself
+    (`Bridge.log_writing()`), and posts those about objects as Kopf's poster would: the same
+    bytes and the same Events as when they go through Python's logging."""
+    script = write_script(tmp_path, CORE_LINES)
+    outputs = {}
+    for mode, name in [("direct", "first"), ("logging", "second")]:
+        env = {"THROUGH_LOGGING": "1"} if mode == "logging" else {}
+        operator = OperatorProcess(["run", "-n", namespace, "--standalone", str(script)], cwd=tmp_path, env=env)
+        try:
+            operator.wait_for("Unresolved resources")
+            kubectl("create", "-f", "-", input=greeting(name, namespace))
+            output = operator.wait_for(rf"\[{namespace}/{name}\] Creation is processed")
+        finally:
+            operator.stop()
+        lines = [TIME.sub("[T] ", line).replace(name, "NAME") for line in output.splitlines()
+                 if ("is processed" in line or "Unresolved" in line) and not line.startswith("sent to")]
+        outputs[mode] = (lines, "sent to Python" in output)
+        assert eventually(lambda name=name: "Creation is processed: 1 succeeded; 0 failed." in
+                          messages_of(namespace, name), what=f"the Event of {name}'s line")
+    assert outputs["direct"][0] == outputs["logging"][0]
+    assert outputs["direct"][0] == [
+        "[T] kopf._core.engine    [WARNING ] Unresolved resources cannot be served (try creating their CRDs): "
+        "Selector(group='example.com', any_name='nonexistent-things')",
+        f"[T] kopf.objects         [INFO    ] [{namespace}/NAME] Creation is processed: 1 succeeded; 0 failed.",
+    ]
+    assert (outputs["direct"][1], outputs["logging"][1]) == (False, True)
+
+
+TIME = re.compile(r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}\] ")
+
+
+def messages_of(namespace: str, name: str) -> set[str]:
+    return {event["message"] for event in kubectl_json("get", "events", "-n", namespace)["items"]
+            if event["involvedObject"].get("name") == name and event["reason"] == "Logging"}

@@ -2,6 +2,7 @@
 records and the same text as `logging` makes by itself, only cheaper."""
 
 import io
+import json
 import logging
 import re
 import time
@@ -9,7 +10,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from kopf import OperatorSettings, _posting
+from kopf import OperatorSettings, _engine, _posting
+from kopf._bridge import protocol as _protocol
 from kopf._logging import (
     LocalObjectLogger,
     LogFormat,
@@ -18,6 +20,7 @@ from kopf._logging import (
     _full_middle,
     _KopfStreamHandler,
     configure,
+    core_writing,
     log_here,
     make_formatter,
 )
@@ -184,7 +187,7 @@ def kopf_run_logging(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[io.Strin
         objects.setLevel(saved[2])
 
 
-def kopf_run(stream: io.StringIO, **options: Any) -> None:
+def kopf_run(stream: io.TextIOBase, **options: Any) -> None:
     """Logging as `kopf run` sets it up, into the stream, without pytest's capturing handlers."""
     configure(**options)
     root = logging.getLogger()
@@ -275,3 +278,72 @@ def test_the_full_formats_text_around_the_message_is_what_percent_formatting_mak
     finally:
         del logging._levelToName[25]
         del logging._nameToLevel['A LONG LEVEL NAME']
+
+
+# The core's own lines: which of them it writes to `kopf run`'s stream itself (`core_writing`).
+
+CORE_LOGGERS = ['kopf.objects', 'kopf._core.engine']
+
+
+@pytest.fixture
+def kopf_run_file(kopf_run_logging: tuple[io.StringIO, list[logging.LogRecord]],
+                  tmp_path: Any) -> Iterator[io.TextIOWrapper]:
+    """A real file (as `kopf run`'s stderr is), in UTF-8, for `kopf_run()` in the test (where
+    pytest's own handlers are added)."""
+    with open(tmp_path / 'stderr', 'w', encoding='utf-8') as file:
+        yield file
+
+
+def test_the_core_writes_the_lines_only_kopf_runs_handler_takes(kopf_run_file: io.TextIOWrapper) -> None:
+    kopf_run(kopf_run_file, log_prefix=True)
+    settings = OperatorSettings()
+    writing = core_writing(CORE_LOGGERS, settings)
+    assert writing is not None
+    assert writing['fd'] == kopf_run_file.fileno()
+    assert (writing['timed'], writing['prefixed']) == (True, True)
+    # INFO and above (DEBUG is below the level); none posted: `posting.loggers` is off by default.
+    assert writing['loggers'] == {name: {'levels': [20, 30, 40], 'posted': []} for name in CORE_LOGGERS}
+    assert writing['levelnames'] == {'10': 'DEBUG', '20': 'INFO', '30': 'WARNING', '40': 'ERROR'}
+    # The contract with the core: it reads every key, and this answer as it is.
+    assert json.loads(_engine.log_writing_as_read(json.dumps(writing))) == writing
+    assert set(writing) == set(_protocol.LogWriting.__annotations__)
+
+
+def test_the_core_posts_the_object_lines_that_kopfs_poster_would_post(kopf_run_file: io.TextIOWrapper) -> None:
+    kopf_run(kopf_run_file, log_prefix=True)
+    settings = OperatorSettings()
+    settings.posting.loggers = True
+    settings.posting.level = logging.WARNING
+    writing = core_writing(CORE_LOGGERS, settings)
+    assert writing is not None
+    assert writing['loggers']['kopf.objects'] == {'levels': [20, 30, 40], 'posted': [30, 40]}
+    assert writing['loggers']['kopf._core.engine'] == {'levels': [20, 30, 40], 'posted': []}  # no poster there
+
+
+@pytest.mark.parametrize('change', ['a filter', 'a handler', 'JSON', 'a captured stream', 'disabled'])
+def test_lines_that_anything_else_may_see_go_to_logging(kopf_run_file: io.TextIOWrapper, change: str) -> None:
+    kopf_run(kopf_run_file, log_prefix=True)
+    objects = logging.getLogger('kopf.objects')
+    if change == 'a filter':
+        objects.addFilter(lambda record: True)
+    elif change == 'a handler':
+        objects.addHandler(logging.NullHandler())
+    elif change == 'JSON':
+        logging.getLogger().handlers[0].setFormatter(make_formatter(LogFormat.JSON))
+    elif change == 'a captured stream':
+        logging.getLogger().handlers[0].setStream(io.StringIO())  # type: ignore[attr-defined]
+    elif change == 'disabled':
+        logging.disable(logging.WARNING)
+    try:
+        writing = core_writing(CORE_LOGGERS, OperatorSettings())
+    finally:
+        objects.filters.clear()
+        objects.handlers[:] = [h for h in objects.handlers if not isinstance(h, logging.NullHandler)]
+        logging.disable(logging.NOTSET)
+    if change in ('a filter', 'a handler'):  # that logger only
+        assert writing is not None and 'kopf.objects' not in writing['loggers']
+        assert writing['loggers']['kopf._core.engine']['levels'] == [20, 30, 40]
+    elif change == 'disabled':
+        assert writing is not None and writing['loggers']['kopf.objects']['levels'] == [40]
+    else:
+        assert writing is None

@@ -36,7 +36,7 @@ from kopf._execution import Outcome, execute_in_thread, execute_once, is_async_f
 from kopf._handlers import Activity, ChangingHandler, DaemonHandler, OperatorRegistry, Reason, ResourceHandler
 from kopf._hierarchies import cause_body_var
 from kopf._lifecycles import LifeCycleFn
-from kopf._logging import LocalObjectLogger, ObjectLogger, TerseObjectLogger, log_here
+from kopf._logging import LocalObjectLogger, ObjectLogger, TerseObjectLogger, core_writing, log_here
 from kopf._memos import ObjectMemos
 from kopf._references import Resource
 from kopf._settings import OperatorSettings, is_default_executor
@@ -192,6 +192,12 @@ class Bridge:
     def log_levels(self, names: list[str]) -> dict[str, int]:
         """The effective levels of the loggers the core writes to: lines below them are not sent."""
         return {name: logging.getLogger(name).getEffectiveLevel() for name in names}
+
+    def log_writing(self, names: list[str]) -> str | None:
+        """Which of the core's lines it writes to ``kopf run``'s stream itself (``LogWriting``,
+        as JSON): a line sent here costs a wake-up of the loop and the GIL."""
+        writing = core_writing(names, self.settings)
+        return None if writing is None else json.dumps(writing)
 
     def log(self, name: str, level: int, ref: ObjectRef | None, message: str) -> None:
         """A line of the core, to one of Kopf's loggers (by its name); about an object if ``ref``."""

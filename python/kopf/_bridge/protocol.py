@@ -1,9 +1,10 @@
 """The call protocol between the core and the bridge: the shapes of what crosses the PyO3
 boundary. The core builds and reads them in ``src/binding/hooks.rs`` (and ``logs.rs``), and
 nowhere else; ``kopf._bridge.calls.Bridge`` takes and answers them. ``tests/unit/test_protocol.py``
-checks these TypedDicts against the core's own builders and reader
-(``_engine.protocol_samples()``, ``_engine.invoked_as_read()``): a key added, dropped or
-misspelt on one side alone fails there."""
+checks these TypedDicts against the core's own builders and readers
+(``_engine.protocol_samples()``, ``_engine.invoked_as_read()``; ``_engine.log_writing_as_read()``
+in ``tests/unit/test_engine_log_lines.py``): a key added, dropped or misspelt on one side alone
+fails there."""
 
 from __future__ import annotations
 
@@ -115,3 +116,21 @@ class PlanRequest(TypedDict):
 # `Bridge.threading()`: the executor's size and the handlers the core may call on its
 # own threads; None if all calls go through the loop.
 Threading = tuple[int, list[Target]] | None
+
+
+class LoggerWriting(TypedDict):
+    """How the core writes one logger's lines itself (``LogWriting``)."""
+    levels: list[int]  # the levels whose lines the core writes to the stream itself
+    posted: list[int]  # of those, the levels whose lines about objects it also posts as Events
+
+
+class LogWriting(TypedDict):
+    """`Bridge.log_writing()`: the core's lines that only ``kopf run``'s own stream handler would
+    take, which the core writes to that stream's file itself, formatted as that handler would
+    (the others are still sent to Python's ``logging``). Read once, when the core starts."""
+    fd: int  # the stream's file descriptor
+    timed: bool  # the ``full`` format (time, logger, level), else ``plain`` (the message only)
+    prefixed: bool  # lines about objects start with ``[namespace/name]``
+    levelnames: dict[str, str]  # ``logging.getLevelName()`` of the levels, by their number
+    loggers: dict[str, LoggerWriting]  # by the logger's name; absent: none written directly
+    backoffs: list[float]  # of the posted lines' Events (``settings.posting.logging_backoffs``)

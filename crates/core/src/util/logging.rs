@@ -145,6 +145,45 @@ impl Visit for Fields {
     }
 }
 
+/// Kopf's text formats of a line, as `kopf._logging` writes them to `kopf run`'s stream:
+/// `full` (`[time] logger [LEVEL   ] message`, the logger's name and the level's padded and
+/// cut as `%(name)-20.20s` and `%(levelname)-8.8s` do) or `plain` (the message alone); the
+/// message after the object's `[namespace/name]` (or `[name]`) if prefixed.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TextFormat {
+    pub timed: bool,
+    pub prefixed: bool,
+}
+
+impl TextFormat {
+    /// The line with its newline; `asctime` as Python's (`2026-01-02 03:04:05,678`).
+    pub fn format(&self, line: &Line, asctime: &str, levelname: &str) -> String {
+        use std::fmt::Write;
+        let mut text = String::with_capacity(64 + line.message.len());
+        if self.timed {
+            let _ = write!(
+                text,
+                "[{asctime}] {:<20.20} [{levelname:<8.8}] ",
+                line.logger
+            );
+        }
+        if let Some(object) = line.object.as_ref().filter(|_| self.prefixed) {
+            let name = object.name.as_deref().unwrap_or_default();
+            match object.namespace.as_deref().filter(|ns| !ns.is_empty()) {
+                Some(namespace) => {
+                    let _ = write!(text, "[{namespace}/{name}] ");
+                }
+                None => {
+                    let _ = write!(text, "[{name}] ");
+                }
+            }
+        }
+        text.push_str(&line.message);
+        text.push('\n');
+        text
+    }
+}
+
 /// Where the core's lines go: what a [`Lines`] subscriber asks of it.
 pub trait Sink: Send + Sync + 'static {
     /// Would this logger keep a line at this level?
@@ -224,6 +263,52 @@ impl Sink for Capture {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn text_formats_are_kopfs() {
+        let object = ObjectRef::of(&json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"namespace": "ns", "name": "p"}}));
+        let line = |logger, object: Option<ObjectRef>| Line {
+            logger,
+            level: Level::INFO,
+            object,
+            message: "Handler 'h' succeeded.".into(),
+        };
+        let full = TextFormat {
+            timed: true,
+            prefixed: true,
+        };
+        let at = "2026-01-02 03:04:05,006";
+        assert_eq!(
+            full.format(&line(OBJECTS, Some(object.clone())), at, "INFO"),
+            "[2026-01-02 03:04:05,006] kopf.objects         [INFO    ] [ns/p] Handler 'h' succeeded.\n"
+        );
+        // Names longer than the field are cut, as `%-20.20s` cuts them.
+        assert_eq!(
+            full.format(&line(PEERING, None), at, "WARNING"),
+            "[2026-01-02 03:04:05,006] kopf._core.engines.p [WARNING ] Handler 'h' succeeded.\n"
+        );
+        let cluster_wide = ObjectRef {
+            namespace: None,
+            ..object.clone()
+        };
+        let plain = TextFormat {
+            timed: false,
+            prefixed: true,
+        };
+        assert_eq!(
+            plain.format(&line(OBJECTS, Some(cluster_wide)), at, "INFO"),
+            "[p] Handler 'h' succeeded.\n"
+        );
+        let bare = TextFormat {
+            timed: false,
+            prefixed: false,
+        };
+        assert_eq!(
+            bare.format(&line(OBJECTS, Some(object)), at, "INFO"),
+            "Handler 'h' succeeded.\n"
+        );
+    }
 
     #[test]
     fn lines_carry_their_logger_object_and_message() {
