@@ -6,6 +6,7 @@ once, before anything is served, and says why."""
 
 from __future__ import annotations
 
+import datetime
 import json
 import re
 from pathlib import Path
@@ -108,7 +109,8 @@ def test_the_cores_own_lines_are_the_same_written_by_the_core_or_by_logging(
     script = write_script(tmp_path, CORE_LINES)
     outputs = {}
     for mode, name in [("direct", "first"), ("logging", "second")]:
-        env = {"THROUGH_LOGGING": "1"} if mode == "logging" else {}
+        # A zone far from UTC (a POSIX rule: no zone files needed): both writers' times in it.
+        env = {"THROUGH_LOGGING": "1"} if mode == "logging" else {"TZ": "IST-5:30"}
         operator = OperatorProcess(["run", "-n", namespace, "--standalone", str(script)], cwd=tmp_path, env=env)
         try:
             operator.wait_for("Unresolved resources")
@@ -119,6 +121,10 @@ def test_the_cores_own_lines_are_the_same_written_by_the_core_or_by_logging(
         lines = [TIME.sub("[T] ", line).replace(name, "NAME") for line in output.splitlines()
                  if ("is processed" in line or "Unresolved" in line) and not line.startswith("sent to")]
         outputs[mode] = (lines, "sent to Python" in output)
+        # The handler's line (Python's) and the core's next to it: the same local time.
+        times = [datetime.datetime.strptime(line[1:20], "%Y-%m-%d %H:%M:%S") for line in output.splitlines()
+                 if f"[{namespace}/{name}] " in line and ("succeeded" in line or "processed" in line)]
+        assert len(times) == 2 and abs((times[1] - times[0]).total_seconds()) < 5, output
         assert eventually(lambda name=name: "Creation is processed: 1 succeeded; 0 failed." in
                           messages_of(namespace, name), what=f"the Event of {name}'s line")
     assert outputs["direct"][0] == outputs["logging"][0]
