@@ -16,15 +16,13 @@ account) is left to the client itself, imported at the login as in Kopf.
 from __future__ import annotations
 
 import dataclasses
-import importlib.abc
-import importlib.machinery
 import importlib.util
 import inspect
 import os
 import sys
 import types
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from kopf._credentials import (
     PRIORITY_OF_ASYNC_CLIENT,
@@ -37,6 +35,10 @@ from kopf._credentials import (
     login_with_service_account,
 )
 from kopf._errors import LoginError
+
+if TYPE_CHECKING:
+    import importlib.abc
+    import importlib.machinery
 
 
 def login_via_pykube(*, logger: Any, settings: Any, **_: Any) -> ConnectionInfo | None:
@@ -251,8 +253,10 @@ def _plain_credentials() -> _Plain | None:
         proxy_url=cluster.get('proxy-url'))
 
 
-class _ThenConfigure(importlib.abc.Loader):
-    """A module's own loader, then a call once its code has run (and its submodules with it)."""
+class _ThenConfigure:
+    """A module's own loader, then a call once its code has run (and its submodules with it).
+    (Not a subclass of ``importlib.abc.Loader``: importing that imports importlib.resources,
+    with pathlib, tempfile, bz2 and lzma, 1.6 MiB of every operator.)"""
 
     def __init__(self, loader: importlib.abc.Loader, then: Callable[[], None]) -> None:
         self._loader = loader
@@ -269,7 +273,7 @@ class _ThenConfigure(importlib.abc.Loader):
         return getattr(self._loader, name)
 
 
-class _OnImport(importlib.abc.MetaPathFinder):
+class _OnImport:
     """Finds nothing itself: it only puts its call after the named module's first import."""
 
     def __init__(self, name: str, then: Callable[[], None]) -> None:
@@ -283,7 +287,7 @@ class _OnImport(importlib.abc.MetaPathFinder):
         sys.meta_path.remove(self)  # once; the finders after it find the module itself
         spec = importlib.util.find_spec(fullname)
         if spec is not None and spec.loader is not None:
-            spec.loader = _ThenConfigure(spec.loader, self._then)
+            spec.loader = cast('importlib.abc.Loader', _ThenConfigure(spec.loader, self._then))
         return spec
 
 
