@@ -102,8 +102,9 @@ struct Writing {
 
 impl Writing {
     fn new(writing: LogWriting, events: UnboundedSender<K8sEvent>) -> PyResult<Self> {
-        // SAFETY: `dup` only reads the descriptor; the new one is ours alone to own.
-        let fd = unsafe { libc::dup(writing.fd) };
+        // SAFETY: only reads the descriptor; the new one is ours alone to own (closed on exec:
+        // not inherited by the processes that handlers start).
+        let fd = unsafe { libc::fcntl(writing.fd, libc::F_DUPFD_CLOEXEC, 0) };
         if fd < 0 {
             return Err(std::io::Error::last_os_error().into());
         }
