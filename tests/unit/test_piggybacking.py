@@ -64,6 +64,9 @@ def materialized(info: dict[str, Any]) -> dict[str, Any]:
 def test_a_plain_kubeconfig_reads_as_each_client_reads_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = kubeconfig(tmp_path, "token: SECRET\nclient-certificate: certs/client.crt\n")  # relative to the file
     monkeypatch.setenv("KUBECONFIG", str(path))
+    # The client reads $KUBECONFIG when first imported (another test may have imported it).
+    import kubernetes.config.kube_config
+    monkeypatch.setattr(kubernetes.config.kube_config, "KUBE_CONFIG_DEFAULT_LOCATION", str(path))
     settings = kopf.OperatorSettings()
     plain = _plain_credentials()
     assert plain is not None and not plain.in_cluster
