@@ -6,8 +6,9 @@
 //! Except the lines that logging would give only to `kopf run`'s own stream handler (as
 //! `Bridge.log_writing()` finds when the core starts): the core writes those to that stream's
 //! file itself, formatted as that handler would, and posts those about objects as Events as
-//! Kopf's poster would. A note costs a wake-up of the operator's loop and the GIL; the two
-//! lines of every handler call ("succeeded", "processed") were a fifth of a lifecycle's CPU.
+//! Kopf's poster would. A note costs a wake-up of the operator's loop and the GIL: with the
+//! "... is processed" line of every change as notes, the loop's thread took a fifth of the
+//! CPU of 1000 lifecycles (a tenth without them, mostly the imports at the start).
 
 use super::calls::Calls;
 use crate::client::posting::K8sEvent;
