@@ -294,7 +294,11 @@ async def _unless_stopped(task: asyncio.Task[Any], stop: asyncio.Future[Any],
                           watchers: Collection[asyncio.Task[Any]]) -> bool:
     """Wait for the task, unless a signal or the stop-flag comes first: then it is cancelled
     (and awaited). Whether the task has finished; its errors are raised."""
-    done, _ = await asyncio.wait({task, stop, *watchers}, return_when=asyncio.FIRST_COMPLETED)
+    try:
+        done, _ = await asyncio.wait({task, stop, *watchers}, return_when=asyncio.FIRST_COMPLETED)
+    except asyncio.CancelledError:  # the operator itself is cancelled (embedded): the task with it
+        task.cancel()
+        raise
     if task in done:
         task.result()
         return True
