@@ -249,7 +249,8 @@ def core_writing(names: list[str], settings: Any) -> LogWriting | None:
         return None
     return {'fd': fd, 'timed': timed, 'prefixed': prefixed, 'loggers': loggers,
             'levelnames': {str(level): logging.getLevelName(level) for level in _CORE_LEVELS},
-            'backoffs': _posting._delays(posting.logging_backoffs)}
+            'event_types': {str(level): _event_type(level) for level in _CORE_LEVELS},
+            'event_reason': _EVENT_REASON, 'backoffs': _posting._delays(posting.logging_backoffs)}
 
 
 def _has_poster(target: logging.Logger, level: int) -> bool:
@@ -326,16 +327,23 @@ class K8sPoster(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
-            level = record.levelno
-            type_ = ('Debug' if level <= logging.DEBUG else 'Normal' if level <= logging.INFO
-                     else 'Warning' if level <= logging.WARNING else 'Error' if level <= logging.ERROR
-                     else 'Fatal' if level <= logging.FATAL else logging.getLevelName(level).capitalize())
             ref = record.__dict__['k8s_ref']  # set by the object loggers (checked in `filter`)
             backoffs = record.__dict__['settings'].posting.logging_backoffs
-            _posting.enqueue(ref=ref, type=type_, reason='Logging', message=self.format(record),
-                             backoffs=backoffs)
+            _posting.enqueue(ref=ref, type=_event_type(record.levelno), reason=_EVENT_REASON,
+                             message=self.format(record), backoffs=backoffs)
         except Exception:
             self.handleError(record)
+
+
+# The Events of posted log lines: their reason, and their type by the line's level (the core
+# posts the lines it writes itself with these too: `core_writing`).
+_EVENT_REASON = 'Logging'
+
+
+def _event_type(level: int) -> str:
+    return ('Debug' if level <= logging.DEBUG else 'Normal' if level <= logging.INFO
+            else 'Warning' if level <= logging.WARNING else 'Error' if level <= logging.ERROR
+            else 'Fatal' if level <= logging.FATAL else logging.getLevelName(level).capitalize())
 
 
 def _posted(fields: Mapping[str, Any], level: int) -> bool:

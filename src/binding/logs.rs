@@ -71,6 +71,8 @@ pub(super) struct LogWriting {
     prefixed: bool,
     levelnames: HashMap<String, String>,
     loggers: HashMap<String, LoggerWriting>,
+    event_types: HashMap<String, String>,
+    event_reason: String,
     backoffs: Vec<f64>,
 }
 
@@ -97,6 +99,8 @@ struct Writing {
     format: TextFormat,
     levelnames: HashMap<u8, String>,
     loggers: HashMap<&'static str, LoggerWriting>,
+    event_types: HashMap<u8, String>,
+    event_reason: String,
     backoffs: Vec<f64>,
     events: UnboundedSender<K8sEvent>,
 }
@@ -118,9 +122,9 @@ impl Writing {
                 timed: writing.timed,
                 prefixed: writing.prefixed,
             },
-            levelnames: (writing.levelnames.into_iter())
-                .filter_map(|(level, name)| Some((level.parse().ok()?, name)))
-                .collect(),
+            levelnames: by_level(writing.levelnames),
+            event_types: by_level(writing.event_types),
+            event_reason: writing.event_reason,
             loggers: (LOGGERS.iter())
                 .filter_map(|logger| Some((*logger, loggers.remove(*logger)?)))
                 .collect(),
@@ -149,16 +153,13 @@ impl Writing {
         }
         // As logging's handlers: a line that cannot be written is not the operator's failure.
         let _ = (&self.file).write_all(text.as_bytes());
-        if let Some(object) = line
-            .object
-            .as_ref()
-            .filter(|_| logger.posted.contains(&level))
-        {
+        let posted = (line.object.as_ref()).filter(|_| logger.posted.contains(&level));
+        if let Some((object, type_)) = posted.zip(self.event_types.get(&level)) {
             let _ = self.events.send(K8sEvent {
                 reference: json!({"apiVersion": object.api_version, "kind": object.kind,
                     "namespace": object.namespace, "name": object.name, "uid": object.uid}),
-                type_: event_type(level).into(),
-                reason: "Logging".into(),
+                type_: type_.clone(),
+                reason: self.event_reason.clone(),
                 message: line.message.clone(),
                 backoffs: self.backoffs.clone(),
             });
@@ -167,15 +168,11 @@ impl Writing {
     }
 }
 
-/// An Event's type for a line's level, as Kopf's poster names it.
-fn event_type(level: u8) -> &'static str {
-    match level {
-        ..=10 => "Debug",
-        11..=20 => "Normal",
-        21..=30 => "Warning",
-        31..=40 => "Error",
-        _ => "Fatal",
-    }
+/// Python's maps by a level's number (JSON keys are strings).
+fn by_level(map: HashMap<String, String>) -> HashMap<u8, String> {
+    (map.into_iter())
+        .filter_map(|(level, value)| Some((level.parse().ok()?, value)))
+        .collect()
 }
 
 /// The local time as Python's logging writes it (`%Y-%m-%d %H:%M:%S,mmm`): converted by the
