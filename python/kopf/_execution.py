@@ -32,6 +32,7 @@ class Outcome:
     delay: float | None = None
     result: Any = None
     exception: BaseException | None = None
+    unsaid: bool = False  # succeeded, and its "succeeded" line is not logged (the core says it)
 
     def for_engine(self, patch: dict[str, Any] | None = None) -> Invoked:
         return {
@@ -107,9 +108,10 @@ async def execute_once(*, handler: Any, kwargs: dict[str, Any], logger: logging.
                        retry: int, runtime: float, settings: Any,
                        default_errors: ErrorsMode = ErrorsMode.TEMPORARY,
                        after: Callable[[], Awaitable[None]] | None = None,
-                       is_async: bool | None = None) -> Outcome:
+                       is_async: bool | None = None, announce: bool = True) -> Outcome:
     """Run a handler once; interpret its errors by its errors/timeout/retries/backoff options.
-    ``after`` runs when the handler has returned, as part of it (its sub-handlers)."""
+    ``after`` runs when the handler has returned, as part of it (its sub-handlers). Without
+    ``announce``, its success is not logged here: the outcome says so (``unsaid``)."""
     try:
         _check_limits(handler, logger, retry, runtime)
         result = await invoke(handler.fn, kwargs, executor=settings.execution.executor, is_async=is_async)
@@ -120,14 +122,13 @@ async def execute_once(*, handler: Any, kwargs: dict[str, Any], logger: logging.
         raise
     except Exception as e:
         return _failed(handler, e, logger, retry, runtime, settings, default_errors)
-    log_here(logger, logging.INFO, f"{handler} succeeded.")
-    return Outcome(final=True, result=result)
+    return _succeeded(handler, result, logger, announce)
 
 
 def execute_in_thread(*, handler: Any, kwargs: dict[str, Any], logger: logging.LoggerAdapter,  # type: ignore[type-arg]
                       retry: int, runtime: float, settings: Any,
                       default_errors: ErrorsMode = ErrorsMode.TEMPORARY,
-                      after: Callable[[], None] | None = None) -> Outcome:
+                      after: Callable[[], None] | None = None, announce: bool = True) -> Outcome:
     """The same for a synchronous handler, called directly in the current (worker) thread."""
     try:
         _check_limits(handler, logger, retry, runtime)
@@ -136,8 +137,14 @@ def execute_in_thread(*, handler: Any, kwargs: dict[str, Any], logger: logging.L
             after()
     except Exception as e:
         return _failed(handler, e, logger, retry, runtime, settings, default_errors)
-    log_here(logger, logging.INFO, f"{handler} succeeded.")
-    return Outcome(final=True, result=result)
+    return _succeeded(handler, result, logger, announce)
+
+
+def _succeeded(handler: Any, result: Any, logger: logging.LoggerAdapter,  # type: ignore[type-arg]
+               announce: bool) -> Outcome:
+    if announce:
+        log_here(logger, logging.INFO, f"{handler} succeeded.")
+    return Outcome(final=True, result=result, unsaid=not announce)
 
 
 def _check_limits(handler: Any, logger: logging.LoggerAdapter, retry: int, runtime: float) -> None:  # type: ignore[type-arg]

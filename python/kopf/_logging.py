@@ -253,6 +253,45 @@ def core_writing(names: list[str], settings: Any) -> LogWriting | None:
             'event_reason': _EVENT_REASON, 'backoffs': _posting._delays(posting.logging_backoffs)}
 
 
+class CoreSaying:
+    """Whether the core writes a handler's "succeeded" line (INFO, ``kopf.objects``) itself,
+    as it writes its own lines (``core_writing``): the handler's thread then only says so in
+    its answer. Logging that line in Python was a third of an ``on.event`` handler's call,
+    and more for a posted one (a record, its formatting, the Event's queueing).
+
+    Decided at start as the core's writing is, and checked again for every line: a handler
+    or filter added to logging since then, or a level or posting changed, takes logging's way."""
+
+    def __init__(self, writing: LogWriting | None) -> None:
+        objects = None if writing is None else writing['loggers'].get(objects_logger.name)
+        self._posts = objects is not None and logging.INFO in objects['posted']
+        self._writer = None
+        if objects is not None and logging.INFO in objects['levels']:
+            self._writer = _stream_writer(objects_logger, logging.INFO, posted=True, poster=True)
+        self._stream = None if self._writer is None else self._writer.stream
+
+    def posted(self, logger: Any) -> bool | None:
+        """For a handler's ``logger``: None if the line is Python's to log; else whether the
+        core posts it as an Event too (the local loggers' lines are never posted)."""
+        if self._writer is None:
+            return None
+        kind = type(logger)
+        if kind is ObjectLogger:
+            posted = True
+        elif kind is LocalObjectLogger:
+            posted = False
+        else:  # the terse ones are quieter than the level says; the operator's own may be anything
+            return None
+        if logger.logger is not objects_logger or not objects_logger.isEnabledFor(logging.INFO):
+            return None
+        if posted and _posted(logger.extra, logging.INFO) != self._posts:
+            return None
+        writer = _stream_writer(objects_logger, logging.INFO, posted=posted, poster=True)
+        if writer is not self._writer or writer.stream is not self._stream:
+            return None
+        return posted and self._posts
+
+
 def _has_poster(target: logging.Logger, level: int) -> bool:
     logger: logging.Logger | None = target
     while logger is not None:

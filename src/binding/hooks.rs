@@ -24,6 +24,7 @@ use crate::state::bodies::CompactBody;
 use crate::state::diffs::Diff;
 use crate::state::progression::Outcome;
 use crate::state::storages::CustomStorages;
+use crate::util::logging::ObjectRef;
 use futures::future::BoxFuture;
 use pyo3::exceptions::PyValueError;
 use pyo3::intern;
@@ -33,6 +34,7 @@ use serde_json::Value;
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use tokio::sync::Semaphore;
+use tracing::Level;
 
 pub struct PyHooks {
     bridge: Arc<Py<PyAny>>,
@@ -324,7 +326,7 @@ pub(super) fn invocation_dict<'py>(
 
 /// The keys that an answer may have (`kopf._bridge.protocol.Invoked`): another one is the bridge's
 /// mistake, refused rather than ignored (a misspelt key would drop what it carries).
-const INVOKED_KEYS: [&str; 11] = [
+const INVOKED_KEYS: [&str; 12] = [
     "final",
     "delay",
     "result",
@@ -336,7 +338,12 @@ const INVOKED_KEYS: [&str; 11] = [
     "indexed",
     "warnings",
     "rejection",
+    "said",
 ];
+
+/// A handler's "succeeded" line that its thread left for the core to write (as the core writes
+/// its own lines, see `logs`), and whether it is posted as an Event.
+pub(super) type Said = Option<(String, bool)>;
 
 /// The bridge's answer (`kopf._bridge.protocol.Invoked`), and for an indexing function, `"indexed"`
 /// (its result as it returned it), converted here; `None` for a call that succeeded with
@@ -344,15 +351,16 @@ const INVOKED_KEYS: [&str; 11] = [
 pub(super) fn parse_invoked<'py>(
     answer: &Bound<'py, PyAny>,
     indexing: Option<&Converter>,
-) -> PyResult<Invoked> {
+) -> PyResult<(Invoked, Said)> {
     if answer.is_none() {
-        return Ok(Invoked {
+        let invoked = Invoked {
             outcome: Outcome {
                 final_: true,
                 ..Default::default()
             },
             ..Default::default()
-        });
+        };
+        return Ok((invoked, None));
     }
     let answer = answer.cast::<PyDict>()?;
     // Absent and `None` are the same: a cancelled call has only `final` and `cancelled`.
@@ -406,6 +414,7 @@ pub(super) fn parse_invoked<'py>(
             .map(|r| rejection(&r))
             .transpose()?,
     };
+    let said = get(intern!(py, "said"))?.map(|s| s.extract()).transpose()?;
     if found.get() != answer.len() {
         for key in answer.keys() {
             let key = key.cast::<PyString>()?.to_cow()?;
@@ -416,7 +425,7 @@ pub(super) fn parse_invoked<'py>(
             }
         }
     }
-    Ok(invoked)
+    Ok((invoked, said))
 }
 
 /// An admission handler's error as the bridge describes it: `(kind, message, code)`.
@@ -459,13 +468,19 @@ impl HandlerCalls for PyHooks {
                 );
             }
         }
-        self.call(
+        let object = CallObject::of(&invocation);
+        let answer = self.call(
             "invoke",
             target,
             move |py| Ok(invocation_dict(py, &invocation)?.into_any()),
             move |_, answer| parse_answer(&answer, indexing.as_ref()),
-            bridge_failure,
-        )
+            |message| (bridge_failure(message), None),
+        );
+        Box::pin(async move {
+            let (invoked, said) = answer.await;
+            object.say(said);
+            invoked
+        })
     }
 
     fn plan(&self, request: PlanRequest) -> BoxFuture<'static, Vec<usize>> {
@@ -598,12 +613,42 @@ fn bridge_failure(message: String) -> Invoked {
 /// their strings) and the calls (for releasing the opaque objects kept for it).
 type Indexing = (Arc<Indices>, Calls);
 
-fn parse_answer(answer: &Bound<'_, PyAny>, indexing: Option<&Indexing>) -> PyResult<Invoked> {
+fn parse_answer(
+    answer: &Bound<'_, PyAny>,
+    indexing: Option<&Indexing>,
+) -> PyResult<(Invoked, Said)> {
     let converter = indexing.map(|(indices, calls)| Converter {
         strings: &indices.strings,
         calls: Some(calls),
     });
     parse_invoked(answer, converter.as_ref())
+}
+
+/// The object of a call, for its "succeeded" line: a daemon's or timer's is in its own body.
+enum CallObject {
+    Body(Arc<Value>),
+    Daemon(Arc<CompactBody>),
+}
+
+impl CallObject {
+    fn of(invocation: &Invocation) -> Self {
+        match &invocation.daemon {
+            Some(daemon) => Self::Daemon(daemon.body.clone()),
+            None => Self::Body(invocation.body.clone()),
+        }
+    }
+
+    /// The "succeeded" line that a handler's thread left to the core, about the call's
+    /// object: written in the operator's task (where its lines go), after the handler's own.
+    fn say(&self, said: Said) {
+        if let Some((message, posted)) = said {
+            let object = match self {
+                Self::Body(body) => ObjectRef::of(body),
+                Self::Daemon(body) => body.object(),
+            };
+            crate::object_log!(local = !posted; Level::INFO, &object, "{message}");
+        }
+    }
 }
 
 impl PyHooks {
@@ -617,6 +662,7 @@ impl PyHooks {
         indexing: Option<Indexing>,
     ) -> BoxFuture<'static, Invoked> {
         let (slots, pool) = (threads.slots.clone(), threads.pool.clone());
+        let object = CallObject::of(&invocation);
         // The core's lines so far (e.g. "Throttling is over") are written before the call.
         let notes = calls.notes_queued();
         Box::pin(async move {
@@ -633,7 +679,10 @@ impl PyHooks {
                 })
                 .await;
             match answer {
-                Ok(Ok(invoked)) => invoked,
+                Ok(Ok((invoked, said))) => {
+                    object.say(said);
+                    invoked
+                }
                 Ok(Err(error)) => bridge_failure(error.to_string()),
                 Err(_) => bridge_failure("the handler's thread has failed".into()),
             }

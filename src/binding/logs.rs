@@ -153,7 +153,8 @@ impl Writing {
         }
         // As logging's handlers: a line that cannot be written is not the operator's failure.
         let _ = (&self.file).write_all(text.as_bytes());
-        let posted = (line.object.as_ref()).filter(|_| logger.posted.contains(&level));
+        let posted =
+            (line.object.as_ref()).filter(|_| !line.local && logger.posted.contains(&level));
         if let Some((object, type_)) = posted.zip(self.event_types.get(&level)) {
             let _ = self.events.send(K8sEvent {
                 reference: json!({"apiVersion": object.api_version, "kind": object.kind,
@@ -230,7 +231,7 @@ impl Sink for PyLogs {
                 .map(|o| object_dict(py, o))
                 .transpose()?;
             let level = python_level(&line.level);
-            Ok((line.logger, level, object, line.message)
+            Ok((line.logger, level, object, line.message, line.local)
                 .into_pyobject(py)?
                 .into_any())
         });

@@ -95,7 +95,7 @@ pub(super) fn invoked_as_read(answer: &Bound<'_, PyAny>) -> PyResult<String> {
         strings: &strings,
         calls: None,
     };
-    let read = parse_invoked(answer, Some(&converter))?;
+    let (read, said) = parse_invoked(answer, Some(&converter))?;
     let failure = read.failure.map(|failure| match failure {
         Failure::Temporary => "temporary",
         Failure::Permanent => "permanent",
@@ -120,6 +120,7 @@ pub(super) fn invoked_as_read(answer: &Bound<'_, PyAny>) -> PyResult<String> {
         ("indexed", json!(read.indexed.map(|pairs| pairs.len()))),
         ("warnings", json!(read.warnings)),
         ("rejection", json!(rejection)),
+        ("said", json!(said)),
     ];
     let taken: serde_json::Map<String, Value> = taken
         .into_iter()

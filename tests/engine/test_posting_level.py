@@ -74,6 +74,7 @@ def test_a_level_that_is_no_level_stops_the_operator_at_once(crd: None, namespac
 CORE_LINES = """
 import logging, os
 import kopf
+from kopf import _execution
 from kopf._bridge.calls import Bridge
 
 if os.environ.get('THROUGH_LOGGING'):  # anything else that may see the lines: they go to logging
@@ -81,11 +82,18 @@ if os.environ.get('THROUGH_LOGGING'):  # anything else that may see the lines: t
         logging.getLogger(name).addFilter(lambda record: True)
 
 sent = Bridge.log
-def log(self, name, level, ref, message):  # which core lines came to Python
-    if 'processed' in message or 'Unresolved' in message:
+def log(self, name, level, ref, message, local=False):  # which core lines came to Python
+    if 'processed' in message or 'Unresolved' in message or 'succeeded' in message:
         print(f"sent to Python: {message}", flush=True)
-    return sent(self, name, level, ref, message)
+    return sent(self, name, level, ref, message, local)
 Bridge.log = log
+
+logged = _execution.log_here
+def log_here(logger, level, message, extra=None):  # which handlers' lines Python logged
+    if message.startswith('Handler') and 'succeeded' in message:
+        print(f"logged in Python: {message}", flush=True)
+    return logged(logger, level, message, extra)
+_execution.log_here = log_here
 
 @kopf.on.startup()
 def configure(settings, **_):
@@ -93,6 +101,10 @@ def configure(settings, **_):
 
 @kopf.on.create('greetings')
 def greet(**_):
+    pass
+
+@kopf.on.event('greetings')
+async def seen(type, **_):
     pass
 
 @kopf.on.create('nonexistent-things.example.com')  # unresolved: the core warns about it
@@ -105,10 +117,12 @@ def test_the_cores_own_lines_are_the_same_written_by_the_core_or_by_logging(
         crd: None, namespace: str, tmp_path: Path) -> None:
     """The core writes the lines that only `kopf run`'s stream handler would take itself
     (`Bridge.log_writing()`), and posts those about objects as Kopf's poster would: the same
-    bytes and the same Events as when they go through Python's logging."""
+    bytes and the same Events as when they go through Python's logging. So are the handlers'
+    "succeeded" lines, sync or async, which their threads then leave to the core: posted for
+    change handlers, never for `on.event` handlers (as Kopf's local object logger)."""
     script = write_script(tmp_path, CORE_LINES)
     outputs = {}
-    for mode, name in [("direct", "first"), ("logging", "second")]:
+    for mode, name, other in [("direct", "first", "second"), ("logging", "second", "first")]:
         # A zone far from UTC (a POSIX rule: no zone files needed): both writers' times in it.
         env = {"THROUGH_LOGGING": "1"} if mode == "logging" else {"TZ": "IST-5:30"}
         operator = OperatorProcess(["run", "-n", namespace, "--standalone", str(script)], cwd=tmp_path, env=env)
@@ -119,22 +133,32 @@ def test_the_cores_own_lines_are_the_same_written_by_the_core_or_by_logging(
             # (Before the exit: the Events still queued then are not posted, in either way.)
             assert eventually(lambda name=name: "Creation is processed: 1 succeeded; 0 failed." in
                               messages_of(namespace, name), what=f"the Event of {name}'s line")
+            assert eventually(lambda name=name: "Handler 'greet' succeeded." in messages_of(namespace, name),
+                              what=f"the Event of {name}'s handler's line")
+            assert "Handler 'seen' succeeded." not in messages_of(namespace, name)
         finally:
             operator.stop()
-        lines = [TIME.sub("[T] ", line).replace(name, "NAME") for line in output.splitlines()
-                 if ("is processed" in line or "Unresolved" in line) and not line.startswith("sent to")]
-        outputs[mode] = (lines, "sent to Python" in output)
-        # The handler's line (Python's) and the core's next to it: the same local time.
+        # (The other run's object is seen too; `on.event` handlers are called for every event.)
+        lines = {TIME.sub("[T] ", line).replace(name, "NAME") for line in output.splitlines()
+                 if ("is processed" in line or "Unresolved" in line or "succeeded" in line) and "login" not in line
+                 and not line.startswith(("sent to", "logged in")) and f"/{other}]" not in line}
+        outputs[mode] = (lines, "sent to Python" in output, "logged in Python" in output)
+        # A line of Python's (the startup handler's) and the core's next to it: the same local time.
         times = [datetime.datetime.strptime(line[1:20], "%Y-%m-%d %H:%M:%S") for line in output.splitlines()
-                 if f"[{namespace}/{name}] " in line and ("succeeded" in line or "processed" in line)]
-        assert len(times) == 2 and abs((times[1] - times[0]).total_seconds()) < 5, output
+                 if "Activity 'configure' succeeded" in line or f"[{namespace}/{name}] Creation is processed" in line]
+        assert len(times) == 2 and abs((times[1] - times[0]).total_seconds()) < 60, output
     assert outputs["direct"][0] == outputs["logging"][0]
-    assert outputs["direct"][0] == [
+    assert outputs["direct"][0] == {
+        "[T] kopf.activities.star [INFO    ] Activity 'configure' succeeded.",
         "[T] kopf._core.engine    [WARNING ] Unresolved resources cannot be served (try creating their CRDs): "
         "Selector(group='example.com', any_name='nonexistent-things')",
+        f"[T] kopf.objects         [INFO    ] [{namespace}/NAME] Handler 'seen' succeeded.",
+        f"[T] kopf.objects         [INFO    ] [{namespace}/NAME] Handler 'greet' succeeded.",
         f"[T] kopf.objects         [INFO    ] [{namespace}/NAME] Creation is processed: 1 succeeded; 0 failed.",
-    ]
-    assert (outputs["direct"][1], outputs["logging"][1]) == (False, True)
+    }
+    # When the core writes, Python logs none of these (the activity's line is not a handler's).
+    assert outputs["direct"][1:] == (False, False)
+    assert outputs["logging"][1:] == (True, True)
 
 
 TIME = re.compile(r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}\] ")

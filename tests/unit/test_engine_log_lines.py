@@ -13,6 +13,7 @@ import pytest
 from kopf import OperatorSettings, _engine, _posting
 from kopf._bridge import protocol as _protocol
 from kopf._logging import (
+    CoreSaying,
     LocalObjectLogger,
     LogFormat,
     ObjectLogger,
@@ -347,3 +348,57 @@ def test_lines_that_anything_else_may_see_go_to_logging(kopf_run_file: io.TextIO
         assert writing is not None and writing['loggers']['kopf.objects']['levels'] == [40]
     else:
         assert writing is None
+
+
+# The handlers' "succeeded" lines: which the core writes (and posts) for the handlers' threads.
+
+@pytest.mark.parametrize('posting', [False, True])
+def test_the_core_says_the_object_loggers_successes_as_it_writes_its_own(
+        kopf_run_file: io.TextIOWrapper, posting: bool) -> None:
+    kopf_run(kopf_run_file, log_prefix=True)
+    settings = OperatorSettings()
+    settings.posting.loggers = posting
+    saying = CoreSaying(core_writing(CORE_LOGGERS, settings))
+    # Posted as the object logger's lines are; a local logger's never; a terse one's: Python's.
+    assert saying.posted(ObjectLogger(body=BODY, settings=settings)) is posting
+    assert saying.posted(LocalObjectLogger(body=BODY, settings=settings)) is False
+    assert saying.posted(TerseObjectLogger(body=BODY, settings=settings)) is None
+    assert saying.posted(logging.LoggerAdapter(logging.getLogger('kopf.objects'))) is None
+
+
+@pytest.mark.parametrize('change', ['a filter', 'a handler', 'a stream', 'a level', 'posting', 'disabled'])
+def test_the_successes_are_pythons_again_when_anything_may_see_them_since(
+        kopf_run_file: io.TextIOWrapper, change: str) -> None:
+    """Decided with the core's writing, and checked again for every line (unlike the core's own)."""
+    kopf_run(kopf_run_file, log_prefix=True)
+    settings = OperatorSettings()
+    saying = CoreSaying(core_writing(CORE_LOGGERS, settings))
+    logger = ObjectLogger(body=BODY, settings=settings)
+    assert saying.posted(logger) is False
+    objects = logging.getLogger('kopf.objects')
+    if change == 'a filter':
+        objects.addFilter(lambda record: True)
+    elif change == 'a handler':
+        objects.addHandler(logging.NullHandler())
+    elif change == 'a stream':
+        logging.getLogger().handlers[0].setStream(io.StringIO())  # type: ignore[attr-defined]
+    elif change == 'a level':
+        objects.setLevel(logging.WARNING)
+    elif change == 'posting':
+        settings.posting.loggers = True
+    elif change == 'disabled':
+        logging.disable(logging.INFO)
+    try:
+        assert saying.posted(logger) is None
+        local = LocalObjectLogger(body=BODY, settings=settings)  # (never posted: posting is no change)
+        assert saying.posted(local) is (False if change == 'posting' else None)
+    finally:
+        objects.filters.clear()
+        objects.handlers[:] = [h for h in objects.handlers if not isinstance(h, logging.NullHandler)]
+        objects.setLevel(logging.NOTSET)
+        logging.disable(logging.NOTSET)
+
+
+def test_nothing_is_said_by_the_core_when_it_writes_nothing() -> None:
+    saying = CoreSaying(None)
+    assert saying.posted(ObjectLogger(body=BODY, settings=OperatorSettings())) is None

@@ -57,9 +57,10 @@ ANSWER: dict[str, Any] = {
     "indexed": {"key1": "value1", "key2": "value2"},
     "warnings": ["careful"],
     "rejection": ("admission", "refused", 418),
+    "said": ("Handler 'h' succeeded.", True),
 }
 # What the core took, as `_engine.invoked_as_read()` tells it (the index's pairs: counted).
-TAKEN = {**ANSWER, "indexed": 2, "rejection": ["admission", "refused", 418]}
+TAKEN = {**ANSWER, "indexed": 2, "rejection": ["admission", "refused", 418], "said": ["Handler 'h' succeeded.", True]}
 
 
 def test_every_key_of_an_answer_is_described() -> None:

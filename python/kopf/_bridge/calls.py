@@ -36,7 +36,7 @@ from kopf._execution import Outcome, execute_in_thread, execute_once, is_async_f
 from kopf._handlers import Activity, ChangingHandler, DaemonHandler, OperatorRegistry, Reason, ResourceHandler
 from kopf._hierarchies import cause_body_var
 from kopf._lifecycles import LifeCycleFn
-from kopf._logging import LocalObjectLogger, ObjectLogger, TerseObjectLogger, core_writing, log_here
+from kopf._logging import CoreSaying, LocalObjectLogger, ObjectLogger, TerseObjectLogger, core_writing, log_here
 from kopf._memos import ObjectMemos
 from kopf._references import Resource
 from kopf._settings import OperatorSettings, is_default_executor
@@ -94,6 +94,7 @@ class Bridge:
         self._loop = loop
         self._queue: Any = None
         self._context = contextvars.copy_context()  # what handlers on the core's threads start with
+        self._saying = CoreSaying(None)  # which handlers' "succeeded" lines the core writes
         self._serving: dict[int, asyncio.Task[None]] = {}  # the calls' tasks, by the calls' ids
         # Sync handlers in an operator's own executor (see `threading`) wait for its threads
         # anyway; making them wait before their arguments are built keeps a burst of calls
@@ -197,11 +198,13 @@ class Bridge:
         """Which of the core's lines it writes to ``kopf run``'s stream itself (``LogWriting``,
         as JSON): a line sent here costs a wake-up of the loop and the GIL."""
         writing = core_writing(names, self.settings)
+        self._saying = CoreSaying(writing)
         return None if writing is None else json.dumps(writing)
 
-    def log(self, name: str, level: int, ref: ObjectRef | None, message: str) -> None:
-        """A line of the core, to one of Kopf's loggers (by its name); about an object if ``ref``."""
-        extra = None if ref is None else {'k8s_ref': ref, 'k8s_skip': False, 'settings': self.settings}
+    def log(self, name: str, level: int, ref: ObjectRef | None, message: str, local: bool = False) -> None:
+        """A line of the core, to one of Kopf's loggers (by its name); about an object if ``ref``
+        (not posted as an Event if ``local``)."""
+        extra = None if ref is None else {'k8s_ref': ref, 'k8s_skip': local, 'settings': self.settings}
         log_here(logging.getLogger(name), level, message, extra)
 
     def ready(self) -> None:
@@ -286,13 +289,14 @@ class Bridge:
         declaring = _subhandling.current.set(sub)
         # Only change handlers may declare sub-handlers (`@kopf.subhandler` refuses others).
         after = functools.partial(_subhandling.execute_declared, sub) if isinstance(handler, ChangingHandler) else None
+        posted = self._saying.posted(logger)
         try:
             if stopper is not None:
                 stopper.task = asyncio.current_task(self._loop)
             outcome = await execute_once(
                 handler=handler, kwargs=kwargs, logger=logger, retry=call['retry'], runtime=call['runtime'],
                 settings=self.settings, default_errors=_DEFAULT_ERRORS.get(call['kind'], ErrorsMode.TEMPORARY),
-                after=after, is_async=self._asyncs.get(id(handler)),
+                after=after, is_async=self._asyncs.get(id(handler)), announce=posted is None,
             )
         except asyncio.CancelledError:
             if stopper is None or not stopper.cancelled:
@@ -302,7 +306,7 @@ class Bridge:
             _subhandling.current.reset(declaring)
             if stopper is not None:
                 stopper.task = None
-        return self._answer(call, outcome, patch, kwargs)
+        return self._answer(call, outcome, patch, kwargs, handler, posted)
 
     def invoke_in_thread(self, call: Invocation) -> Invoked | None:
         """A synchronous handler, called on one of the core's threads (see ``threading``),
@@ -316,12 +320,13 @@ class Bridge:
         _subhandling.current.set(sub)  # in this call's own context (see `invoke_in_thread`)
         changing = isinstance(handler, ChangingHandler)
         after = functools.partial(_subhandling.execute_declared_blocking, sub) if changing else None
+        posted = self._saying.posted(logger)
         outcome = execute_in_thread(
             handler=handler, kwargs=kwargs, logger=logger, retry=call['retry'], runtime=call['runtime'],
             settings=self.settings, default_errors=_DEFAULT_ERRORS.get(call['kind'], ErrorsMode.TEMPORARY),
-            after=after,
+            after=after, announce=posted is None,
         )
-        return self._answer(call, outcome, patch, kwargs)
+        return self._answer(call, outcome, patch, kwargs, handler, posted)
 
     async def plan(self, request: PlanRequest) -> list[int]:
         """A custom lifecycle's pick of the awakened handlers: their positions in the request."""
@@ -391,24 +396,30 @@ class Bridge:
 
     @staticmethod
     def _answer(call: Invocation, outcome: Outcome, patch: Patch,
-                kwargs: Mapping[str, Any] | None = None) -> Invoked | None:
+                kwargs: Mapping[str, Any] | None = None, handler: Any = None,
+                posted: bool | None = None) -> Invoked | None:
         """The outcome for the core. A sub-handler's `patch` is its parent's: it goes with
         the parent's outcome. An indexing function's result goes to the core as it is (the
         core converts it, see ``src/binding/indices.rs``), and its `patch` nowhere (as in Kopf).
-        An admission handler's warnings and error go to the review's response."""
+        An admission handler's warnings and error go to the review's response. A success
+        that the handler's thread did not log goes with the line for the core to write."""
         kind = call['kind']
+        said = (f"{handler} succeeded.", bool(posted)) if outcome.unsaid else None
         if kind == 'indexing':
             invoked = outcome.for_engine()
             invoked['indexed'] = invoked.pop('result', None)
-            return invoked
-        merge_patch = {} if call.get('scope') is not None else patch._as_merge_patch()
-        if (kind != 'admission' and outcome.final and outcome.exception is None and outcome.result is None
-                and not merge_patch):
-            return None  # succeeded, nothing to keep or apply: the core needs no dict to read
-        invoked = outcome.for_engine(merge_patch)
-        if kind == 'admission':
-            invoked['warnings'] = [str(w) for w in (kwargs or {}).get('warnings', [])]
-            invoked['rejection'] = _rejection(outcome.exception)
+        else:
+            merge_patch = {} if call.get('scope') is not None else patch._as_merge_patch()
+            if (kind != 'admission' and outcome.final and outcome.exception is None and outcome.result is None
+                    and not merge_patch):
+                # Succeeded, nothing to keep or apply: the core needs no dict to read.
+                return None if said is None else {'final': True, 'said': said}
+            invoked = outcome.for_engine(merge_patch)
+            if kind == 'admission':
+                invoked['warnings'] = [str(w) for w in (kwargs or {}).get('warnings', [])]
+                invoked['rejection'] = _rejection(outcome.exception)
+        if said is not None:
+            invoked['said'] = said
         return invoked
 
     def _stopper(self, token: int) -> DaemonStopper:

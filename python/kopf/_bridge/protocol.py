@@ -96,6 +96,7 @@ class Invoked(TypedDict, total=False):
     indexed: Any  # an indexing function's result, as it returned it (the core converts it)
     warnings: list[str]  # an admission handler's additions to the ``warnings`` kwarg
     rejection: tuple[str, str, int | None] | None  # an admission handler's error: kind, text, code
+    said: tuple[str, bool] | None  # the "succeeded" line that the core writes, and if it posts it
 
 
 class ResourceSelection(TypedDict):

@@ -53,10 +53,38 @@ impl CompactBody {
         &self.text
     }
 
-    /// The object's identity, for log lines.
+    /// The object's identity, for log lines: only those fields are read of the text (a
+    /// timer's "succeeded" line is written for every call; parsing the whole body for it
+    /// was a fifth of the core's time per call).
     pub fn object(&self) -> ObjectRef {
-        ObjectRef::of(&self.value())
+        let Ok(identity) = serde_json::from_str::<Identity>(&self.text) else {
+            return ObjectRef::default(); // (not written from an object's `Value`)
+        };
+        let meta = identity.metadata.unwrap_or_default();
+        ObjectRef {
+            api_version: identity.api_version.unwrap_or_default(),
+            kind: identity.kind.unwrap_or_default(),
+            namespace: meta.namespace,
+            name: meta.name,
+            uid: meta.uid,
+        }
     }
+}
+
+/// What `ObjectRef::of` reads of a body; the rest of the text is skipped, not built.
+#[derive(serde::Deserialize)]
+struct Identity {
+    #[serde(rename = "apiVersion")]
+    api_version: Option<String>,
+    kind: Option<String>,
+    metadata: Option<IdentityMeta>,
+}
+
+#[derive(serde::Deserialize, Default)]
+struct IdentityMeta {
+    namespace: Option<String>,
+    name: Option<String>,
+    uid: Option<String>,
 }
 
 fn text_of(body: &Value) -> String {
@@ -68,6 +96,24 @@ fn text_of(body: &Value) -> String {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn the_identity_is_read_as_of_the_whole_body() {
+        let bodies = [
+            json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "n", "namespace": "ns",
+                "uid": "u", "labels": {"a": "b"}}, "spec": {"containers": [{"name": "c"}]}}),
+            json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "n"}}),
+            json!({"kind": "Thing", "metadata": {"name": null, "uid": "u"}}),
+            json!({"spec": {}}),
+        ];
+        for body in bodies {
+            assert_eq!(
+                CompactBody::of(&body).object(),
+                ObjectRef::of(&body),
+                "{body}"
+            );
+        }
+    }
 
     #[test]
     fn a_kept_body_is_the_same_text_kept_apart() {

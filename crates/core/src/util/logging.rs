@@ -55,11 +55,13 @@ impl ObjectRef {
 }
 
 /// A line about an object, to `kopf.objects`: `object_log!(Level::DEBUG, &object, "...")`.
-/// The message is formatted only if the level is enabled.
+/// The message is formatted only if the level is enabled. A local line (`object_log!(local =
+/// true; ...)`, as Kopf's local object loggers log) is never posted as an Event.
 #[macro_export]
 macro_rules! object_log {
-    ($level:expr, $object:expr, $($arg:tt)+) => {{
+    (local = $local:expr; $level:expr, $object:expr, $($arg:tt)+) => {{
         let object: &$crate::util::logging::ObjectRef = $object;
+        let local: bool = $local;
         ::tracing::event!(
             target: $crate::util::logging::OBJECTS,
             $level,
@@ -68,10 +70,14 @@ macro_rules! object_log {
             k8s.namespace = object.namespace.as_deref(),
             k8s.name = object.name.as_deref(),
             k8s.uid = object.uid.as_deref(),
+            k8s.local = local,
             "{}",
             format_args!($($arg)+)
         )
     }};
+    ($level:expr, $object:expr, $($arg:tt)+) => {
+        $crate::object_log!(local = false; $level, $object, $($arg)+)
+    };
 }
 
 /// Python's number for a level (`logging.DEBUG` is 10, ...).
@@ -91,6 +97,8 @@ pub struct Line {
     pub logger: &'static str,
     pub level: Level,
     pub object: Option<ObjectRef>,
+    /// Never posted as an Event (a local object logger's line).
+    pub local: bool,
     pub message: String,
 }
 
@@ -105,6 +113,7 @@ impl Line {
             logger,
             level: *event.metadata().level(),
             object,
+            local: fields.local,
             message: fields.message,
         })
     }
@@ -120,6 +129,7 @@ struct Fields {
     message: String,
     object: ObjectRef,
     has_object: bool,
+    local: bool,
 }
 
 impl Visit for Fields {
@@ -134,6 +144,12 @@ impl Visit for Fields {
             "k8s.name" => self.object.name = Some(value),
             "k8s.uid" => self.object.uid = Some(value),
             _ => {}
+        }
+    }
+
+    fn record_bool(&mut self, field: &Field, value: bool) {
+        if field.name() == "k8s.local" {
+            self.local = value;
         }
     }
 
@@ -272,6 +288,7 @@ mod tests {
             logger,
             level: Level::INFO,
             object,
+            local: false,
             message: "Handler 'h' succeeded.".into(),
         };
         let full = TextFormat {
