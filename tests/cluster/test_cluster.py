@@ -209,12 +209,12 @@ def test_up_is_idempotent(cluster: dict[str, str]) -> None:
 
 
 def free_port_block() -> int:
-    """A port whose two lower neighbours are free too (etcd takes them)."""
+    """A port whose two lower neighbours are free too (etcd takes them), and the 2nd above (kwok's)."""
     for _ in range(50):
         with socket.socket() as sock:
             sock.bind(("127.0.0.1", 0))
             port = sock.getsockname()[1]
-        if port > 2000 and all(_free(p) for p in (port - 2, port - 1, port)):
+        if port > 2000 and all(_free(p) for p in (port - 2, port - 1, port, port + 2)):
             return port
     raise AssertionError("no free ports")
 
