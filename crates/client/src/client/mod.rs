@@ -1,6 +1,7 @@
 //! The API client: the connection from the login handlers' credentials
 //! (renewed on 401), discovery of resources and the names handlers use, namespace
-//! patterns, watch-streams (over our own HTTP stack, `transport`), patching objects, posting Kubernetes Events.
+//! patterns, watch-streams (over our own HTTP stack, `transport`), patching objects, posting Kubernetes Events,
+//! following containers' logs (`logs`).
 //!
 //! Uses: `util`, `metrics`, `state`, `settings`.
 
@@ -12,6 +13,7 @@ pub mod credentials;
 pub mod discovery;
 pub mod kubeconfigs;
 pub mod listing;
+pub mod logs;
 pub mod namespaces;
 pub mod posting;
 pub mod resources;

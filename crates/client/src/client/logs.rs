@@ -1,0 +1,268 @@
+//! Following one container's log (`GET .../pods/NAME/log?follow=true&timestamps=true`): its
+//! lines as they come, each with the time its container runtime gave it. A stream that
+//! breaks is opened again from the last line's time (`sinceTime`); the lines that the new
+//! stream repeats (all of that second, as the kubelet honours `sinceTime` to the second)
+//! are skipped by their times, and those of the last line's very time by their count: no
+//! line is lost, none is delivered twice.
+
+use crate::client::credentials::Credentials;
+use crate::client::watching::urlencode;
+use chrono::{DateTime, SecondsFormat, Utc};
+use futures::io::{AsyncBufRead, AsyncBufReadExt};
+use std::pin::Pin;
+
+/// Longer lines are cut to this (the rest of the line is read and dropped): a container that
+/// writes without newlines must not grow the operator's memory without end.
+pub const MAX_LINE: usize = 256 << 10;
+
+/// A line of a container's log, without its newline.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LogLine {
+    pub time: DateTime<Utc>,
+    pub text: Vec<u8>,
+    /// Cut to `MAX_LINE` bytes.
+    pub cut: bool,
+}
+
+/// How far a container's log has been read: the last line's time, and how many lines of
+/// exactly that time were read (several lines may share a time).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Position {
+    last: Option<(DateTime<Utc>, u32)>,
+}
+
+impl Position {
+    /// Where a new stream starts for this position: `sinceTime`, to the second.
+    pub fn since_time(&self) -> Option<String> {
+        let (time, _) = self.last?;
+        Some(time.to_rfc3339_opts(SecondsFormat::Secs, true))
+    }
+
+    /// A line was read: it is now the last one.
+    fn read(&mut self, time: DateTime<Utc>) {
+        self.last = match self.last {
+            Some((last, count)) if last == time => Some((last, count + 1)),
+            _ => Some((time, 1)),
+        };
+    }
+
+    /// What a new stream from this position repeats, to be skipped.
+    fn replay(&self) -> Replay {
+        Replay { skip: self.last }
+    }
+}
+
+/// The lines of a new stream that were read before: older than the position, and the first
+/// ones of its time, as many as were read.
+#[derive(Debug, Clone, Copy)]
+struct Replay {
+    skip: Option<(DateTime<Utc>, u32)>,
+}
+
+impl Replay {
+    fn repeats(&mut self, time: DateTime<Utc>) -> bool {
+        match &mut self.skip {
+            None => false,
+            Some((last, _)) if time < *last => true,
+            Some((last, count)) if time == *last && *count > 0 => {
+                *count -= 1;
+                true
+            }
+            Some(_) => {
+                self.skip = None; // past the position: everything from here on is new
+                false
+            }
+        }
+    }
+}
+
+/// A line as the API server sends it with `timestamps=true`: the time (RFC 3339, in
+/// nanoseconds), a space, the text. None for a line without a time.
+pub fn parse_line(line: &[u8]) -> Option<(DateTime<Utc>, &[u8])> {
+    let space = line.iter().position(|&b| b == b' ')?;
+    let time = std::str::from_utf8(&line[..space]).ok()?;
+    let time = DateTime::parse_from_rfc3339(time).ok()?.with_timezone(&Utc);
+    Some((time, &line[space + 1..]))
+}
+
+/// The URL of a container's log, followed, with the lines' times.
+pub fn log_url(namespace: &str, pod: &str, container: &str, position: &Position) -> String {
+    let mut url = format!(
+        "/api/v1/namespaces/{}/pods/{}/log?follow=true&timestamps=true&container={}",
+        urlencode(namespace),
+        urlencode(pod),
+        urlencode(container)
+    );
+    if let Some(since) = position.since_time() {
+        url.push_str(&format!("&sinceTime={}", urlencode(&since)));
+    }
+    url
+}
+
+/// One container's log, followed across streams (`next()` opens them as needed).
+pub struct LogFollower {
+    namespace: String,
+    pod: String,
+    container: String,
+    position: Position,
+    stream: Option<Stream>,
+}
+
+struct Stream {
+    body: Pin<Box<dyn AsyncBufRead + Send>>,
+    replay: Replay,
+}
+
+impl LogFollower {
+    pub fn new(namespace: &str, pod: &str, container: &str, position: Position) -> Self {
+        Self {
+            namespace: namespace.to_owned(),
+            pod: pod.to_owned(),
+            container: container.to_owned(),
+            position,
+            stream: None,
+        }
+    }
+
+    pub fn position(&self) -> &Position {
+        &self.position
+    }
+
+    /// The next new line; `Ok(None)` when the stream has ended (the container has ended,
+    /// or the server closed the stream: the caller decides whether to follow on, and the
+    /// next call opens a new stream from the position).
+    pub async fn next(
+        &mut self,
+        credentials: &Credentials,
+    ) -> Result<Option<LogLine>, kube::Error> {
+        loop {
+            if self.stream.is_none() {
+                let url = log_url(&self.namespace, &self.pod, &self.container, &self.position);
+                let body = credentials.get_stream(&url).await?;
+                self.stream = Some(Stream {
+                    body: Box::pin(body),
+                    replay: self.position.replay(),
+                });
+            }
+            let stream = self.stream.as_mut().expect("opened above");
+            let Some((raw, cut)) = read_line(stream.body.as_mut()).await? else {
+                self.stream = None;
+                return Ok(None);
+            };
+            let Some((time, text)) = parse_line(&raw) else {
+                continue; // not a line of the log (the server's own words are never timed)
+            };
+            if stream.replay.repeats(time) {
+                continue;
+            }
+            self.position.read(time);
+            return Ok(Some(LogLine {
+                time,
+                text: text.to_vec(),
+                cut,
+            }));
+        }
+    }
+}
+
+/// The next whole line (without its newline), cut to `MAX_LINE` (then true); `None` at the
+/// end: a last line without its newline is incomplete (the stream broke in it) and is read
+/// again by the next stream.
+async fn read_line(
+    mut body: Pin<&mut (dyn AsyncBufRead + Send)>,
+) -> Result<Option<(Vec<u8>, bool)>, kube::Error> {
+    let mut line = Vec::new();
+    let mut cut = false;
+    loop {
+        let (taken, complete) = {
+            let chunk = body.fill_buf().await.map_err(kube::Error::ReadEvents)?;
+            if chunk.is_empty() {
+                return Ok(None);
+            }
+            let (taken, complete) = match chunk.iter().position(|&b| b == b'\n') {
+                Some(at) => (at + 1, true),
+                None => (chunk.len(), false),
+            };
+            let text = &chunk[..if complete { taken - 1 } else { taken }];
+            let room = MAX_LINE.saturating_sub(line.len());
+            cut |= text.len() > room;
+            line.extend_from_slice(&text[..text.len().min(room)]);
+            (taken, complete)
+        };
+        body.consume_unpin(taken);
+        if complete {
+            return Ok(Some((line, cut)));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn time(text: &str) -> DateTime<Utc> {
+        DateTime::parse_from_rfc3339(text)
+            .unwrap()
+            .with_timezone(&Utc)
+    }
+
+    #[test]
+    fn a_line_has_its_time_and_text() {
+        let (at, text) =
+            parse_line(b"2026-01-02T03:04:05.678901234Z model accuracy is 97%").unwrap();
+        assert_eq!(at, time("2026-01-02T03:04:05.678901234Z"));
+        assert_eq!(text, b"model accuracy is 97%");
+        assert_eq!(parse_line(b"2026-01-02T03:04:05Z ").unwrap().1, b"");
+        assert!(parse_line(b"no time here").is_none());
+    }
+
+    #[test]
+    fn a_stream_resumes_from_the_last_lines_second() {
+        let mut position = Position::default();
+        assert_eq!(position.since_time(), None);
+        position.read(time("2026-01-02T03:04:05.678901234Z"));
+        assert_eq!(
+            position.since_time().as_deref(),
+            Some("2026-01-02T03:04:05Z")
+        );
+        let url = log_url("ns", "p", "main", &position);
+        assert_eq!(url, "/api/v1/namespaces/ns/pods/p/log?follow=true&timestamps=true&container=main&sinceTime=2026-01-02T03%3A04%3A05Z");
+    }
+
+    #[test]
+    fn what_a_resumed_stream_repeats_is_skipped() {
+        // Read before the break: a line at .1, two at .5 (the same time), one more at .5 unread.
+        let mut position = Position::default();
+        for at in ["05.1", "05.5", "05.5"] {
+            position.read(time(&format!("2026-01-02T03:04:{at}Z")));
+        }
+        let mut replay = position.replay();
+        let repeated: Vec<bool> = ["04.9", "05.1", "05.5", "05.5", "05.5", "05.7", "05.5"]
+            .iter()
+            .map(|at| replay.repeats(time(&format!("2026-01-02T03:04:{at}Z"))))
+            .collect();
+        // The third line of .5 is new, so is all after it (even an out-of-order time).
+        assert_eq!(repeated, [true, true, true, true, false, false, false]);
+        // A first stream repeats nothing.
+        assert!(!Position::default()
+            .replay()
+            .repeats(time("2026-01-02T03:04:05Z")));
+    }
+
+    #[tokio::test]
+    async fn lines_are_whole_and_cut_when_too_long() {
+        let long = "x".repeat(MAX_LINE + 10);
+        let text = format!("a\nb\n{long}\npartial");
+        let mut body: Pin<Box<dyn AsyncBufRead + Send>> =
+            Box::pin(futures::io::BufReader::with_capacity(7, text.as_bytes()));
+        let mut lines = Vec::new();
+        while let Some(line) = read_line(body.as_mut()).await.unwrap() {
+            lines.push(line);
+        }
+        assert_eq!(lines.len(), 3); // the partial last line is not a line
+        assert_eq!(lines[0], (b"a".to_vec(), false));
+        assert_eq!(lines[1], (b"b".to_vec(), false));
+        assert_eq!(lines[2].0.len(), MAX_LINE);
+        assert!(lines[2].1);
+    }
+}
