@@ -55,7 +55,7 @@ def test_pods_phases_a_daemon_while_running_and_deletion(
         operator.wait_for("Initial authentication has finished")
         apply(pod("p1", namespace, labels={"app": "watched"}))
         eventually(lambda: annotation("p1", namespace) == "Running", what="the phase Running handled")
-        operator.wait_for(r"\[%s/p1\] tending p1" % namespace)
+        operator.wait_for(rf"\[{namespace}/p1\] tending p1")
         exit_with("p1", namespace, 0)
         eventually(lambda: annotation("p1", namespace) == "Succeeded", what="the phase Succeeded handled")
         operator.wait_for("no longer tending p1: <DaemonStoppingReason.FILTERS_MISMATCH: 2>")
