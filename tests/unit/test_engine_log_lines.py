@@ -1,6 +1,7 @@
 """The engine's own log lines (`log_here`) and the time in `kopf run`'s formats: the same
 records and the same text as `logging` makes by itself, only cheaper."""
 
+import contextlib
 import io
 import json
 import logging
@@ -321,9 +322,9 @@ def test_the_core_posts_the_object_lines_that_kopfs_poster_would_post(kopf_run_f
     assert writing['loggers']['kopf._core.engine'] == {'levels': [20, 30, 40], 'posted': []}  # no poster there
 
 
-@pytest.mark.parametrize('change', ['a filter', 'a handler', 'JSON', 'a captured stream', 'disabled'])
-def test_lines_that_anything_else_may_see_go_to_logging(kopf_run_file: io.TextIOWrapper, change: str) -> None:
-    kopf_run(kopf_run_file, log_prefix=True)
+@contextlib.contextmanager
+def logging_changed(change: str, settings: OperatorSettings | None = None) -> Iterator[None]:
+    """Something that may see or change the lines, added to `kopf run`'s logging (undone after)."""
     objects = logging.getLogger('kopf.objects')
     if change == 'a filter':
         objects.addFilter(lambda record: True)
@@ -333,19 +334,32 @@ def test_lines_that_anything_else_may_see_go_to_logging(kopf_run_file: io.TextIO
         logging.getLogger().handlers[0].setFormatter(make_formatter(LogFormat.JSON))
     elif change == 'a captured stream':
         logging.getLogger().handlers[0].setStream(io.StringIO())  # type: ignore[attr-defined]
+    elif change == 'a level':
+        objects.setLevel(logging.WARNING)
     elif change == 'disabled':
-        logging.disable(logging.WARNING)
+        logging.disable(logging.INFO)
+    elif change == 'posting':
+        assert settings is not None
+        settings.posting.loggers = True
     try:
-        writing = core_writing(CORE_LOGGERS, OperatorSettings())
+        yield
     finally:
         objects.filters.clear()
         objects.handlers[:] = [h for h in objects.handlers if not isinstance(h, logging.NullHandler)]
+        objects.setLevel(logging.NOTSET)
         logging.disable(logging.NOTSET)
+
+
+@pytest.mark.parametrize('change', ['a filter', 'a handler', 'JSON', 'a captured stream', 'disabled'])
+def test_lines_that_anything_else_may_see_go_to_logging(kopf_run_file: io.TextIOWrapper, change: str) -> None:
+    kopf_run(kopf_run_file, log_prefix=True)
+    with logging_changed(change):
+        writing = core_writing(CORE_LOGGERS, OperatorSettings())
     if change in ('a filter', 'a handler'):  # that logger only
         assert writing is not None and 'kopf.objects' not in writing['loggers']
         assert writing['loggers']['kopf._core.engine']['levels'] == [20, 30, 40]
     elif change == 'disabled':
-        assert writing is not None and writing['loggers']['kopf.objects']['levels'] == [40]
+        assert writing is not None and writing['loggers']['kopf.objects']['levels'] == [30, 40]
     else:
         assert writing is None
 
@@ -366,7 +380,7 @@ def test_the_core_says_the_object_loggers_successes_as_it_writes_its_own(
     assert saying.posted(logging.LoggerAdapter(logging.getLogger('kopf.objects'))) is None
 
 
-@pytest.mark.parametrize('change', ['a filter', 'a handler', 'a stream', 'a level', 'posting', 'disabled'])
+@pytest.mark.parametrize('change', ['a filter', 'a handler', 'a captured stream', 'a level', 'posting', 'disabled'])
 def test_the_successes_are_pythons_again_when_anything_may_see_them_since(
         kopf_run_file: io.TextIOWrapper, change: str) -> None:
     """Decided with the core's writing, and checked again for every line (unlike the core's own)."""
@@ -375,28 +389,10 @@ def test_the_successes_are_pythons_again_when_anything_may_see_them_since(
     saying = CoreSaying(core_writing(CORE_LOGGERS, settings))
     logger = ObjectLogger(body=BODY, settings=settings)
     assert saying.posted(logger) is False
-    objects = logging.getLogger('kopf.objects')
-    if change == 'a filter':
-        objects.addFilter(lambda record: True)
-    elif change == 'a handler':
-        objects.addHandler(logging.NullHandler())
-    elif change == 'a stream':
-        logging.getLogger().handlers[0].setStream(io.StringIO())  # type: ignore[attr-defined]
-    elif change == 'a level':
-        objects.setLevel(logging.WARNING)
-    elif change == 'posting':
-        settings.posting.loggers = True
-    elif change == 'disabled':
-        logging.disable(logging.INFO)
-    try:
+    with logging_changed(change, settings):
         assert saying.posted(logger) is None
         local = LocalObjectLogger(body=BODY, settings=settings)  # (never posted: posting is no change)
         assert saying.posted(local) is (False if change == 'posting' else None)
-    finally:
-        objects.filters.clear()
-        objects.handlers[:] = [h for h in objects.handlers if not isinstance(h, logging.NullHandler)]
-        objects.setLevel(logging.NOTSET)
-        logging.disable(logging.NOTSET)
 
 
 def test_nothing_is_said_by_the_core_when_it_writes_nothing() -> None:
