@@ -25,6 +25,10 @@ from kopf._errors import (
 )
 from kopf._logging import log_here
 
+# Whether the core writes a handler's "succeeded" line of this logger (then: whether it posts
+# it), or None: logged here (``kopf._logging.CoreSaying.posted``).
+Saying = Callable[[Any], 'bool | None']
+
 
 @dataclasses.dataclass
 class Outcome:
@@ -32,7 +36,8 @@ class Outcome:
     delay: float | None = None
     result: Any = None
     exception: BaseException | None = None
-    unsaid: bool = False  # succeeded, and its "succeeded" line is not logged (the core says it)
+    # Succeeded, and its "succeeded" line was left to the core: whether the core posts it.
+    said_by_core: bool | None = None
 
     def for_engine(self, patch: dict[str, Any] | None = None) -> Invoked:
         return {
@@ -108,10 +113,10 @@ async def execute_once(*, handler: Any, kwargs: dict[str, Any], logger: logging.
                        retry: int, runtime: float, settings: Any,
                        default_errors: ErrorsMode = ErrorsMode.TEMPORARY,
                        after: Callable[[], Awaitable[None]] | None = None,
-                       is_async: bool | None = None, announce: bool = True) -> Outcome:
+                       is_async: bool | None = None, saying: Saying | None = None) -> Outcome:
     """Run a handler once; interpret its errors by its errors/timeout/retries/backoff options.
-    ``after`` runs when the handler has returned, as part of it (its sub-handlers). Without
-    ``announce``, its success is not logged here: the outcome says so (``unsaid``)."""
+    ``after`` runs when the handler has returned, as part of it (its sub-handlers). Its success
+    is logged here unless ``saying`` (asked then) leaves the line to the core (``said_by_core``)."""
     try:
         _check_limits(handler, logger, retry, runtime)
         result = await invoke(handler.fn, kwargs, executor=settings.execution.executor, is_async=is_async)
@@ -122,13 +127,13 @@ async def execute_once(*, handler: Any, kwargs: dict[str, Any], logger: logging.
         raise
     except Exception as e:
         return _failed(handler, e, logger, retry, runtime, settings, default_errors)
-    return _succeeded(handler, result, logger, announce)
+    return _succeeded(handler, result, logger, saying)
 
 
 def execute_in_thread(*, handler: Any, kwargs: dict[str, Any], logger: logging.LoggerAdapter,  # type: ignore[type-arg]
                       retry: int, runtime: float, settings: Any,
                       default_errors: ErrorsMode = ErrorsMode.TEMPORARY,
-                      after: Callable[[], None] | None = None, announce: bool = True) -> Outcome:
+                      after: Callable[[], None] | None = None, saying: Saying | None = None) -> Outcome:
     """The same for a synchronous handler, called directly in the current (worker) thread."""
     try:
         _check_limits(handler, logger, retry, runtime)
@@ -137,14 +142,15 @@ def execute_in_thread(*, handler: Any, kwargs: dict[str, Any], logger: logging.L
             after()
     except Exception as e:
         return _failed(handler, e, logger, retry, runtime, settings, default_errors)
-    return _succeeded(handler, result, logger, announce)
+    return _succeeded(handler, result, logger, saying)
 
 
 def _succeeded(handler: Any, result: Any, logger: logging.LoggerAdapter,  # type: ignore[type-arg]
-               announce: bool) -> Outcome:
-    if announce:
+               saying: Saying | None) -> Outcome:
+    said_by_core = None if saying is None else saying(logger)
+    if said_by_core is None:
         log_here(logger, logging.INFO, f"{handler} succeeded.")
-    return Outcome(final=True, result=result, unsaid=not announce)
+    return Outcome(final=True, result=result, said_by_core=said_by_core)
 
 
 def _check_limits(handler: Any, logger: logging.LoggerAdapter, retry: int, runtime: float) -> None:  # type: ignore[type-arg]

@@ -289,14 +289,13 @@ class Bridge:
         declaring = _subhandling.current.set(sub)
         # Only change handlers may declare sub-handlers (`@kopf.subhandler` refuses others).
         after = functools.partial(_subhandling.execute_declared, sub) if isinstance(handler, ChangingHandler) else None
-        posted = self._saying.posted(logger)
         try:
             if stopper is not None:
                 stopper.task = asyncio.current_task(self._loop)
             outcome = await execute_once(
                 handler=handler, kwargs=kwargs, logger=logger, retry=call['retry'], runtime=call['runtime'],
                 settings=self.settings, default_errors=_DEFAULT_ERRORS.get(call['kind'], ErrorsMode.TEMPORARY),
-                after=after, is_async=self._asyncs.get(id(handler)), announce=posted is None,
+                after=after, is_async=self._asyncs.get(id(handler)), saying=self._saying.posted,
             )
         except asyncio.CancelledError:
             if stopper is None or not stopper.cancelled:
@@ -306,7 +305,7 @@ class Bridge:
             _subhandling.current.reset(declaring)
             if stopper is not None:
                 stopper.task = None
-        return self._answer(call, outcome, patch, kwargs, handler, posted)
+        return self._answer(call, outcome, patch, kwargs, handler)
 
     def invoke_in_thread(self, call: Invocation) -> Invoked | None:
         """A synchronous handler, called on one of the core's threads (see ``threading``),
@@ -320,13 +319,12 @@ class Bridge:
         _subhandling.current.set(sub)  # in this call's own context (see `invoke_in_thread`)
         changing = isinstance(handler, ChangingHandler)
         after = functools.partial(_subhandling.execute_declared_blocking, sub) if changing else None
-        posted = self._saying.posted(logger)
         outcome = execute_in_thread(
             handler=handler, kwargs=kwargs, logger=logger, retry=call['retry'], runtime=call['runtime'],
             settings=self.settings, default_errors=_DEFAULT_ERRORS.get(call['kind'], ErrorsMode.TEMPORARY),
-            after=after, announce=posted is None,
+            after=after, saying=self._saying.posted,
         )
-        return self._answer(call, outcome, patch, kwargs, handler, posted)
+        return self._answer(call, outcome, patch, kwargs, handler)
 
     async def plan(self, request: PlanRequest) -> list[int]:
         """A custom lifecycle's pick of the awakened handlers: their positions in the request."""
@@ -396,15 +394,14 @@ class Bridge:
 
     @staticmethod
     def _answer(call: Invocation, outcome: Outcome, patch: Patch,
-                kwargs: Mapping[str, Any] | None = None, handler: Any = None,
-                posted: bool | None = None) -> Invoked | None:
+                kwargs: Mapping[str, Any] | None = None, handler: Any = None) -> Invoked | None:
         """The outcome for the core. A sub-handler's `patch` is its parent's: it goes with
         the parent's outcome. An indexing function's result goes to the core as it is (the
         core converts it, see ``src/binding/indices.rs``), and its `patch` nowhere (as in Kopf).
         An admission handler's warnings and error go to the review's response. A success
         that the handler's thread did not log goes with the line for the core to write."""
         kind = call['kind']
-        said = (f"{handler} succeeded.", bool(posted)) if outcome.unsaid else None
+        said = None if outcome.said_by_core is None else (f"{handler} succeeded.", outcome.said_by_core)
         if kind == 'indexing':
             invoked = outcome.for_engine()
             invoked['indexed'] = invoked.pop('result', None)
