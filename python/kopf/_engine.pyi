@@ -8,6 +8,10 @@ __version__: str
 def check_cron(pattern: str, timezone: str | None = None) -> None:
     """A ValueError if the cron pattern (five fields) or the time zone (an IANA name) is wrong."""
 
+def log_pattern_matches(pattern: str, flags: int, lines: list[bytes]) -> list[bool]:
+    """Which lines a log handler's pattern (Python's syntax, ``re`` flags) matches as the core
+    matches them; a ValueError with the reason if the core cannot take the pattern."""
+
 def parse_kubeconfig(text: str) -> Any:
     """A kubeconfig file's YAML as Python values (None if empty); a ValueError if it is not YAML."""
 

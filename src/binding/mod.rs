@@ -41,6 +41,7 @@ fn _engine(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(commands::review_access, m)?)?;
     m.add_function(wrap_pyfunction!(webhooks::describe_certificate, m)?)?;
     m.add_function(wrap_pyfunction!(check_cron, m)?)?;
+    m.add_function(wrap_pyfunction!(log_pattern_matches, m)?)?;
     m.add_function(wrap_pyfunction!(parse_kubeconfig, m)?)?;
     m.add_function(wrap_pyfunction!(settings_as_read, m)?)?;
     m.add_function(wrap_pyfunction!(protocol::protocol_samples, m)?)?;
@@ -57,6 +58,16 @@ fn check_cron(pattern: &str, timezone: Option<&str>) -> PyResult<()> {
     crate::intents::schedules::Schedule::parse(pattern, timezone)
         .map(|_| ())
         .map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))
+}
+
+/// Which of these lines a log handler's pattern (Python's, with its `re` flags) matches as the
+/// core matches it: a `ValueError` with the reason if the core cannot take the pattern. No
+/// lines: only the check, for the declaration.
+#[pyfunction]
+fn log_pattern_matches(pattern: &str, flags: u32, lines: Vec<Vec<u8>>) -> PyResult<Vec<bool>> {
+    let pattern = crate::intents::patterns::LogPattern::new(pattern, flags)
+        .map_err(pyo3::exceptions::PyValueError::new_err)?;
+    Ok(lines.iter().map(|line| pattern.is_match(line)).collect())
 }
 
 /// A kubeconfig file's text as Python values (`ValueError` if it is not valid YAML).
