@@ -7,25 +7,14 @@ import datetime
 import queue
 import subprocess
 import threading
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from conftest import apply, kubectl, kubectl_json
 from kwok import exit_with, log_files, pod, pod_status, restart, write_lines
+from operators import eventually
 
 NODES = {"kwok-node-0", "kwok-node-1"}
-
-
-def eventually(check: Callable[[], Any], timeout: float = 30, what: str = "the condition") -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = check()
-        if found:
-            return found
-        time.sleep(0.2)
-    raise AssertionError(f"{what} did not happen in {timeout}s")
 
 
 def logs_of(*args: str) -> str:

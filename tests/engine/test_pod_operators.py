@@ -4,11 +4,12 @@ same on our engine and on PyPI's Kopf 1.45.2, side by side."""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
 import pytest
-from conftest import apply, kubectl, kubectl_json
+from conftest import apply, kubectl
 from kwok import exit_with, pod
 from operators import OperatorProcess, eventually, write_script
 
@@ -41,8 +42,7 @@ def annotation(name: str, namespace: str) -> str | None:
     found = kubectl("get", "pod", name, "-n", namespace, "-o", "json", "--ignore-not-found")
     if not found.strip():
         return None
-    return kubectl_json("get", "pod", name, "-n", namespace)["metadata"].get("annotations", {}).get(
-        "example.com/phase")
+    return json.loads(found)["metadata"].get("annotations", {}).get("example.com/phase")
 
 
 @pytest.mark.parametrize("engine", ["ours", "kopf"])

@@ -145,7 +145,7 @@ impl LogFollower {
                 });
             }
             let stream = self.stream.as_mut().expect("opened above");
-            let Some((raw, cut)) = read_line(stream.body.as_mut()).await? else {
+            let Some((mut raw, cut)) = read_line(stream.body.as_mut()).await? else {
                 self.stream = None;
                 return Ok(None);
             };
@@ -156,9 +156,10 @@ impl LogFollower {
                 continue;
             }
             self.position.read(time);
+            raw.drain(..raw.len() - text.len()); // the text stays where it was read, not copied
             return Ok(Some(LogLine {
                 time,
-                text: text.to_vec(),
+                text: raw,
                 cut,
             }));
         }
