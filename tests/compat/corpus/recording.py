@@ -26,6 +26,8 @@ WRITES = frozenset({"create", "update", "patch", "delete", "deletecollection"})
 TIME = re.compile(r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?")
 UID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 ADDRESS = re.compile(r"0x[0-9a-f]{6,}")
+# The simulated node a pod is scheduled to (tests/cluster/kwok.yaml: two alike): the scheduler's pick.
+NODE = re.compile(r"\bkwok-node-\d+\b")
 IP = re.compile(r"\b\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3}\b")  # e.g. a Service's cluster IP
 # Kopf's default log format (`kopf run` and `kopf.configure()`): [time] logger [LEVEL] message.
 FOREIGN = re.compile(r"^\S+ \[\w+\] \[(?![^\]]*<ns>)[^\]\s]+\] ")
@@ -156,6 +158,7 @@ def normalised_text(text: str, namespace: str) -> str:
     text = TIME.sub("<time>", text)
     text = UID.sub("<uid>", text)
     text = IP.sub("<ip>", text)
+    text = NODE.sub("<node>", text)
     return ADDRESS.sub("<address>", text)
 
 
