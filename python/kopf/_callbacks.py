@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import datetime
 import logging
+import re
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
@@ -49,6 +50,16 @@ class WatchingFn(Protocol):
                  labels: Labels, annotations: Annotations, resource: Resource, uid: str, name: str,
                  namespace: str | None, patch: Patch, logger: Logger, memo: Any, param: Any = ...,
                  **kwargs: Any) -> object: ...
+
+
+class LoggingFn(Protocol):
+    """``on.log``: a line of a pod's container's log, and the pod."""
+
+    def __call__(self, *, log: str, match: re.Match[str] | None, container: str, timestamp: datetime.datetime,
+                 retry: int, started: datetime.datetime, runtime: datetime.timedelta, body: Body, meta: Meta,
+                 spec: Spec, status: Status, labels: Labels, annotations: Annotations, resource: Resource,
+                 uid: str, name: str, namespace: str | None, patch: Patch, logger: Logger, memo: Any,
+                 param: Any = ..., **kwargs: Any) -> object: ...
 
 
 class ChangingFn(Protocol):

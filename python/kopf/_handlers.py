@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import functools
+import re
 from collections.abc import Callable, Collection, Iterable, Mapping
 from types import FunctionType, MethodType
 from typing import Any, TypeVar
@@ -148,6 +149,20 @@ class WebhookHandler(ResourceHandler):
 
 
 @dataclasses.dataclass(frozen=True)
+class LogHandler(ResourceHandler):
+    regex: re.Pattern[str] | None
+    containers: tuple[str, ...] | None
+
+    def __str__(self) -> str:
+        return f"Log handler {self.id!r}"
+
+    def logging_for_engine(self) -> dict[str, Any]:
+        """What the core matches: the pattern (with its flags) and the containers."""
+        regex = None if self.regex is None else {'pattern': self.regex.pattern, 'flags': int(self.regex.flags)}
+        return {'regex': regex, 'containers': list(self.containers) if self.containers is not None else None}
+
+
+@dataclasses.dataclass(frozen=True)
 class SpawningHandler(ResourceHandler):
     requires_finalizer: bool | None
     initial_delay: float | Callable[..., float] | None
@@ -206,6 +221,7 @@ class OperatorRegistry:
         self._spawning: list[SpawningHandler] = []
         self._indexing: list[IndexingHandler] = []
         self._webhooks: list[WebhookHandler] = []
+        self._logging: list[LogHandler] = []
 
 
 class SmartOperatorRegistry(OperatorRegistry):

@@ -96,6 +96,7 @@ def plan(*, registry: OperatorRegistry, resources: list[Resource], namespaces: C
     handlers += [(h, 'on.event handler') for h in registry._watching]
     handlers += [(h, 'timer' if isinstance(h, TimerHandler) else 'daemon') for h in registry._spawning]
     handlers += [(h, 'index') for h in registry._indexing]
+    handlers += [(h, 'log handler') for h in registry._logging]
     for handler, what in handlers:
         for resource in served(handler):
             where: list[str | None] = in_namespaces if resource.namespaced else [None]
@@ -103,6 +104,11 @@ def plan(*, registry: OperatorRegistry, resources: list[Resource], namespaces: C
             result.need(resource.group, resource.plural, where, ['list', 'watch'], f"{who} (the watch-stream)")
             if what == 'index':
                 continue  # indices are read from the stream only
+            if what == 'log handler':
+                if 'log' not in resource.subresources:
+                    continue  # not served: its objects have no logs
+                result.need(resource.group, f"{resource.plural}/log", where, ['get'],
+                            f"{who} (the containers' logs, followed)")
             result.need(resource.group, resource.plural, where, ['patch'],
                         f"{who} (finalizers, progress, results, its patches)")
             if 'status' in resource.subresources:

@@ -96,6 +96,16 @@ class MetricsSettings:
 
 
 @dataclasses.dataclass
+class LogsSettings:
+    """How ``@kopf.on.log`` handlers follow the pods' logs (not in Kopf)."""
+    max_streams: int = 500
+    """How many containers' logs are followed at once; more wait for a place."""
+    queue_size: int = 1000
+    """How many matched lines of one pod may wait for its handlers: beyond that, its logs are
+    read no further until the handlers catch up (the API server keeps the rest)."""
+
+
+@dataclasses.dataclass
 class WatchingSettings:
     server_timeout: float | None = None
     """The server-side timeout of a watch request."""
@@ -260,6 +270,7 @@ class OperatorSettings:
     sharding: ShardingSettings = dataclasses.field(default_factory=ShardingSettings)
     admission: AdmissionSettings = dataclasses.field(default_factory=AdmissionSettings)
     metrics: MetricsSettings = dataclasses.field(default_factory=MetricsSettings)
+    logs: LogsSettings = dataclasses.field(default_factory=LogsSettings)
 
     @property
     def batching(self) -> QueueingSettings:
@@ -327,6 +338,7 @@ class OperatorSettings:
             'leadership': dataclasses.asdict(self.leadership),
             'sharding': dataclasses.asdict(self.sharding),
             'metrics': dataclasses.asdict(self.metrics),
+            'logs': dataclasses.asdict(self.logs),
             'networking': {
                 'request_timeout': self.networking.request_timeout,
                 'connect_timeout': self.networking.connect_timeout,

@@ -5,6 +5,7 @@ Each returns the function unchanged, so handlers stay plain functions to test.
 
 from __future__ import annotations
 
+import re
 import warnings
 from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -18,6 +19,7 @@ from kopf._handlers import (
     ChangingHandler,
     DaemonHandler,
     IndexingHandler,
+    LogHandler,
     MetaFilter,
     OperatorRegistry,
     Reason,
@@ -41,6 +43,7 @@ IndexingFnT = TypeVar('IndexingFnT', bound='_callbacks.IndexingFn')
 WebhookFnT = TypeVar('WebhookFnT', bound='_callbacks.WebhookFn')
 DaemonFnT = TypeVar('DaemonFnT', bound='_callbacks.DaemonFn')
 TimerFnT = TypeVar('TimerFnT', bound='_callbacks.TimerFn')
+LoggingFnT = TypeVar('LoggingFnT', bound='_callbacks.LoggingFn')
 ResourceArg = str | Marker | Callable[[Resource], bool] | None
 FieldSpec = str | list[str] | tuple[str, ...] | None
 
@@ -258,6 +261,72 @@ def event(
             errors=None, timeout=None, retries=None, backoff=None,
             selector=selector, labels=labels, annotations=annotations, when=when,
             field=real_field, value=value,
+        ))
+        return fn
+    return decorator
+
+
+def log(
+        arg1: ResourceArg = None, arg2: str | Marker | None = None, arg3: str | Marker | None = None, /, *,
+        group: str | None = None, version: str | None = None, kind: str | None = None,
+        plural: str | None = None, singular: str | None = None, shortcut: str | None = None,
+        category: str | None = None, id: str | None = None, param: Any | None = None,
+        errors: ErrorsMode | None = None, timeout: float | None = None, retries: int | None = None,
+        backoff: float | None = None,
+        regex: str | re.Pattern[str] | None = None, container: str | Collection[str] | None = None,
+        labels: MetaFilter | None = None, annotations: MetaFilter | None = None,
+        when: Callable[..., bool] | None = None, field: FieldSpec = None, value: Any | None = None,
+        registry: OperatorRegistry | None = None,
+) -> Callable[[LoggingFnT], LoggingFnT]:
+    """``@kopf.on.log()``: for lines of the logs of pods' containers (not in Kopf).
+
+    The resource is pods (``''``, ``'v1'``, ``'pods'``) unless given. Each running container
+    of each matching pod is followed, from its start, line by line and in order; with
+    ``regex=`` (a string or a compiled pattern, flags kept), only the lines it finds (with
+    ``re.search``) reach the function. ``container=`` names the containers to follow (a name
+    or several; all if unset). The function gets ``log`` (the line, without its newline),
+    ``match`` (the ``re.Match``, or ``None`` without a regex), ``container``, ``timestamp``
+    (the line's time, as its container runtime gave it), and the pod's kwargs, as
+    ``on.event`` handlers have them; its ``patch`` is applied to the pod.
+    The patterns are matched by the core: one it cannot take (look-arounds, backreferences)
+    fails here. Errors are logged and the line skipped, unless ``errors=`` says otherwise:
+    ``kopf.ErrorsMode.TEMPORARY`` retries the line (with ``backoff``, ``retries``,
+    ``timeout``) before the pod's next lines are handled.
+    """
+    if isinstance(regex, str):
+        try:
+            regex = re.compile(regex)
+        except re.error as e:
+            raise ValueError(f"The log handler's regex={regex!r} is not a valid pattern: {e}") from e
+    if regex is not None and not isinstance(regex, re.Pattern):
+        raise TypeError(f"A log handler's regex= is a string or a compiled pattern, not {type(regex).__name__}.")
+    if regex is not None and not isinstance(regex.pattern, str):
+        raise TypeError("A log handler's regex= is a text pattern: the lines are text, not bytes.")
+    if regex is not None:
+        try:
+            services.log_pattern_matches(regex.pattern, int(regex.flags), [])
+        except ValueError as e:
+            raise ValueError(f"The log handler's regex={regex.pattern!r} cannot be matched by the engine "
+                             f"(it matches lines in Rust's regex syntax): {e}") from e
+    containers = (container,) if isinstance(container, str) else tuple(container) if container is not None else None
+    if containers is not None and (not containers or not all(isinstance(c, str) and c for c in containers)):
+        raise ValueError(f"A log handler's container= names one container or several, not {container!r}.")
+    if arg1 is None and arg2 is None and arg3 is None and group is None and version is None and kind is None \
+            and plural is None and singular is None and shortcut is None and category is None:
+        arg1, arg2, arg3 = '', 'v1', 'pods'
+
+    def decorator(fn: LoggingFnT) -> LoggingFnT:
+        _verify_values(field, value)
+        _verify_filters(labels, annotations)
+        real_registry = registry if registry is not None else get_default_registry()
+        real_field = parse_field(field) or None
+        selector = Selector(arg1, arg2, arg3, group=group, version=version, kind=kind, plural=plural,
+                            singular=singular, shortcut=shortcut, category=category)
+        real_registry._logging.append(LogHandler(
+            fn=fn, id=generate_id(fn=fn, id=id), param=param,
+            errors=errors, timeout=timeout, retries=retries, backoff=backoff,
+            selector=selector, labels=labels, annotations=annotations, when=when,
+            field=real_field, value=value, regex=regex, containers=containers,
         ))
         return fn
     return decorator

@@ -75,6 +75,7 @@ impl Threads {
                     HandlerKind::Spawning,
                     HandlerKind::Indexing,
                     HandlerKind::Admission,
+                    HandlerKind::Logging,
                 ]
                 .into_iter()
                 .map(kind_name)
@@ -178,6 +179,7 @@ fn kind_name(kind: HandlerKind) -> &'static str {
         HandlerKind::Spawning => "spawning",
         HandlerKind::Indexing => "indexing",
         HandlerKind::Admission => "admission",
+        HandlerKind::Logging => "logging",
     }
 }
 
@@ -320,6 +322,13 @@ pub(super) fn invocation_dict<'py>(
         request.set_item(intern!(py, "headers"), headers)?;
         request.set_item(intern!(py, "sslpeer"), to_py(py, &admission.sslpeer)?)?;
         dict.set_item(intern!(py, "admission"), request)?;
+    }
+    if let Some(log) = &call.log {
+        let line = PyDict::new(py);
+        line.set_item(intern!(py, "line"), &log.line)?;
+        line.set_item(intern!(py, "container"), &log.container)?;
+        line.set_item(intern!(py, "timestamp"), &log.timestamp)?;
+        dict.set_item(intern!(py, "log"), line)?;
     }
     Ok(dict)
 }

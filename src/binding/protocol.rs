@@ -13,7 +13,9 @@ use crate::client::resources::Resource;
 use crate::client::watching::EventType;
 use crate::indices::datum::Strings;
 use crate::intents::handlers::Reason;
-use crate::intents::hooks::{AdmissionCall, DaemonCall, HandlerKind, Invocation, PlanRequest};
+use crate::intents::hooks::{
+    AdmissionCall, DaemonCall, HandlerKind, Invocation, LogCall, PlanRequest,
+};
 use crate::intents::hooks::{Failure, Rejection};
 use crate::state::bodies::CompactBody;
 use crate::state::diffs::{DiffItem, Operation};
@@ -68,6 +70,11 @@ pub(super) fn protocol_samples(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
             body: Arc::new(CompactBody::of(&body)),
         }),
         admission: Some(Arc::new(AdmissionCall::default())),
+        log: Some(Arc::new(LogCall {
+            line: "model accuracy is 97.5%".into(),
+            container: "main".into(),
+            timestamp: "2026-01-01T00:00:00.000000Z".into(),
+        })),
     };
     let samples = PyDict::new(py);
     samples.set_item("Invocation", invocation_dict(py, &call)?)?;

@@ -1,4 +1,4 @@
-"""Log handlers' patterns (`@kopf.on.log(regex=...)`, to come) are matched by the core, in Rust:
+"""Log handlers' patterns (`@kopf.on.log(regex=...)`) are matched by the core, in Rust:
 for the syntax it takes, it matches the same lines as Python's `re` does, side by side; what it
 cannot take is refused with its reason, not matched differently."""
 

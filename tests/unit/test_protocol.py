@@ -30,7 +30,8 @@ def test_what_the_core_sends_has_the_keys_described(name: str) -> None:
 
 
 @pytest.mark.parametrize("part, shape", [("daemon", _protocol.DaemonCall),
-                                         ("admission", _protocol.AdmissionCall)])
+                                         ("admission", _protocol.AdmissionCall),
+                                         ("log", _protocol.LogCall)])
 def test_the_optional_parts_of_a_call_have_the_keys_described(part: str, shape: Any) -> None:
     invocation = _engine.protocol_samples()["Invocation"]
     assert set(invocation[part]) == keys(shape)

@@ -22,6 +22,27 @@ pub struct Settings {
     pub sharding: ShardingSettings,
     pub scanning: ScanningSettings,
     pub metrics: MetricsSettings,
+    pub logs: LogsSettings,
+}
+
+/// `settings.logs` (not in Kopf): how `@kopf.on.log` handlers follow the pods' logs.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LogsSettings {
+    /// How many containers' logs are followed at once; more wait for a place.
+    pub max_streams: std::num::NonZeroUsize,
+    /// How many matched lines of one pod may wait for its handlers: beyond that, its logs
+    /// are read no further until the handlers catch up (the server keeps the rest).
+    pub queue_size: std::num::NonZeroUsize,
+}
+
+impl Default for LogsSettings {
+    fn default() -> Self {
+        Self {
+            max_streams: std::num::NonZeroUsize::new(500).expect("not zero"),
+            queue_size: std::num::NonZeroUsize::new(1000).expect("not zero"),
+        }
+    }
 }
 
 /// `kopf run --metrics [HOST:]PORT` / `settings.metrics.address` (not in Kopf; opt-in).

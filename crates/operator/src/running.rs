@@ -12,6 +12,7 @@ use crate::client::resources::{Resource, Selector};
 use crate::client::watching::{EventType, RawEvent, Watched, Watcher};
 use crate::engine::context::ResourceContext;
 use crate::engine::daemons::Daemons;
+use crate::engine::logs::Logs;
 use crate::engine::queueing::Dispatcher;
 use crate::ha::leadership::{Leadership, LeaseLock};
 use crate::ha::pausing::Pause;
@@ -19,7 +20,7 @@ use crate::ha::peering::{self, Peering, PeeringError, Target};
 use crate::ha::sharding::{self, Sharding};
 use crate::indices::{Indices, InitialListing};
 use crate::intents::handlers::{
-    ChangingHandler, IndexingHandler, SpawningHandler, WatchingHandler, WebhookHandler,
+    ChangingHandler, IndexingHandler, LogHandler, SpawningHandler, WatchingHandler, WebhookHandler,
 };
 use crate::intents::hooks::{HandlerKind, Hooks};
 use crate::intents::lifecycles::Lifecycle;
@@ -50,6 +51,8 @@ pub struct OperatorSpec {
     pub indexing: Vec<IndexingHandler>,
     #[serde(default)]
     pub webhooks: Vec<WebhookHandler>,
+    #[serde(default)]
+    pub logging: Vec<LogHandler>,
     /// `settings.admission.managed`: the webhook configurations to keep, by this name.
     #[serde(default)]
     pub admission_managed: Option<String>,
@@ -80,7 +83,8 @@ impl OperatorSpec {
             .chain(self.watching.iter().map(|h| &h.filters))
             .chain(self.spawning.iter().map(|h| &h.filters))
             .chain(self.indexing.iter().map(|h| &h.filters))
-            .chain(self.webhooks.iter().map(|h| &h.filters));
+            .chain(self.webhooks.iter().map(|h| &h.filters))
+            .chain(self.logging.iter().map(|h| &h.filters));
         let mut groups: BTreeSet<String> = OWN_GROUPS.iter().map(|g| (*g).to_owned()).collect();
         for selector in filters.filter_map(|filters| filters.selector.as_ref()) {
             match &selector.group {
@@ -177,6 +181,7 @@ struct Planned {
     /// Shared by all the daemons and timers spawned for the objects.
     spawning: Vec<Arc<SpawningHandler>>,
     indexing: Vec<IndexingHandler>,
+    logging: Vec<Arc<LogHandler>>,
 }
 
 /// Which resources to serve, with the handlers of each; `warn` about the unresolved ones
@@ -198,7 +203,11 @@ async fn plan(
         .map(|(at, h)| (HandlerKind::Spawning, &h.filters, h.index, at));
     let indexing = (spec.indexing.iter().enumerate())
         .map(|(at, h)| (HandlerKind::Indexing, &h.filters, h.index, at));
-    let all = changing.chain(watching).chain(spawning).chain(indexing);
+    let logging = (spec.logging.iter().enumerate())
+        .map(|(at, h)| (HandlerKind::Logging, &h.filters, h.index, at));
+    let all = (changing.chain(watching).chain(spawning))
+        .chain(indexing)
+        .chain(logging);
     for (kind, filters, index, at) in all {
         let Some(selector) = &filters.selector else {
             continue; // not the operator's own handler (none comes without a selector)
@@ -215,12 +224,14 @@ async fn plan(
                 watching: Vec::new(),
                 spawning: Vec::new(),
                 indexing: Vec::new(),
+                logging: Vec::new(),
             });
             match kind {
                 HandlerKind::Changing => plan.changing.push(spec.changing[at].clone()),
                 HandlerKind::Watching => plan.watching.push(spec.watching[at].clone()),
                 HandlerKind::Spawning => plan.spawning.push(Arc::new(spec.spawning[at].clone())),
                 HandlerKind::Indexing => plan.indexing.push(spec.indexing[at].clone()),
+                HandlerKind::Logging => plan.logging.push(Arc::new(spec.logging[at].clone())),
                 HandlerKind::Admission => {} // served by the webhooks, not watched
             }
         }
@@ -233,7 +244,22 @@ async fn plan(
         );
     }
     let mut result = Vec::new();
-    for (_, plan) in planned {
+    for (_, mut plan) in planned {
+        let logless = !plan.resource.subresources.iter().any(|s| s == "log");
+        if logless && !plan.logging.is_empty() {
+            // Only objects with a `log` subresource (pods) have logs to follow.
+            plan.logging.clear();
+            if warn {
+                tracing::warn!(target: ENGINE,
+                    "Log handlers are not served for {}: its objects have no logs",
+                    plan.resource.name()
+                );
+            }
+            let empty = plan.changing.is_empty() && plan.watching.is_empty();
+            if empty && plan.spawning.is_empty() && plan.indexing.is_empty() {
+                continue;
+            }
+        }
         let resource = &plan.resource;
         let can = |verb: &str| resource.verbs.iter().any(|v| v == verb);
         let patches = !plan.changing.is_empty() || !plan.spawning.is_empty();
@@ -342,6 +368,7 @@ pub async fn run(
         pause: ha.pause.clone(),
         shards: ha.shards.take(),
         daemons: Vec::new(),
+        logs: Vec::new(),
         watchers: BTreeMap::new(),
         dispatchers: JoinSet::new(),
     };
@@ -667,6 +694,8 @@ struct Serving {
     /// The shard served now, with automatic sharding.
     shards: Option<watch::Receiver<Option<String>>>,
     daemons: Vec<Arc<Daemons>>,
+    /// The pods' logs followed for log handlers, paused with the daemons.
+    logs: Vec<Arc<Logs>>,
     watchers: BTreeMap<String, JoinSet<()>>,
     dispatchers: JoinSet<()>,
 }
@@ -711,6 +740,7 @@ impl Serving {
             changing: plan.changing,
             watching: plan.watching,
             spawning: plan.spawning,
+            logging: plan.logging,
             indexing: plan.indexing,
             indices: self.indices.clone(),
             progress: self.storages.progress.clone(),
@@ -756,10 +786,16 @@ impl Serving {
             self.daemons.push(daemons.clone());
             // Registered now, before any stream starts: handlers wait for this one too.
             let listing = (!ctx.indexing.is_empty()).then(|| InitialListing::expect(&self.indices));
+            let logs = (!ctx.logging.is_empty()).then(|| {
+                let logs = Logs::new(ctx.clone(), self.credentials.clone(), self.pause.clone());
+                Arc::new(logs)
+            });
+            self.logs.extend(logs.clone());
             let dispatcher = Dispatcher {
                 ctx: ctx.clone(),
                 limiter: self.limiter.clone(),
                 daemons,
+                logs,
                 pause: self.pause.clone(),
                 listing,
             };
@@ -770,6 +806,9 @@ impl Serving {
 
     /// Pause or resume the daemons (the watchers follow the pause by themselves).
     fn set_paused(&self, paused: bool) {
+        for logs in &self.logs {
+            logs.set_paused(paused);
+        }
         for daemons in &self.daemons {
             let daemons = daemons.clone();
             tasks::spawn(async move { daemons.set_paused(paused).await });

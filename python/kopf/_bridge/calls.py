@@ -47,13 +47,13 @@ engine_logger = logging.getLogger('kopf._core.engine')
 
 # Silent handlers log locally (no K8s Events); indexing ones, called often, even less.
 _LOGGERS: dict[HandlerKind, type[ObjectLogger]] = {'watching': LocalObjectLogger, 'indexing': TerseObjectLogger,
-                                                   'admission': LocalObjectLogger}
+                                                   'admission': LocalObjectLogger, 'logging': LocalObjectLogger}
 _ABSENT_VALUE = object()
 _NO_RUNTIME = datetime.timedelta(0)  # the first attempt's (timedeltas are immutable)
 # How handlers' errors are treated unless they say (`errors=`): a review is answered at once,
-# with no retries; `on.event` and indexing handlers are not retried; the others are.
+# with no retries; `on.event`, indexing and log handlers are not retried; the others are.
 _DEFAULT_ERRORS: dict[HandlerKind, ErrorsMode] = {'admission': ErrorsMode.PERMANENT, 'watching': ErrorsMode.IGNORED,
-                                                  'indexing': ErrorsMode.IGNORED}
+                                                  'indexing': ErrorsMode.IGNORED, 'logging': ErrorsMode.IGNORED}
 
 
 def _resolve(data: Any, path: tuple[str, ...] | None) -> Any:
@@ -80,9 +80,10 @@ class Bridge:
         self.spawning = list(registry._spawning)
         self.indexing = list(registry._indexing)
         self.webhooks = list(registry._webhooks)
+        self.logging = list(registry._logging)
         self._by_kind: dict[HandlerKind, list[Any]] = {'changing': self.changing, 'watching': self.watching,
                                                        'spawning': self.spawning, 'indexing': self.indexing,
-                                                       'admission': self.webhooks}
+                                                       'admission': self.webhooks, 'logging': self.logging}
         self.settings = settings
         self.memobase = memo
         self.memos = ObjectMemos(memo)
@@ -123,6 +124,8 @@ class Bridge:
                          for i, h in enumerate(self.spawning)],
             'indexing': [{'index': i, 'id': h.id, **h.filters_for_engine()} for i, h in enumerate(self.indexing)],
             'webhooks': [{'index': i, **h.webhook_for_engine()} for i, h in enumerate(self.webhooks)],
+            'logging': [{'index': i, 'id': h.id, **h.filters_for_engine(), **h.logging_for_engine()}
+                        for i, h in enumerate(self.logging)],
         }
 
     # -- the core's calls: queued by the core, served on this loop ------------------------------
@@ -281,6 +284,8 @@ class Bridge:
     async def invoke(self, call: Invocation) -> Invoked | None:
         handler = self._handler(call)
         kwargs, logger, patch = self._call_kwargs(call, handler)
+        if kwargs.get('match', _ABSENT_VALUE) is None and getattr(handler, 'regex', None) is not None:
+            return None  # the core's match, not Python's (see `_unmatched_line`)
         daemon = call.get('daemon')
         stopper = self.stoppers.get(daemon['token']) if daemon is not None else None  # made by `_kwargs`
         if stopper is not None and stopper.cancelled:
@@ -315,6 +320,8 @@ class Bridge:
     def _invoke_here(self, call: Invocation) -> Invoked | None:
         handler = self._handler(call)
         kwargs, logger, patch = self._call_kwargs(call, handler)
+        if kwargs.get('match', _ABSENT_VALUE) is None and getattr(handler, 'regex', None) is not None:
+            return None  # the core's match, not Python's (see `_unmatched_line`)
         sub = self._subhandling(call, handler, kwargs)
         _subhandling.current.set(sub)  # in this call's own context (see `invoke_in_thread`)
         changing = isinstance(handler, ChangingHandler)
@@ -488,6 +495,14 @@ class Bridge:
                        'subresource': admission['subresource'], 'diff': Diff(call['diff'] or ()),
                        'old': Body(call['old']) if call['old'] is not None else None,
                        'new': Body(call['new']) if call['new'] is not None else None}
+        elif call['kind'] == 'logging' and 'log' in call:
+            line = call['log']
+            regex = getattr(handler, 'regex', None)
+            match = None if regex is None else regex.search(line['line'])
+            if match is None and regex is not None:
+                _unmatched_line(handler, line['line'], logger)
+            kwargs |= {'log': line['line'], 'match': match, 'container': line['container'],
+                       'timestamp': _timestamp(line['timestamp'])}
         elif call['kind'] == 'changing' and call['reason'] is not None:
             kwargs |= {'reason': Reason(call['reason']), 'diff': Diff(call['diff'] or ()),
                        'old': call['old'], 'new': call['new']}
@@ -569,6 +584,19 @@ def _started(text: str) -> datetime.datetime:
     """When a handler was first called: the same for all calls of a timer and for all
     retries of a handler (parsed once; datetimes are immutable)."""
     return datetime.datetime.fromisoformat(text)
+
+
+@functools.lru_cache(maxsize=256)
+def _timestamp(text: str) -> datetime.datetime:
+    """A log line's time, aware (UTC); lines of one second share their parsed times often."""
+    return datetime.datetime.fromisoformat(text)
+
+
+def _unmatched_line(handler: Any, line: str, logger: Any) -> None:
+    """The core matched the line (Rust's regex), Python's `re` does not: the call is skipped,
+    as the handler would get no `match`. The two agree on all a pattern can say in both
+    (checked at the declaration), but a line with bytes that are not UTF-8 is text to one only."""
+    logger.debug(f"{handler} is not called for a line that Python's re does not match: {line[:200]!r}")
 
 
 def _rejection(error: BaseException | None) -> tuple[str, str, int | None] | None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any, Literal, NotRequired, TypedDict
 
 # The kinds of resource handlers, as the core names them (its `HandlerKind`).
-HandlerKind = Literal['changing', 'watching', 'spawning', 'indexing', 'admission']
+HandlerKind = Literal['changing', 'watching', 'spawning', 'indexing', 'admission', 'logging']
 
 # Which handler a call invokes: its kind and its position in the bridge's lists.
 Target = tuple[HandlerKind, int]
@@ -59,6 +59,13 @@ class AdmissionCall(TypedDict):
     sslpeer: dict[str, Any]  # the client's verified certificate, as ``getpeercert()`` has it
 
 
+class LogCall(TypedDict):
+    """What a log handler's call carries: the line matched."""
+    line: str  # without its newline; bytes that are not UTF-8 replaced
+    container: str
+    timestamp: str  # the line's time (RFC 3339, UTC, in microseconds)
+
+
 class Invocation(TypedDict):
     """A handler call (``Bridge.invoke()``), or a question to its filters' callbacks."""
     kind: HandlerKind
@@ -79,6 +86,7 @@ class Invocation(TypedDict):
     children: Any  # a change handler's call: the `kopf._engine.Scope` of its own sub-handlers
     daemon: NotRequired[DaemonCall]
     admission: NotRequired[AdmissionCall]
+    log: NotRequired[LogCall]
 
 
 class Invoked(TypedDict, total=False):

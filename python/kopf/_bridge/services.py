@@ -6,11 +6,12 @@ from kopf._engine import (
     check_cron,  # timers' cron schedules, checked where they are declared (``kopf.on``)
     describe_certificate,  # a client's certificate as ``getpeercert()`` has it (``kopf._webhooks``)
     discover,  # ``kopf rbac``: the resources the server serves (``kopf._rbac``)
+    log_pattern_matches,  # log handlers' patterns, as the core matches them (``kopf.on.log``)
     parse_kubeconfig,  # kubeconfig files for the login handlers (``kopf._credentials``)
     review_access,  # ``kopf rbac verify``: access reviews (``kopf._rbac``)
     touch_peering,  # ``kopf freeze/resume``: the peering objects written (``kopf._peering``)
 )
 from kopf._engine import __version__ as version  # the core's version (``kopf --version``)
 
-__all__ = ['IndexView', 'check_cron', 'describe_certificate', 'discover', 'parse_kubeconfig',
-           'review_access', 'touch_peering', 'version']
+__all__ = ['IndexView', 'check_cron', 'describe_certificate', 'discover', 'log_pattern_matches',
+           'parse_kubeconfig', 'review_access', 'touch_peering', 'version']

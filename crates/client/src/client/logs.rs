@@ -111,6 +111,16 @@ pub struct LogFollower {
 struct Stream {
     body: Pin<Box<dyn AsyncBufRead + Send>>,
     replay: Replay,
+    /// The line being read: kept here, so that a `next()` dropped mid-line (e.g. in a
+    /// `select!`) loses nothing, and the next call reads on.
+    partial: Partial,
+}
+
+/// A line read so far, and whether it is cut already.
+#[derive(Default)]
+struct Partial {
+    line: Vec<u8>,
+    cut: bool,
 }
 
 impl LogFollower {
@@ -129,8 +139,9 @@ impl LogFollower {
     }
 
     /// The next new line; `Ok(None)` when the stream has ended (the container has ended,
-    /// or the server closed the stream: the caller decides whether to follow on, and the
-    /// next call opens a new stream from the position).
+    /// the server closed the stream, or it was silent for the request timeout: the caller
+    /// decides whether to follow on, and the next call opens a new stream from the position).
+    /// Cancel-safe: a line half-read when the call is dropped is read on by the next call.
     pub async fn next(
         &mut self,
         credentials: &Credentials,
@@ -142,10 +153,25 @@ impl LogFollower {
                 self.stream = Some(Stream {
                     body: Box::pin(body),
                     replay: self.position.replay(),
+                    partial: Partial::default(),
                 });
             }
             let stream = self.stream.as_mut().expect("opened above");
-            let Some((mut raw, cut)) = read_line(stream.body.as_mut()).await? else {
+            let reading = read_line(stream.body.as_mut(), &mut stream.partial);
+            // A stream silent for `settings.networking.request_timeout` is opened again (a
+            // connection may die without a word): no line is lost by it, and quiet logs are
+            // normal, so it is no error.
+            let read = match credentials.read_timeout() {
+                Some(limit) => match tokio::time::timeout(limit, reading).await {
+                    Ok(read) => read?,
+                    Err(_) => {
+                        self.stream = None;
+                        return Ok(None);
+                    }
+                },
+                None => reading.await?,
+            };
+            let Some((mut raw, cut)) = read else {
                 self.stream = None;
                 return Ok(None);
             };
@@ -168,12 +194,11 @@ impl LogFollower {
 
 /// The next whole line (without its newline), cut to `MAX_LINE` (then true); `None` at the
 /// end: a last line without its newline is incomplete (the stream broke in it) and is read
-/// again by the next stream.
+/// again by the next stream. Cancel-safe: what is read of a line waits in `partial`.
 async fn read_line(
     mut body: Pin<&mut (dyn AsyncBufRead + Send)>,
+    partial: &mut Partial,
 ) -> Result<Option<(Vec<u8>, bool)>, kube::Error> {
-    let mut line = Vec::new();
-    let mut cut = false;
     loop {
         let (taken, complete) = {
             let chunk = body.fill_buf().await.map_err(kube::Error::ReadEvents)?;
@@ -185,14 +210,15 @@ async fn read_line(
                 None => (chunk.len(), false),
             };
             let text = &chunk[..if complete { taken - 1 } else { taken }];
-            let room = MAX_LINE.saturating_sub(line.len());
-            cut |= text.len() > room;
-            line.extend_from_slice(&text[..text.len().min(room)]);
+            let room = MAX_LINE.saturating_sub(partial.line.len());
+            partial.cut |= text.len() > room;
+            (partial.line).extend_from_slice(&text[..text.len().min(room)]);
             (taken, complete)
         };
         body.consume_unpin(taken);
         if complete {
-            return Ok(Some((line, cut)));
+            let line = std::mem::take(&mut partial.line);
+            return Ok(Some((line, std::mem::take(&mut partial.cut))));
         }
     }
 }
@@ -257,7 +283,8 @@ mod tests {
         let mut body: Pin<Box<dyn AsyncBufRead + Send>> =
             Box::pin(futures::io::BufReader::with_capacity(7, text.as_bytes()));
         let mut lines = Vec::new();
-        while let Some(line) = read_line(body.as_mut()).await.unwrap() {
+        let mut partial = Partial::default();
+        while let Some(line) = read_line(body.as_mut(), &mut partial).await.unwrap() {
             lines.push(line);
         }
         assert_eq!(lines.len(), 3); // the partial last line is not a line

@@ -6,7 +6,7 @@ use crate::client::applying::Patcher;
 use crate::client::resources::Resource;
 use crate::indices::Indices;
 use crate::intents::handlers::{
-    ChangingHandler, IndexingHandler, Reason, SpawningHandler, WatchingHandler,
+    ChangingHandler, IndexingHandler, LogHandler, Reason, SpawningHandler, WatchingHandler,
 };
 use crate::intents::hooks::{HandlerKind, Hooks, Invocation};
 use crate::intents::lifecycles::Lifecycle;
@@ -110,6 +110,8 @@ pub struct ResourceContext {
     pub lifecycle: Lifecycle,
     pub watching: Vec<WatchingHandler>,
     pub spawning: Vec<Arc<SpawningHandler>>,
+    /// `@kopf.on.log` handlers (of pods).
+    pub logging: Vec<Arc<LogHandler>>,
     pub progress: Arc<dyn ProgressStorage>,
     pub diffbase: Arc<dyn DiffBaseStorage>,
     /// Fields handlers watch outside the default essence (e.g. in `status`).

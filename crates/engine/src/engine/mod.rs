@@ -2,7 +2,8 @@
 //! `queueing` routes each object's events to its worker; `processing` finds the cause
 //! and the handlers to call (`selecting`: which of the declared ones match; `executing`:
 //! calling them through the `intents`' hooks); `indexing` fills the indices; `daemons`
-//! runs daemons and timers per object (`coalescing`: when their intervals end); `context`
+//! runs daemons and timers per object (`coalescing`: when their intervals end); `logs`
+//! follows the pods' logs for the log handlers; `context`
 //! is what they share per resource and per object.
 //!
 //! Uses: every layer before it.
@@ -12,6 +13,7 @@ pub mod context;
 pub mod daemons;
 pub mod executing;
 pub mod indexing;
+pub mod logs;
 pub mod processing;
 pub mod queueing;
 pub mod selecting;

@@ -440,6 +440,7 @@ pub fn context_with(
         lifecycle: Default::default(),
         watching: handlers.watching,
         spawning: handlers.spawning.into_iter().map(Arc::new).collect(),
+        logging: Vec::new(),
         progress: storages.progress,
         diffbase: storages.diffbase,
         extra_fields: Vec::new(),

@@ -334,6 +334,43 @@ impl Filtered for IndexingHandler {
     }
 }
 
+/// `@kopf.on.log` handlers: the lines of pods' containers' logs, matched here (a line that
+/// matches no handler never reaches Python).
+#[derive(Debug, Clone, Deserialize)]
+pub struct LogHandler {
+    pub index: usize,
+    pub id: String,
+    /// `regex=`: none matches every line.
+    #[serde(default)]
+    pub regex: Option<crate::intents::patterns::LogPattern>,
+    /// `container=`: the containers whose lines it takes; none: all of them.
+    #[serde(default)]
+    pub containers: Option<Vec<String>>,
+    #[serde(flatten)]
+    pub filters: ResourceFilters,
+}
+
+impl LogHandler {
+    /// Whether it takes this container's lines.
+    pub fn follows(&self, container: &str) -> bool {
+        (self.containers.as_ref()).is_none_or(|names| names.iter().any(|n| n == container))
+    }
+
+    /// Whether it takes this line (of a container it follows).
+    pub fn matches(&self, line: &[u8]) -> bool {
+        self.regex.as_ref().is_none_or(|r| r.is_match(line))
+    }
+}
+
+impl Filtered for LogHandler {
+    fn index(&self) -> usize {
+        self.index
+    }
+    fn filters(&self) -> &ResourceFilters {
+        &self.filters
+    }
+}
+
 /// `@kopf.daemon` and `@kopf.timer` handlers: spawned per object, scheduled by the core.
 #[derive(Debug, Clone, Deserialize)]
 pub struct SpawningHandler {

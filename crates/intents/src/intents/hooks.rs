@@ -28,6 +28,8 @@ pub enum HandlerKind {
     Spawning,
     /// `@kopf.on.validate` and `@kopf.on.mutate` handlers.
     Admission,
+    /// `@kopf.on.log` handlers.
+    Logging,
 }
 
 /// What a daemon's or timer's call carries besides the usual: its stopper.
@@ -42,6 +44,16 @@ pub struct DaemonCall {
     /// The object's latest body, compact: shared with Python, which converts what it reads
     /// (and keeps it while the body stays the same).
     pub body: Arc<CompactBody>,
+}
+
+/// What a log handler's call carries besides the pod: the line.
+#[derive(Debug, Clone)]
+pub struct LogCall {
+    /// The line, without its newline (bytes that are not UTF-8 are replaced).
+    pub line: String,
+    pub container: String,
+    /// The line's time, as its container runtime gave it (RFC 3339, UTC, in microseconds).
+    pub timestamp: String,
 }
 
 /// What an admission handler's call carries besides the object: the request's details.
@@ -95,6 +107,8 @@ pub struct Invocation {
     pub daemon: Option<DaemonCall>,
     /// For admission handlers.
     pub admission: Option<Arc<AdmissionCall>>,
+    /// For log handlers.
+    pub log: Option<Arc<LogCall>>,
 }
 
 impl Invocation {
@@ -122,6 +136,7 @@ impl Invocation {
             runtime: 0.0,
             daemon: None,
             admission: None,
+            log: None,
         }
     }
 }

@@ -9,6 +9,7 @@
 //! matches them as they are, text or not.
 
 use regex::bytes::{Regex, RegexBuilder};
+use serde::Deserialize;
 
 /// Python's `re` flags (their values in the `re` module).
 const IGNORECASE: u32 = 2;
@@ -24,9 +25,25 @@ const ASCII: u32 = 256;
 /// bounded repetition of a Unicode class) would hold that memory for the operator's life.
 const SIZE_LIMIT: usize = 4 << 20;
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Deserialize)]
+#[serde(try_from = "PatternSpec")]
 pub struct LogPattern {
     regex: Regex,
+}
+
+/// A pattern as the Python side declares it: `re.Pattern.pattern` and `.flags`.
+#[derive(Debug, Deserialize)]
+struct PatternSpec {
+    pattern: String,
+    flags: u32,
+}
+
+impl TryFrom<PatternSpec> for LogPattern {
+    type Error = String;
+
+    fn try_from(spec: PatternSpec) -> Result<Self, String> {
+        LogPattern::new(&spec.pattern, spec.flags)
+    }
 }
 
 impl LogPattern {

@@ -11,6 +11,7 @@
 use crate::client::watching::{EventType, RawEvent, Watched};
 use crate::engine::context::{object_key, Memory, ResourceContext, Resting};
 use crate::engine::daemons::Daemons;
+use crate::engine::logs::Logs;
 use crate::ha::pausing::Pause;
 use crate::indices::InitialListing;
 use crate::util::identity::ObjectId;
@@ -35,6 +36,8 @@ pub struct Dispatcher {
     pub limiter: Option<Arc<Semaphore>>,
     /// The objects' daemons and timers; they outlive the workers.
     pub daemons: Arc<Daemons>,
+    /// The pods' logs followed for the log handlers (none without them).
+    pub logs: Option<Arc<Logs>>,
     /// While paused (peering, leader election), events are dropped: they are listed again.
     pub pause: Arc<Pause>,
     /// For a resource with indices: its initial listing, which every handler waits for.
@@ -200,7 +203,12 @@ impl Dispatcher {
                 workers.abort_all();
             }
         };
-        tokio::join!(this.daemons.stop_all(), finishing);
+        let logs = async {
+            if let Some(logs) = &this.logs {
+                logs.stop_all().await;
+            }
+        };
+        tokio::join!(this.daemons.stop_all(), logs, finishing);
     }
 
     /// Into the object's queue; a closed one (its worker idled out) or none: a new worker.

@@ -64,6 +64,7 @@ fn start_with(handlers: Handlers, pause: Arc<Pause>) -> Setup {
     let listing = (!ctx.indexing.is_empty()).then(|| InitialListing::expect(&ctx.indices));
     let dispatcher = Dispatcher {
         daemons: Arc::new(Daemons::new(ctx.clone(), pause.clone())),
+        logs: None,
         ctx: ctx.clone(),
         limiter: None,
         pause,

@@ -243,6 +243,13 @@ impl Worker {
 
     /// The `on.event` handlers of one event.
     async fn watch(&mut self, event: &RawEvent) {
+        if let Some(logs) = &self.dispatcher.logs {
+            if event.event_type == EventType::Deleted {
+                logs.forget(&self.key);
+            } else {
+                logs.observe(&self.key, &event.object).await;
+            }
+        }
         let patch = processing::process_watching(&self.dispatcher.ctx, event).await;
         self.watching_patch.merge_from(&Value::Object(patch.merge));
     }
@@ -396,6 +403,9 @@ impl Worker {
     fn forget(&mut self) {
         self.gone = true;
         self.dispatcher.daemons.forget(&self.key);
+        if let Some(logs) = &self.dispatcher.logs {
+            logs.forget(&self.key);
+        }
         self.ctx().hooks.forget(&self.key);
     }
 
