@@ -187,11 +187,15 @@ class Operator:
 
     options: list[str] = []  # extra `kopf run` options for all runs (e.g. --quiet)
 
-    def __init__(self, kopf: str, script: Path, namespace: str, workdir: Path, env: dict[str, str]) -> None:
+    def __init__(self, kopf: str, script: Path, namespace: str, workdir: Path, env: dict[str, str],
+                 command: list[str] | None = None) -> None:
+        """``command``: another program than ``kopf run`` doing the same work (it is given the namespace)."""
         self.log = workdir / "operator.log"
         self._out = open(self.log, "wb")
+        args = [*command, namespace] if command else [kopf, "run", "--standalone", *self.options, "-n", namespace,
+                                                       str(script)]
         self.process = subprocess.Popen(
-            [kopf, "run", "--standalone", *self.options, "-n", namespace, str(script)], cwd=workdir,
+            args, cwd=workdir,
             stdout=self._out, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1", **env},
         )
         self.started = time.monotonic()
@@ -416,6 +420,120 @@ def indexing(run: Run) -> dict[str, Any]:
             "exit_code": code}
 
 
+class Pods:
+    """N pods on kwok's simulated nodes, each with a container whose log is a file that the
+    benchmark writes (see tests/cluster/kwok.yaml); their namespace deleted afterwards."""
+
+    def __init__(self, count: int, directory: Path) -> None:
+        self.namespace = f"bench-{uuid.uuid4().hex[:8]}"
+        self.files = [directory / f"pod-{i}.log" for i in range(count)]
+
+    def __enter__(self) -> Pods:
+        kubectl("create", "namespace", self.namespace)
+        documents = []
+        for i, path in enumerate(self.files):
+            path.touch()
+            documents.append({"apiVersion": "kwok.x-k8s.io/v1alpha1", "kind": "Logs",
+                              "metadata": {"name": f"pod-{i}", "namespace": self.namespace},
+                              "spec": {"logs": [{"containers": ["main"], "logsFile": str(path), "follow": True}]}})
+            documents.append({"apiVersion": "v1", "kind": "Pod",
+                              "metadata": {"name": f"pod-{i}", "namespace": self.namespace,
+                                           "labels": {"app": "bench-logs"}},
+                              "spec": {"containers": [{"name": "main", "image": "example.com/main:1"}],
+                                       "terminationGracePeriodSeconds": 0}})
+        kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": documents}))
+        deadline = time.monotonic() + 300
+        while True:
+            pods = json.loads(kubectl("get", "pods", "-n", self.namespace, "-o", "json"))["items"]
+            if sum(p.get("status", {}).get("phase") == "Running" for p in pods) == len(self.files):
+                return self
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the benchmark's {len(self.files)} pods did not all run in 300 s")
+            time.sleep(1)
+
+    def __exit__(self, *_: object) -> None:
+        kubectl("delete", "namespace", self.namespace, "--wait=true", "--timeout=600s")
+
+
+class LogWriter(threading.Thread):
+    """Appends lines to every pod's log at `rate` lines a second each (one in ten matches the
+    workload's pattern), in batches four times a second; counts what it wrote."""
+
+    def __init__(self, files: list[Path], rate: int) -> None:
+        super().__init__(daemon=True)
+        self.files, self.rate = files, rate
+        self.written = self.matching = 0
+        self._halt = threading.Event()
+
+    def run(self) -> None:
+        batch, tick, serial = max(1, self.rate // 4), 1 / 4, 0
+        next_at = time.monotonic()
+        while not self._halt.is_set():
+            now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")
+            for path in self.files:
+                lines = []
+                for _ in range(batch):
+                    serial += 1
+                    text = (f"epoch {serial}: model accuracy is {serial % 100}.5%" if serial % 10 == 0 else
+                            f"step {serial}: loss=0.{serial % 997:03d} lr=0.001 batch=64 samples/s=1234.5 ok")
+                    lines.append(f"{now}000Z stdout F {text}\n")
+                    self.matching += serial % 10 == 0
+                with path.open("a") as file:
+                    file.writelines(lines)
+                self.written += batch
+            next_at += tick
+            self._halt.wait(max(0.0, next_at - time.monotonic()))
+
+    def stop(self) -> None:
+        self._halt.set()
+        self.join()
+
+
+def handled_count(path: Path) -> int:
+    try:
+        return int(path.read_text() or 0)
+    except (OSError, ValueError):
+        return 0
+
+
+LOG_RATE = 20  # lines a second per pod
+
+
+def logs(run: Run) -> dict[str, Any]:
+    """N pods logging LOG_RATE lines a second each, one in ten matched by a log handler: the
+    CPU per line read, memory at the window's start and end (flat: bounded queues), and how
+    far the handling lags behind the writing at the end. Against the same work in plain
+    Python (`kubernetes_asyncio` and `re`, bench/workloads/logs_plain.py) in the Kopf column:
+    Kopf has no log handlers."""
+    with tempfile.TemporaryDirectory() as tmp, Pods(run.objects, Path(tmp)) as pods:
+        workdir = Path(tmp)
+        counts = workdir / "handled"
+        command = [run.kopf, str(WORKLOADS / "logs_plain.py")] if run.engine == "kopf" else None
+        operator = Operator(run.kopf, WORKLOADS / "logs.py", pods.namespace, workdir,
+                            {"BENCH_COUNTS": str(counts)}, command=command)
+        writer = LogWriter(pods.files, LOG_RATE)
+        writer.start()
+        time.sleep(run.warmup)
+        written_start, cpu_start = writer.written, cpu_seconds(operator.process.pid)
+        rss_start = current_rss_mib(operator.process.pid)
+        time.sleep(run.duration)
+        written, cpu = writer.written - written_start, cpu_seconds(operator.process.pid) - cpu_start
+        rss_end, peak = current_rss_mib(operator.process.pid), peak_rss_mib(operator.process.pid)
+        lag = writer.matching - handled_count(counts)
+        writer.stop()
+        code, exit_time = operator.terminate()
+    return {
+        "cpu_seconds": cpu,
+        "lines_per_cpu_second": written / cpu if cpu else float("nan"),
+        "rss_mib": rss_end,
+        "rss_growth_mib": rss_end - rss_start,
+        "peak_rss_mib": peak,
+        "lines_written": written,
+        "lag_lines": lag,
+        "exit_code": code,
+    }
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -477,11 +595,11 @@ def admission(run: Run) -> dict[str, Any]:
 
 SCENARIOS: dict[str, Callable[[Run], dict[str, Any]]] = {
     "lifecycles": lifecycles, "idle": idle, "timers": timers, "storm": storm, "daemons": daemons,
-    "indexing": indexing, "admission": admission,
+    "indexing": indexing, "admission": admission, "logs": logs,
 }
 # The issue's plan: each workload with its sizes (objects); `--quick` divides them for a smoke run.
 SIZES = {"lifecycles": [200, 1000], "idle": [1000, 10_000, 50_000], "timers": [1000], "storm": [100],
-         "daemons": [1000], "indexing": [10_000], "admission": [2000]}
+         "daemons": [1000], "indexing": [10_000], "admission": [2000], "logs": [200]}
 
 
 # The workloads that the native engine has a version of (bench/native/src/main.rs).
@@ -535,7 +653,7 @@ GOALS = {"cpu_seconds": 1 / 5, "idle_cpu_seconds": 1.0, "peak_rss_mib": 1 / 3, "
          "reaction_p99_ms": 1 / 2}
 GOALS_OF_WORKLOADS = {("timers", "cpu_seconds"): 1 / 4}
 SHOWN = [*GOALS, "reaction_p50_ms", "lateness_p99_ms", "requests_patch", "latency_p50_ms", "latency_p99_ms",
-         "listed_seconds"]
+         "listed_seconds", "lines_per_cpu_second", "rss_growth_mib", "lag_lines"]
 
 
 def goal_of(row: dict[str, Any]) -> float | None:
@@ -556,7 +674,10 @@ def markdown(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
              f"controller doing the same work, `bench/native/`; — where it has no version of the workload) "
              f"with their spread across rounds."
              + (" The engines' virtualenvs have `kubernetes` and `pykube-ng` installed (`--with-clients`)."
-                if meta.get("with_clients") else ""), "",
+                if meta.get("with_clients") else "")
+             + (" For `logs`, the Kopf column is plain Python (`kubernetes_asyncio` and `re`, "
+                "bench/workloads/logs_plain.py): Kopf has no log handlers."
+                if any(row["workload"].startswith("logs-") for row in rows) else ""), "",
              "| workload | figure | ours | Kopf 1.45.2 | ours/Kopf | spread | goal | native | ours/native | spread |",
              "|---|---|---|---|---|---|---|---|---|---|"]
     for row in rows:
@@ -628,9 +749,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--ours", required=True, help="our engine's `kopf` executable")
     parser.add_argument("--kopf", required=True, help="Kopf 1.45.2's `kopf` executable")
+    parser.add_argument("--plain", help="the Python of the plain-Python comparison (logs: kubernetes_asyncio)")
     parser.add_argument("--native", help="the native engine's executable (bench/native/), for the workloads it has")
     parser.add_argument("--workloads", default="lifecycles,idle,timers,storm",
-                        help="comma-separated: lifecycles, idle, timers, storm, daemons, indexing, admission")
+                        help="comma-separated: lifecycles, idle, timers, storm, daemons, indexing, admission, logs")
     parser.add_argument("--duration", type=float, default=60.0, help="the measured window, seconds")
     parser.add_argument("--warmup", type=float, default=10.0, help="seconds before the window starts")
     parser.add_argument("--rounds", type=int, default=2)
@@ -658,6 +780,10 @@ def main() -> None:
             for engine, executable in order:
                 if engine == "native" and workload not in NATIVE_WORKLOADS:
                     continue
+                if workload == "logs" and engine == "kopf":
+                    if not args.plain:
+                        continue
+                    executable = args.plain  # Kopf has no log handlers: plain Python in its column
                 label = f"{workload}-{size}"
                 print(f"round {round_}: {label} with {engine}...", flush=True)
                 run = Run(engine=engine, kopf=executable, objects=size, duration=args.duration, warmup=args.warmup)

@@ -23,12 +23,13 @@ FAILURE = 'training.demo.kopf.dev/failure'
 
 @kopf.on.log('', 'v1', 'pods', labels={'training-job': kopf.PRESENT},
              regex=r'model accuracy is (\d+(?:\.\d+)?)%')
-def accuracy_logged(match: re.Match[str], patch: kopf.Patch, annotations: kopf.Annotations,
-                    logger: kopf.Logger, **_) -> None:
-    """A line with the accuracy: the pod's best so far, noted on the pod."""
+def accuracy_logged(match: re.Match[str], memo: kopf.Memo, patch: kopf.Patch, logger: kopf.Logger,
+                    **_) -> None:
+    """A line with the accuracy: the pod's best so far, noted on the pod. (Kept in the pod's
+    memo, not read from the pod: the lines come faster than the pod's own changes come back.)"""
     accuracy = float(match.group(1))
-    best = float(annotations.get(ACCURACY, '-1'))
-    if accuracy > best:
+    if accuracy > memo.get('best_accuracy', -1.0):
+        memo['best_accuracy'] = accuracy
         patch.metadata.annotations[ACCURACY] = str(accuracy)
         logger.info(f"The accuracy is {accuracy}% now.")
 

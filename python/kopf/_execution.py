@@ -147,6 +147,10 @@ def execute_in_thread(*, handler: Any, kwargs: dict[str, Any], logger: logging.L
 
 def _succeeded(handler: Any, result: Any, logger: logging.LoggerAdapter,  # type: ignore[type-arg]
                saying: Saying | None) -> Outcome:
+    if getattr(handler, 'quiet', False):
+        if logger.isEnabledFor(logging.DEBUG):
+            logger.debug(f"{handler} succeeded.")
+        return Outcome(final=True, result=result)
     said_by_core = None if saying is None else saying(logger)
     if said_by_core is None:
         log_here(logger, logging.INFO, f"{handler} succeeded.")

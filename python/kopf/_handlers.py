@@ -8,7 +8,7 @@ import functools
 import re
 from collections.abc import Callable, Collection, Iterable, Mapping
 from types import FunctionType, MethodType
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 from kopf import _piggybacking
 from kopf._errors import ErrorsMode
@@ -152,6 +152,8 @@ class WebhookHandler(ResourceHandler):
 class LogHandler(ResourceHandler):
     regex: re.Pattern[str] | None
     containers: tuple[str, ...] | None
+    # Called for lines by the thousand: its successes are logged at DEBUG, not INFO.
+    quiet: ClassVar[bool] = True
 
     def __str__(self) -> str:
         return f"Log handler {self.id!r}"

@@ -6,13 +6,16 @@ deletions and failing handlers. Kopf has no log handlers: nothing to compare wit
 from __future__ import annotations
 
 import datetime
+import json
 import re
+import subprocess
+import sys
 import time
 from pathlib import Path
 
-from conftest import apply, kubectl
+from conftest import EXAMPLES, apply, kopf_cli, kubectl
 from kwok import exit_with, log_files, pod, restart, write_lines
-from operators import OperatorProcess, eventually, write_script
+from operators import OperatorProcess, account_kubeconfig, eventually, refused, write_script
 
 OPERATOR = """
 import kopf
@@ -34,7 +37,12 @@ async def lines(log, match, container, name, logger, **_):
 def exploding(log, **_):
     raise ValueError(f"cannot take {log!r}")
 
-ATTEMPTS = {}
+def verbose(annotations, **_):
+    return annotations.get('verbose') == 'yes'
+
+@kopf.on.log(labels={'app': 'talker'}, when=verbose, regex='^debug')
+def debugging(log, name, logger, **_):
+    logger.info(f"DEBUGGING {name} {log}")
 
 @kopf.on.log(labels={'app': 'talker'}, regex='^flaky', errors=kopf.ErrorsMode.TEMPORARY, backoff=0.3)
 def flaky(log, retry, name, logger, **_):
@@ -44,9 +52,10 @@ def flaky(log, retry, name, logger, **_):
 """
 
 
-def start(tmp_path: Path, namespace: str) -> OperatorProcess:
+def start(tmp_path: Path, namespace: str, *peering: str) -> OperatorProcess:
     script = write_script(tmp_path, OPERATOR)
-    operator = OperatorProcess(["run", "-n", namespace, "--standalone", "--verbose", str(script)], cwd=tmp_path)
+    options = list(peering) or ["--standalone"]
+    operator = OperatorProcess(["run", "-n", namespace, *options, "--verbose", str(script)], cwd=tmp_path)
     operator.wait_for("Initial authentication has finished")
     return operator
 
@@ -139,16 +148,25 @@ def test_filters_deletion_and_failing_handlers(namespace: str, tmp_path: Path) -
         other = talker("p5", namespace, tmp_path)
         write_lines(files["main"], "boom", "flaky one", "step 1: after")
         operator.wait_for(r"STEP p4 main 1 after", timeout=40)
-        # Not matching for a while: its lines wait, and are handled once it matches again.
+        # Not matching for a while: what it logs meanwhile is not for the handlers.
         kubectl("label", "pod", "p4", "-n", namespace, "app-")
         time.sleep(1)
         write_lines(files["main"], "step 2: unlabelled")
         time.sleep(3)
         assert "STEP p4 main 2" not in operator.output
         kubectl("label", "pod", "p4", "-n", namespace, "app=talker")
-        operator.wait_for(r"STEP p4 main 2 unlabelled")
+        time.sleep(2)
+        write_lines(files["main"], "step 3: relabelled")
+        operator.wait_for(r"STEP p4 main 3 relabelled")
+        # A `when=` callback: asked for the pod's states, not for each line.
+        write_lines(files["main"], "debug one")
+        time.sleep(1)
+        kubectl("annotate", "pod", "p4", "-n", namespace, "verbose=yes")
+        time.sleep(2)
+        write_lines(files["main"], "debug two", "step 4: annotated")
+        operator.wait_for(r"STEP p4 main 4 annotated")
         # Deleted while logging: the operator goes on with the other pods.
-        write_lines(files["main"], "step 3: deleted")
+        write_lines(files["main"], "step 5: deleted")
         kubectl("delete", "pod", "p4", "-n", namespace, "--wait=false")
         write_lines(other["main"], "step 1: served")
         output = operator.wait_for(r"STEP p5 main 1 served")
@@ -160,4 +178,77 @@ def test_filters_deletion_and_failing_handlers(namespace: str, tmp_path: Path) -
     # A temporary error: the line is retried (before the pod's next lines), then handled.
     assert "FLAKY p4 flaky one after 2 retries" in output
     assert output.index("FLAKY p4") < output.index("STEP p4 main 1 after")
-    assert [line.split()[1] for line in handled(output, "STEP", "p4")][:2] == ["1", "2"]
+    assert [line.split()[1] for line in handled(output, "STEP", "p4")][:3] == ["1", "3", "4"]
+    assert handled(output, "DEBUGGING", "p4") == ["debug two"]
+
+
+def test_a_paused_operator_handles_the_lines_after_the_pause_once(
+        peering: str, namespace: str, tmp_path: Path) -> None:
+    operator = start(tmp_path, namespace, "--peering", peering)
+    try:
+        files = talker("p6", namespace, tmp_path)
+        write_lines(files["main"], "step 1: before")
+        operator.wait_for(r"STEP p6 main 1 before", timeout=40)
+        frozen = kopf_cli("freeze", "-n", namespace, "--peering", peering, "--lifetime", "600", "--id", "ops")
+        assert frozen.returncode == 0, frozen.stderr
+        operator.wait_for(r"Pausing operations in favour of")
+        write_lines(files["main"], "step 2: paused", "step 3: paused")
+        time.sleep(3)
+        assert "STEP p6 main 2" not in operator.output
+        resumed = kopf_cli("resume", "-n", namespace, "--peering", peering, "--id", "ops")
+        assert resumed.returncode == 0, resumed.stderr
+        output = operator.wait_for(r"STEP p6 main 3 paused")
+    finally:
+        operator.stop()
+    assert [line.split()[1] for line in handled(output, "STEP", "p6")] == ["1", "2", "3"]
+
+
+def test_the_example_puts_what_the_logs_say_into_the_jobs_status(namespace: str, tmp_path: Path) -> None:
+    kubectl("apply", "-f", str(EXAMPLES / "logs" / "crd.yaml"))
+    kubectl("wait", "--for=condition=Established", "crd/trainingjobs.demo.kopf.dev", "--timeout=30s")
+    kubectl("apply", "-n", namespace, "-f", str(EXAMPLES / "logs" / "trainingjob.yaml"))
+    path = tmp_path / "trainer.log"
+    log_files("mnist-trainer", namespace, {"trainer": path})
+    kubectl("apply", "-n", namespace, "-f", str(EXAMPLES / "logs" / "pod.yaml"))
+    operator = OperatorProcess(["run", "-n", namespace, "--standalone", str(EXAMPLES / "logs" / "operator.py")],
+                               cwd=tmp_path)
+    try:
+        operator.wait_for("Initial authentication has finished")
+        write_lines(path, "epoch 1: model accuracy is 80.5%", "epoch 2: model accuracy is 93.25%",
+                    "epoch 3: model accuracy is 90.0%", "Traceback (most recent call last):",
+                    '  File "train.py", line 3, in <module>', "ValueError: the data ran out")
+
+        def status() -> dict:
+            found = kubectl("get", "trainingjob", "mnist", "-n", namespace, "-o", "jsonpath={.status}")
+            return json.loads(found or "{}")
+        eventually(lambda: status().get("failure"), timeout=40, what="the failure in the job's status")
+    finally:
+        operator.stop()
+    assert status()["accuracy"] == "93.25%"
+    assert status()["failure"] == "trainer: ValueError: the data ran out"
+    assert "Traceback" not in operator.output  # (the pod's own traceback is not the operator's)
+
+
+def test_the_generated_rbac_lets_the_log_handlers_read_the_logs(namespace: str, tmp_path: Path) -> None:
+    script = write_script(tmp_path, OPERATOR)
+    account = f"logs-{namespace}"
+    kopf = Path(sys.executable).with_name("kopf")
+    generated = subprocess.run([str(kopf), "rbac", "generate", "-n", namespace, "--name", account, "--standalone",
+                                str(script)], capture_output=True, text=True, check=False, timeout=60)
+    assert generated.returncode == 0, generated.stderr
+    assert "# get: log handler 'steps' (the containers' logs, followed)" in generated.stdout
+    kubectl("apply", "-f", "-", input=generated.stdout)
+    try:
+        kubeconfig = account_kubeconfig(account, tmp_path, namespace)
+        operator = OperatorProcess(["run", "-n", namespace, "--standalone", str(script)], cwd=tmp_path,
+                                   env={"KUBECONFIG": str(kubeconfig)})
+        try:
+            operator.wait_for("Initial authentication has finished")
+            files = talker("p7", namespace, tmp_path)
+            write_lines(files["main"], "step 1: allowed")
+            operator.wait_for(r"STEP p7 main 1 allowed", timeout=40)
+        finally:
+            operator.stop()
+        assert not refused(operator.output), operator.output
+    finally:
+        kubectl("delete", "clusterrole,clusterrolebinding", account, "--ignore-not-found")

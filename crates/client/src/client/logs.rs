@@ -32,14 +32,21 @@ pub struct Position {
 }
 
 impl Position {
+    /// Nothing before this time: the lines of a log from then on.
+    pub fn since(time: DateTime<Utc>) -> Self {
+        Self {
+            last: Some((time, 0)),
+        }
+    }
+
     /// Where a new stream starts for this position: `sinceTime`, to the second.
     pub fn since_time(&self) -> Option<String> {
         let (time, _) = self.last?;
         Some(time.to_rfc3339_opts(SecondsFormat::Secs, true))
     }
 
-    /// A line was read: it is now the last one.
-    fn read(&mut self, time: DateTime<Utc>) {
+    /// A line of this time was read: it is now the last one.
+    pub fn read(&mut self, time: DateTime<Utc>) {
         self.last = match self.last {
             Some((last, count)) if last == time => Some((last, count + 1)),
             _ => Some((time, 1)),
@@ -270,6 +277,10 @@ mod tests {
             .collect();
         // The third line of .5 is new, so is all after it (even an out-of-order time).
         assert_eq!(repeated, [true, true, true, true, false, false, false]);
+        // A log followed from a time: the lines before it are not new, those of it are.
+        let mut replay = Position::since(time("2026-01-02T03:04:05.5Z")).replay();
+        assert!(replay.repeats(time("2026-01-02T03:04:05.1Z")));
+        assert!(!replay.repeats(time("2026-01-02T03:04:05.5Z")));
         // A first stream repeats nothing.
         assert!(!Position::default()
             .replay()

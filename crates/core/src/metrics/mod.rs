@@ -122,6 +122,18 @@ pub struct Metrics {
     timer_lateness: Histograms<HandlerLabels>,
     paused: Gauge,
     admission_requests: Family<OutcomeLabels, Counter>,
+    log_lines_read: Family<ResourceLabels, Counter>,
+    log_lines_matched: Family<ResourceLabels, Counter>,
+    log_streams: Family<ResourceLabels, Gauge>,
+}
+
+/// The counters of one followed log (made once per reader, not per line).
+#[derive(Clone, Debug)]
+pub struct LogCounters {
+    /// Lines read from the log.
+    pub read: Counter,
+    /// Of those, the lines that a log handler matched (and that were queued for it).
+    pub matched: Counter,
 }
 
 impl Metrics {
@@ -144,6 +156,9 @@ impl Metrics {
             timer_lateness: Family::new_with_constructor(lateness),
             paused: Gauge::default(),
             admission_requests: Family::default(),
+            log_lines_read: Family::default(),
+            log_lines_matched: Family::default(),
+            log_streams: Family::default(),
         };
         let m = &metrics;
         registry.register(
@@ -221,6 +236,21 @@ impl Metrics {
             "admission_requests",
             "Admission handler calls by resource, webhook, kind and outcome",
             m.admission_requests.clone(),
+        );
+        registry.register(
+            "log_lines_read",
+            "Lines of containers' logs read for log handlers, by resource",
+            m.log_lines_read.clone(),
+        );
+        registry.register(
+            "log_lines_matched",
+            "Lines of containers' logs that a log handler matched, by resource",
+            m.log_lines_matched.clone(),
+        );
+        registry.register(
+            "log_streams",
+            "Containers' logs being followed for log handlers, by resource",
+            m.log_streams.clone(),
         );
         Metrics {
             registry,
@@ -325,6 +355,19 @@ impl Metrics {
         (self.timer_lateness.get_or_create(&labels)).observe(late.as_secs_f64());
     }
 
+    /// The counters of a followed log of this resource's objects.
+    pub fn log_counters(&self, resource: &str) -> LogCounters {
+        let labels = resource_labels(resource);
+        LogCounters {
+            read: self.log_lines_read.get_or_create(&labels).clone(),
+            matched: self.log_lines_matched.get_or_create(&labels).clone(),
+        }
+    }
+
+    pub fn log_streams(&self, resource: &str, delta: i64) {
+        (self.log_streams.get_or_create(&resource_labels(resource))).inc_by(delta);
+    }
+
     pub fn set_paused(&self, paused: bool) {
         self.paused.set(i64::from(paused));
     }
@@ -364,7 +407,23 @@ mod tests {
         metrics.handler_call(labels, CallOutcome::Temporary, true, Duration::from_secs(1));
         metrics.api_request("PATCH", "2xx", Duration::from_millis(5));
         metrics.set_paused(true);
+        let counters = metrics.log_counters("pods.v1");
+        counters.read.inc_by(3);
+        counters.matched.inc();
+        metrics.log_streams("pods.v1", 1);
         let text = metrics.encode();
+        assert!(
+            text.contains("kopf_log_lines_read_total{resource=\"pods.v1\"} 3"),
+            "{text}"
+        );
+        assert!(
+            text.contains("kopf_log_lines_matched_total{resource=\"pods.v1\"} 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("kopf_log_streams{resource=\"pods.v1\"} 1"),
+            "{text}"
+        );
         assert!(text.contains(
             "kopf_handler_calls_total{resource=\"kopfexamples.v1.kopf.dev\",handler=\"create_fn\",kind=\"changing\",outcome=\"success\"} 1"
         ), "{text}");

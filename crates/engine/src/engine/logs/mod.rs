@@ -7,10 +7,11 @@
 //! Here: which pods and containers are followed (`Logs::observe`, for every event of a
 //! pod), and what is kept per pod: its latest body, its matched lines waiting for the
 //! handlers, and how far each container's log was read. A container's log is read once,
-//! from its start, in order: a stream that breaks, or is stopped (the operator pausing, the
-//! pod not matching for a while), resumes at the first line not handled yet. A container
-//! that ends (or restarts) is read to its end; a deleted pod's lines already read are still
-//! handled.
+//! from its start, in order: a stream that breaks, or is stopped by the operator pausing,
+//! resumes at the first line not handled yet. A container that ends (or restarts) is read to
+//! its end; a deleted pod's lines already read are still handled. Handlers get the lines
+//! logged while they match the pod: a container followed again after no handler matched is
+//! followed from then on.
 
 use crate::client::credentials::Credentials;
 use crate::client::logs::Position;
@@ -70,6 +71,9 @@ struct PodState {
     current: Option<(String, Position)>,
     /// The pod is gone: no new readers.
     gone: bool,
+    /// Containers no longer followed because the handlers stopped matching: if they are
+    /// followed again, it is from then on (a handler gets the lines logged while it matches).
+    unfollowed: std::collections::HashSet<String>,
 }
 
 impl PodState {
@@ -178,8 +182,9 @@ impl Logs {
         let followed = |name: &str| (matching.iter()).any(|&at| self.handlers()[at].follows(name));
         // Readers of containers that ended read to the end; those that no handler follows
         // any more stop now (their lines read so far are still handled).
-        state.readers.retain(
-            |name, reader| match containers.iter().find(|c| c.name == *name) {
+        let mut unfollowed = Vec::new();
+        state.readers.retain(|name, reader| {
+            match containers.iter().find(|c| c.name == *name) {
                 Some(container) if followed(name) => {
                     // (Running again after it ended: followed on, not drained.)
                     reader.draining.send_if_modified(|draining| {
@@ -191,10 +196,12 @@ impl Logs {
                 }
                 _ => {
                     reader.task.abort();
+                    unfollowed.push(name.clone());
                     false
                 }
-            },
-        );
+            }
+        });
+        state.unfollowed.extend(unfollowed);
         if self.halted() || state.gone {
             return;
         }
@@ -206,6 +213,11 @@ impl Logs {
     }
 
     fn start_reader(self: &Arc<Self>, pod: &Arc<Pod>, state: &mut PodState, container: &str) {
+        if state.unfollowed.remove(container) {
+            state
+                .read
+                .insert(container.to_owned(), Position::since(chrono::Utc::now()));
+        }
         let (draining, drained) = watch::channel(false);
         let token = NEXT_READER.fetch_add(1, Ordering::Relaxed);
         let reader = reading::Reader {
@@ -380,5 +392,37 @@ mod tests {
             .collect();
         assert_eq!(brief, [("init", false), ("main", true), ("side", false)]);
         assert!(containers(&json!({"status": {}})).is_empty());
+    }
+
+    fn position(seconds: i64) -> Position {
+        let mut position = Position::default();
+        position.read(chrono::DateTime::from_timestamp(seconds, 0).unwrap());
+        position
+    }
+
+    fn line(container: &str, before: Position) -> Line {
+        Line {
+            container: container.into(),
+            before,
+            text: String::new(),
+            timestamp: String::new(),
+            handlers: vec![0],
+        }
+    }
+
+    #[test]
+    fn lines_dropped_unhandled_are_read_again_from_the_first_of_each_container() {
+        let mut state = PodState::default();
+        state.read.insert("main".into(), position(30));
+        state.read.insert("side".into(), position(20));
+        state.read.insert("quiet".into(), position(5));
+        state.queue.push_back(line("main", position(10)));
+        state.queue.push_back(line("side", position(15)));
+        state.queue.push_back(line("main", position(11)));
+        state.drop_queue();
+        assert!(state.queue.is_empty());
+        assert_eq!(state.read["main"], position(10));
+        assert_eq!(state.read["side"], position(15));
+        assert_eq!(state.read["quiet"], position(5)); // nothing of it waited
     }
 }

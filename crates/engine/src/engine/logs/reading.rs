@@ -40,7 +40,10 @@ impl Reader {
     pub(super) async fn run(mut self) {
         let place = self.logs.streams.clone().acquire_owned().await;
         let ended = match place {
-            Ok(_place) => self.follow().await,
+            Ok(_place) => {
+                let _counted = StreamGauge::start(&self.logs.ctx.resource.name());
+                self.follow().await
+            }
             Err(_) => Ended::Gone,
         };
         let mut state = self.pod.state();
@@ -65,6 +68,8 @@ impl Reader {
         let pod = &self.pod;
         let mut follower = LogFollower::new(&pod.namespace, &pod.name, &self.container, start);
         let credentials = self.logs.credentials.clone();
+        let counters =
+            (crate::metrics::get()).map(|m| m.log_counters(&self.logs.ctx.resource.name()));
         let mut failures = 0u32;
         loop {
             let before = follower.position().clone();
@@ -84,8 +89,15 @@ impl Reader {
             match next {
                 Ok(Some(line)) => {
                     failures = 0;
-                    self.deliver(line, before, follower.position().clone())
+                    let matched = self
+                        .deliver(line, before, follower.position().clone())
                         .await;
+                    if let Some(counters) = &counters {
+                        counters.read.inc();
+                        if matched {
+                            counters.matched.inc();
+                        }
+                    }
                 }
                 Ok(None) if draining => return Ended::Drained,
                 Ok(None) => tokio::time::sleep(REOPEN_DELAY).await,
@@ -117,7 +129,8 @@ impl Reader {
 
     /// Match the line; queue it for its handlers if any matches, waiting for room. The
     /// container's log counts as read up to it once it is queued (or matched nothing).
-    async fn deliver(&self, line: LogLine, before: Position, after: Position) {
+    /// Whether it matched.
+    async fn deliver(&self, line: LogLine, before: Position, after: Position) -> bool {
         let handlers: Vec<usize> = {
             let state = self.pod.state();
             let all = self.logs.handlers();
@@ -128,7 +141,7 @@ impl Reader {
         let read = after;
         if handlers.is_empty() {
             self.pod.state().read.insert(self.container.clone(), read);
-            return;
+            return false;
         }
         let timestamp = line.time.to_rfc3339_opts(SecondsFormat::Micros, true);
         let text = match String::from_utf8(line.text) {
@@ -155,7 +168,7 @@ impl Reader {
                     state.read.insert(self.container.clone(), read);
                     drop(state);
                     self.pod.wake.notify_one();
-                    return;
+                    return true;
                 }
             }
             if !warned {
@@ -168,6 +181,27 @@ impl Reader {
                 );
             }
             room.await;
+        }
+    }
+}
+
+/// A followed log counted in the metrics (if enabled) for as long as its reader reads it
+/// (also when the reader is aborted).
+struct StreamGauge(Option<String>);
+
+impl StreamGauge {
+    fn start(resource: &str) -> Self {
+        StreamGauge(crate::metrics::get().map(|metrics| {
+            metrics.log_streams(resource, 1);
+            resource.to_owned()
+        }))
+    }
+}
+
+impl Drop for StreamGauge {
+    fn drop(&mut self) {
+        if let (Some(resource), Some(metrics)) = (&self.0, crate::metrics::get()) {
+            metrics.log_streams(resource, -1);
         }
     }
 }
