@@ -62,6 +62,15 @@ def _verify_values(field: FieldSpec, value: Any, old: Any = None, new: Any = Non
         raise TypeError("Either value= or old=/new= can be defined, not both.")
 
 
+def _checked(registry: OperatorRegistry | None, field: FieldSpec, value: Any, labels: MetaFilter | None,
+             annotations: MetaFilter | None) -> tuple[OperatorRegistry, tuple[str, ...] | None]:
+    """A resource handler's filters, checked; its registry and field, as the handler keeps them."""
+    _verify_values(field, value)
+    _verify_filters(labels, annotations)
+    real_registry = registry if registry is not None else get_default_registry()
+    return real_registry, parse_field(field) or None
+
+
 def _activity(activity: Activity, *, id: str | None, param: Any, errors: ErrorsMode | None,
               timeout: float | None, retries: int | None, backoff: float | None,
               registry: OperatorRegistry | None) -> Callable[[FnT], FnT]:
@@ -250,10 +259,7 @@ def event(
 ) -> Callable[[WatchingFnT], WatchingFnT]:
     """``@kopf.on.event()``: for every raw watch event, silently; errors are logged and ignored."""
     def decorator(fn: WatchingFnT) -> WatchingFnT:
-        _verify_values(field, value)
-        _verify_filters(labels, annotations)
-        real_registry = registry if registry is not None else get_default_registry()
-        real_field = parse_field(field) or None
+        real_registry, real_field = _checked(registry, field, value, labels, annotations)
         selector = Selector(arg1, arg2, arg3, group=group, version=version, kind=kind, plural=plural,
                             singular=singular, shortcut=shortcut, category=category)
         real_registry._watching.append(WatchingHandler(
@@ -316,10 +322,7 @@ def log(
         arg1, arg2, arg3 = '', 'v1', 'pods'
 
     def decorator(fn: LoggingFnT) -> LoggingFnT:
-        _verify_values(field, value)
-        _verify_filters(labels, annotations)
-        real_registry = registry if registry is not None else get_default_registry()
-        real_field = parse_field(field) or None
+        real_registry, real_field = _checked(registry, field, value, labels, annotations)
         selector = Selector(arg1, arg2, arg3, group=group, version=version, kind=kind, plural=plural,
                             singular=singular, shortcut=shortcut, category=category)
         real_registry._logging.append(LogHandler(
@@ -351,10 +354,7 @@ def index(
     at the operator's start are indexed.
     """
     def decorator(fn: IndexingFnT) -> IndexingFnT:
-        _verify_values(field, value)
-        _verify_filters(labels, annotations)
-        real_registry = registry if registry is not None else get_default_registry()
-        real_field = parse_field(field) or None
+        real_registry, real_field = _checked(registry, field, value, labels, annotations)
         selector = Selector(arg1, arg2, arg3, group=group, version=version, kind=kind, plural=plural,
                             singular=singular, shortcut=shortcut, category=category)
         real_registry._indexing.append(IndexingHandler(

@@ -72,3 +72,49 @@ def test_pods_phases_a_daemon_while_running_and_deletion(
         assert PHASES.index(old) < PHASES.index(new), seen
     assert [new for _, new in seen] == sorted({new for _, new in seen}, key=PHASES.index), seen
     assert "Traceback" not in output
+
+
+CHILDREN = """
+import kopf
+import kubernetes
+
+@kopf.on.create('greetings')
+def spawn(namespace, name, logger, **_):
+    pod = {'apiVersion': 'v1', 'kind': 'Pod',
+           'metadata': {'name': f'{name}-child', 'labels': {'app': 'child'}},
+           'spec': {'containers': [{'name': 'main', 'image': 'example.com/main:1'}],
+                    'terminationGracePeriodSeconds': 0}}
+    kopf.adopt(pod)
+    kubernetes.client.CoreV1Api().create_namespaced_pod(namespace, pod)
+    logger.info(f"spawned {name}-child")
+
+@kopf.on.event('pods', labels={'app': 'child'})
+def seen(type, name, status, meta, logger, **_):
+    owners = [ref['kind'] + '/' + ref['name'] for ref in meta.get('ownerReferences', [])]
+    logger.info(f"EVENT {name} {type} {status.get('phase')} {','.join(owners)}")
+"""
+
+
+@pytest.mark.parametrize("engine", ["ours", "kopf"])
+def test_owned_pods_events_through_their_lives(
+        engine: str, crd: None, namespace: str, tmp_path: Path, reference_kopf: Path) -> None:
+    """A child pod made with kopf.adopt() runs, and goes with its owner (the garbage collector):
+    its events, as an `on.event` handler sees them, are the same on both engines."""
+    script = write_script(tmp_path, CHILDREN)
+    kopf = reference_kopf if engine == "kopf" else None
+    operator = OperatorProcess(["run", "-n", namespace, "--standalone", str(script)], cwd=tmp_path, kopf=kopf)
+    try:
+        operator.wait_for("Initial authentication has finished")
+        apply({"apiVersion": "demo.kopf.dev/v1", "kind": "Greeting",
+               "metadata": {"name": "g1", "namespace": namespace}, "spec": {}})
+        operator.wait_for(r"EVENT g1-child MODIFIED Running Greeting/g1")
+        kubectl("delete", "greeting", "g1", "-n", namespace, "--wait=false")
+        output = operator.wait_for(r"EVENT g1-child DELETED", timeout=60)
+    finally:
+        operator.stop()
+    events = re.findall(r"EVENT g1-child (\w+) (\w+) (\S*)", output)
+    # Created (not scheduled yet), scheduled, running, then gone with its owner.
+    assert events[0] == ("ADDED", "Pending", "Greeting/g1"), events
+    assert ("MODIFIED", "Running", "Greeting/g1") in events, events
+    assert events[-1][0] == "DELETED", events
+    assert "Traceback" not in output

@@ -284,8 +284,8 @@ class Bridge:
     async def invoke(self, call: Invocation) -> Invoked | None:
         handler = self._handler(call)
         kwargs, logger, patch = self._call_kwargs(call, handler)
-        if kwargs.get('match', _ABSENT_VALUE) is None and getattr(handler, 'regex', None) is not None:
-            return None  # the core's match, not Python's (see `_unmatched_line`)
+        if _unmatched(handler, kwargs):
+            return None
         daemon = call.get('daemon')
         stopper = self.stoppers.get(daemon['token']) if daemon is not None else None  # made by `_kwargs`
         if stopper is not None and stopper.cancelled:
@@ -320,8 +320,8 @@ class Bridge:
     def _invoke_here(self, call: Invocation) -> Invoked | None:
         handler = self._handler(call)
         kwargs, logger, patch = self._call_kwargs(call, handler)
-        if kwargs.get('match', _ABSENT_VALUE) is None and getattr(handler, 'regex', None) is not None:
-            return None  # the core's match, not Python's (see `_unmatched_line`)
+        if _unmatched(handler, kwargs):
+            return None
         sub = self._subhandling(call, handler, kwargs)
         _subhandling.current.set(sub)  # in this call's own context (see `invoke_in_thread`)
         changing = isinstance(handler, ChangingHandler)
@@ -590,6 +590,11 @@ def _started(text: str) -> datetime.datetime:
 def _timestamp(text: str) -> datetime.datetime:
     """A log line's time, aware (UTC); lines of one second share their parsed times often."""
     return datetime.datetime.fromisoformat(text)
+
+
+def _unmatched(handler: Any, kwargs: Mapping[str, Any]) -> bool:
+    """A log handler's call for a line that the core matched and Python's `re` does not: skipped."""
+    return kwargs.get('match', _ABSENT_VALUE) is None and getattr(handler, 'regex', None) is not None
 
 
 def _unmatched_line(handler: Any, line: str, logger: Any) -> None:

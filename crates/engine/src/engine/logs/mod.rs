@@ -310,13 +310,7 @@ impl Logs {
         self.halt_all();
         // The handling tasks end after their calls in progress: wait for them as the
         // daemons are waited for, up to the exit timeout.
-        let pods: Vec<Arc<Pod>> = self
-            .pods
-            .lock()
-            .expect("not poisoned")
-            .values()
-            .cloned()
-            .collect();
+        let pods = self.all_pods();
         let timeout = std::time::Duration::from_secs_f64(self.ctx.settings.queueing.exit_timeout);
         let _ = tokio::time::timeout(timeout, async {
             for pod in pods {
@@ -328,14 +322,13 @@ impl Logs {
         .await;
     }
 
+    fn all_pods(&self) -> Vec<Arc<Pod>> {
+        let pods = self.pods.lock().expect("not poisoned");
+        pods.values().cloned().collect()
+    }
+
     fn halt_all(&self) {
-        let pods: Vec<Arc<Pod>> = self
-            .pods
-            .lock()
-            .expect("not poisoned")
-            .values()
-            .cloned()
-            .collect();
+        let pods = self.all_pods();
         for pod in pods {
             let mut state = pod.state();
             for (_, reader) in state.readers.drain() {
