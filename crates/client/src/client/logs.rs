@@ -288,6 +288,23 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_read_dropped_mid_line_loses_nothing() {
+        use futures::TryStreamExt;
+        let (chunks, stream) = futures::channel::mpsc::unbounded::<std::io::Result<Vec<u8>>>();
+        let mut body: Pin<Box<dyn AsyncBufRead + Send>> = Box::pin(stream.into_async_read());
+        let mut partial = Partial::default();
+        chunks.unbounded_send(Ok(b"par".to_vec())).unwrap();
+        let waited = std::time::Duration::from_millis(50);
+        let reading = read_line(body.as_mut(), &mut partial);
+        assert!(tokio::time::timeout(waited, reading).await.is_err()); // dropped mid-line
+        chunks.unbounded_send(Ok(b"tial\nnext\n".to_vec())).unwrap();
+        let line = read_line(body.as_mut(), &mut partial).await.unwrap();
+        assert_eq!(line, Some((b"partial".to_vec(), false)));
+        let line = read_line(body.as_mut(), &mut partial).await.unwrap();
+        assert_eq!(line, Some((b"next".to_vec(), false)));
+    }
+
+    #[tokio::test]
     async fn lines_are_whole_and_cut_when_too_long() {
         let long = "x".repeat(MAX_LINE + 10);
         let text = format!("a\nb\n{long}\npartial");
