@@ -86,7 +86,8 @@ def test_lines_are_matched_and_handled_in_order_with_groups_per_container(
         output = operator.wait_for(r"LINE p1 side 'hello'")
         output = operator.wait_for(r"STEP p1 main 2 training")
     finally:
-        operator.stop()
+        code = operator.stop()
+    assert code == 0  # its streams are let go at the exit, in no time
     # The line's time as written (to the microsecond), aware, in UTC.
     first, second = handled(output, "STEP", "p1")
     assert first == "main 1 warmup 2026-01-02T03:04:05.678901+00:00"
@@ -252,3 +253,42 @@ def test_the_generated_rbac_lets_the_log_handlers_read_the_logs(namespace: str, 
         assert not refused(operator.output), operator.output
     finally:
         kubectl("delete", "clusterrole,clusterrolebinding", account, "--ignore-not-found")
+
+
+BOUNDED = """
+import time
+import kopf
+
+@kopf.on.startup()
+def configure(settings, **_):
+    settings.logs.queue_size = 2
+    settings.logs.max_streams = 1
+
+@kopf.on.log(labels={'app': 'talker'}, regex=r'^step (\\d+): (\\w+)$')
+def slow(match, name, logger, **_):
+    time.sleep(0.2)
+    logger.info(f"STEP {name} {match.group(1)}")
+"""
+
+
+def test_the_bounds_of_streams_and_queued_lines_act(namespace: str, tmp_path: Path) -> None:
+    script = write_script(tmp_path, BOUNDED)
+    operator = OperatorProcess(["run", "-n", namespace, "--standalone", str(script)], cwd=tmp_path)
+    try:
+        operator.wait_for("Initial authentication has finished")
+        first = talker("p8", namespace, tmp_path)
+        write_lines(first["main"], *[f"step {n}: x" for n in range(1, 11)])
+        operator.wait_for(r"STEP p8 10", timeout=40)
+        # One stream at a time: the second pod waits until the first one's container ends.
+        second = talker("p9", namespace, tmp_path)
+        write_lines(second["main"], "step 1: y")
+        time.sleep(3)
+        assert "STEP p9" not in operator.output
+        exit_with("p8", namespace, 0)
+        output = operator.wait_for(r"STEP p9 1", timeout=40)
+    finally:
+        operator.stop()
+    assert [int(n) for n in re.findall(r"STEP p8 (\d+)", output)] == list(range(1, 11))
+    # Warned about once while it stays behind, not for every line.
+    assert output.count("The log handlers fall behind the log of container 'main': 2 matched lines wait "
+                        "(settings.logs.queue_size); it is read on when they catch up.") == 1, output

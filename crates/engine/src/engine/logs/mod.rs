@@ -226,6 +226,7 @@ impl Logs {
             container: container.to_owned(),
             token,
             draining: drained,
+            behind: false,
         };
         let task = tasks::spawn(reader.run()).abort_handle();
         let reader = Reader {

@@ -5,8 +5,10 @@
 use super::{Line, Logs, Pod};
 use crate::client::logs::{LogFollower, LogLine, Position};
 use crate::object_log;
+use crate::util::encoding::to_python_repr;
 use crate::util::logging::ObjectRef;
 use chrono::SecondsFormat;
+use serde_json::Value;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
@@ -34,6 +36,8 @@ pub(super) struct Reader {
     pub(super) container: String,
     pub(super) token: u64,
     pub(super) draining: watch::Receiver<bool>,
+    /// Its container's lines wait for room in the queue (warned about once per stall).
+    pub(super) behind: bool,
 }
 
 impl Reader {
@@ -104,11 +108,11 @@ impl Reader {
                 Err(kube::Error::Api(status)) if status.code == 404 => return Ended::Gone,
                 Err(error) => {
                     failures += 1;
-                    let container = &self.container;
+                    let container = to_python_repr(&Value::String(self.container.clone()));
                     let error = crate::util::errors::chain(&error);
                     let object = self.object();
                     let line = format!(
-                        "The log of container {container:?} could not be read (retrying): {error}"
+                        "The log of container {container} could not be read (retrying): {error}"
                     );
                     if failures == 1 {
                         object_log!(Level::WARN, &object, "{line}");
@@ -130,7 +134,7 @@ impl Reader {
     /// Match the line; queue it for its handlers if any matches, waiting for room. The
     /// container's log counts as read up to it once it is queued (or matched nothing).
     /// Whether it matched.
-    async fn deliver(&self, line: LogLine, before: Position, after: Position) -> bool {
+    async fn deliver(&mut self, line: LogLine, before: Position, after: Position) -> bool {
         let handlers: Vec<usize> = {
             let state = self.pod.state();
             let all = self.logs.handlers();
@@ -156,7 +160,6 @@ impl Reader {
             handlers,
         });
         let capacity = self.logs.ctx.settings.logs.queue_size.get();
-        let mut warned = false;
         loop {
             let room = self.pod.room.notified();
             tokio::pin!(room);
@@ -164,6 +167,9 @@ impl Reader {
             {
                 let mut state = self.pod.state();
                 if state.queue.len() < capacity {
+                    if state.queue.is_empty() {
+                        self.behind = false; // caught up: a new stall is warned about again
+                    }
                     state.queue.extend(line.take());
                     state.read.insert(self.container.clone(), read);
                     drop(state);
@@ -171,13 +177,13 @@ impl Reader {
                     return true;
                 }
             }
-            if !warned {
-                warned = true;
-                let container = &self.container;
+            if !self.behind {
+                self.behind = true;
+                let container = to_python_repr(&Value::String(self.container.clone()));
                 object_log!(
                     Level::WARN,
                     &self.object(),
-                    "The log handlers fall behind the log of container {container:?}: {capacity} matched lines wait (settings.logs.queue_size); it is read on when they catch up."
+                    "The log handlers fall behind the log of container {container}: {capacity} matched lines wait (settings.logs.queue_size); it is read on when they catch up."
                 );
             }
             room.await;
