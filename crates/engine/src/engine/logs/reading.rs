@@ -87,7 +87,10 @@ impl Reader {
                 tokio::select! {
                     next = follower.next(&credentials) => next,
                     // `next()` is cancel-safe: a line half-read waits in the follower.
-                    _ = self.draining.changed() => continue,
+                    changed = self.draining.changed() => match changed {
+                        Ok(()) => continue,
+                        Err(_) => return Ended::Gone, // its pod's record let it go
+                    },
                 }
             };
             match next {
