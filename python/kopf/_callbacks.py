@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import datetime
 import logging
-import re
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
@@ -53,9 +52,10 @@ class WatchingFn(Protocol):
 
 
 class LoggingFn(Protocol):
-    """``on.log``: a line of a pod's container's log, and the pod."""
+    """``on.log``: a line of a pod's container's log, and the pod. (``match`` is a ``re.Match``
+    with a regex, ``None`` without: typed loosely, so that either can be declared.)"""
 
-    def __call__(self, *, log: str, match: re.Match[str] | None, container: str, timestamp: datetime.datetime,
+    def __call__(self, *, log: str, match: Any, container: str, timestamp: datetime.datetime,
                  retry: int, started: datetime.datetime, runtime: datetime.timedelta, body: Body, meta: Meta,
                  spec: Spec, status: Status, labels: Labels, annotations: Annotations, resource: Resource,
                  uid: str, name: str, namespace: str | None, patch: Patch, logger: Logger, memo: Any,
