@@ -299,24 +299,8 @@ def log(
     ``kopf.ErrorsMode.TEMPORARY`` retries the line (with ``backoff``, ``retries``,
     ``timeout``) before the pod's next lines are handled.
     """
-    if isinstance(regex, str):
-        try:
-            regex = re.compile(regex)
-        except re.error as e:
-            raise ValueError(f"The log handler's regex={regex!r} is not a valid pattern: {e}") from e
-    if regex is not None and not isinstance(regex, re.Pattern):
-        raise TypeError(f"A log handler's regex= is a string or a compiled pattern, not {type(regex).__name__}.")
-    if regex is not None and not isinstance(regex.pattern, str):
-        raise TypeError("A log handler's regex= is a text pattern: the lines are text, not bytes.")
-    if regex is not None:
-        try:
-            services.log_pattern_matches(regex.pattern, int(regex.flags), [])
-        except ValueError as e:
-            raise ValueError(f"The log handler's regex={regex.pattern!r} cannot be matched by the engine "
-                             f"(it matches lines in Rust's regex syntax): {e}") from e
-    containers = (container,) if isinstance(container, str) else tuple(container) if container is not None else None
-    if containers is not None and (not containers or not all(isinstance(c, str) and c for c in containers)):
-        raise ValueError(f"A log handler's container= names one container or several, not {container!r}.")
+    pattern = _log_pattern(regex)
+    containers = _containers(container)
     if arg1 is None and arg2 is None and arg3 is None and group is None and version is None and kind is None \
             and plural is None and singular is None and shortcut is None and category is None:
         arg1, arg2, arg3 = '', 'v1', 'pods'
@@ -329,10 +313,41 @@ def log(
             fn=fn, id=generate_id(fn=fn, id=id), param=param,
             errors=errors, timeout=timeout, retries=retries, backoff=backoff,
             selector=selector, labels=labels, annotations=annotations, when=when,
-            field=real_field, value=value, regex=regex, containers=containers,
+            field=real_field, value=value, regex=pattern, containers=containers,
         ))
         return fn
     return decorator
+
+
+def _log_pattern(regex: str | re.Pattern[str] | None) -> re.Pattern[str] | None:
+    """A log handler's pattern, compiled, if the core can match it as Python's `re` would."""
+    if isinstance(regex, str):
+        try:
+            regex = re.compile(regex)
+        except re.error as e:
+            raise ValueError(f"The log handler's regex={regex!r} is not a valid pattern: {e}") from e
+    if regex is None:
+        return None
+    if not isinstance(regex, re.Pattern):
+        raise TypeError(f"A log handler's regex= is a string or a compiled pattern, not {type(regex).__name__}.")
+    if not isinstance(regex.pattern, str):
+        raise TypeError("A log handler's regex= is a text pattern: the lines are text, not bytes.")
+    try:
+        services.log_pattern_matches(regex.pattern, int(regex.flags), [])
+    except ValueError as e:
+        raise ValueError(f"The log handler's regex={regex.pattern!r} cannot be matched by the engine "
+                         f"(it matches lines in Rust's regex syntax): {e}") from e
+    return regex
+
+
+def _containers(container: str | Collection[str] | None) -> tuple[str, ...] | None:
+    """A log handler's containers: one name or several; none for all of them."""
+    if container is None:
+        return None
+    containers = (container,) if isinstance(container, str) else tuple(container)
+    if not containers or not all(isinstance(c, str) and c for c in containers):
+        raise ValueError(f"A log handler's container= names one container or several, not {container!r}.")
+    return containers
 
 
 def index(
