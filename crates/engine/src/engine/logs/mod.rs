@@ -79,7 +79,17 @@ struct PodState {
 impl PodState {
     /// Lines dropped unhandled: their containers' logs are read again from the first of them.
     fn rewind(&mut self, container: &str, before: &Position) {
-        self.read.insert(container.to_owned(), before.clone());
+        self.advance(container, before.clone());
+    }
+
+    /// The container's log counts as read up to this position.
+    fn advance(&mut self, container: &str, position: Position) {
+        match self.read.get_mut(container) {
+            Some(read) => *read = position,
+            None => {
+                self.read.insert(container.to_owned(), position);
+            }
+        }
     }
 
     /// Drop the waiting lines, to read them again later.

@@ -138,18 +138,20 @@ impl Reader {
     /// container's log counts as read up to it once it is queued (or matched nothing).
     /// Whether it matched.
     async fn deliver(&mut self, line: LogLine, before: Position, after: Position) -> bool {
-        let handlers: Vec<usize> = {
-            let state = self.pod.state();
-            let all = self.logs.handlers();
-            (state.matching.iter().copied())
-                .filter(|&at| all[at].follows(&self.container) && all[at].matches(&line.text))
-                .collect()
-        };
         let read = after;
-        if handlers.is_empty() {
-            self.pod.state().read.insert(self.container.clone(), read);
-            return false;
-        }
+        let handlers: Vec<usize> = {
+            let mut state = self.pod.state();
+            let all = self.logs.handlers();
+            let handlers: Vec<usize> = (state.matching.iter().copied())
+                .filter(|&at| all[at].follows(&self.container) && all[at].matches(&line.text))
+                .collect();
+            if handlers.is_empty() {
+                // Most lines: one lock, and no allocation for the position.
+                state.advance(&self.container, read);
+                return false;
+            }
+            handlers
+        };
         let timestamp = line.time.to_rfc3339_opts(SecondsFormat::Micros, true);
         let text = match String::from_utf8(line.text) {
             Ok(text) => text,
@@ -174,7 +176,7 @@ impl Reader {
                         self.behind = false; // caught up: a new stall is warned about again
                     }
                     state.queue.extend(line.take());
-                    state.read.insert(self.container.clone(), read);
+                    state.advance(&self.container, read);
                     drop(state);
                     self.pod.wake.notify_one();
                     return true;
