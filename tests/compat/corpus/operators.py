@@ -16,6 +16,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import kwok
+
 from . import environments
 from .recording import Recording, Session, record, served
 
@@ -143,6 +145,27 @@ def dask_scenario(s: Session) -> None:
     s.wait("the cluster is gone", lambda: s.get(f"daskclusters.{DASK}", "simple") is None)
     s.wait("its children are gone", lambda: not dask_workers(s) and s.get("services", "simple-scheduler") is None)
     s.snapshot("deletion")
+    dask_job_scenario(s)
+
+
+def dask_job_status(s: Session) -> str | None:
+    job = s.get(f"daskjobs.{DASK}", "simple-job")
+    return job.get("status", {}).get("jobStatus") if job else None
+
+
+def dask_job_scenario(s: Session) -> None:
+    """A DaskJob: a cluster and a runner pod; the pod's phase (kwok runs it) drives the job's
+    status through `on.field` handlers on pods, and its end deletes the cluster."""
+    assert s.source is not None
+    s.apply(s.source / "dask_kubernetes" / "operator" / "controller" / "tests" / "resources" / "simplejob.yaml")
+    s.wait("the job's runner pod runs", lambda: dask_job_status(s) == "Running")
+    s.wait("its cluster's two workers exist", lambda: len(dask_workers(s)) == 2)
+    s.snapshot("job running")
+    s.kubectl("annotate", "pod", "simple-job-runner", f"{kwok.EXIT_CODE}=0")
+    s.wait("the job succeeded", lambda: dask_job_status(s) == "Successful")
+    s.wait("its cluster is gone", lambda: s.get(f"daskclusters.{DASK}", "simple-job") is None)
+    s.wait("the cluster's children are gone", lambda: not dask_workers(s))
+    s.snapshot("job done")
 
 
 def dask_alias(item: dict[str, Any]) -> str | None:
@@ -478,12 +501,14 @@ OPERATORS: tuple[Operator, ...] = (
         name="dask-kubernetes", client="pykube-ng 23.6.0 (also installed: kubernetes, kubernetes_asyncio, kr8s)",
         what="dask-kubernetes 2026.3.0: Dask clusters; a DaskCluster makes a scheduler Deployment and Service "
              "and a DaskWorkerGroup, which makes a Deployment per worker (kr8s as its own client); scaled by a "
-             "field handler",
+             "field handler; a DaskJob's runner pod (run by kwok) drives the job's status by field handlers "
+             "on pods' phases",
         sdist="dask-kubernetes==2026.3.0",
         crds=tuple(f"dask_kubernetes/operator/deployment/helm/dask-kubernetes-operator/crds/{kind}.yaml"
                    for kind in ("daskcluster", "daskworkergroup", "daskjob", "daskautoscaler")),
         command=("{bin}/kopf", "run", "-m", "dask_kubernetes.operator.controller", "--namespace", "{namespace}"),
-        resources=(f"daskclusters.{DASK}", f"daskworkergroups.{DASK}", "deployments", "services"),
+        resources=(f"daskclusters.{DASK}", f"daskworkergroups.{DASK}", f"daskjobs.{DASK}", "deployments",
+                   "services", "pods"),
         scenario=dask_scenario,
         alias=dask_alias,
     ),

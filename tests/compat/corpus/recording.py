@@ -29,6 +29,8 @@ ADDRESS = re.compile(r"0x[0-9a-f]{6,}")
 # The simulated node a pod is scheduled to (tests/cluster/kwok.yaml: two alike): the scheduler's pick.
 NODE = re.compile(r"\bkwok-node-\d+\b")
 IP = re.compile(r"\b\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3}\b")  # e.g. a Service's cluster IP
+# A pod's service-account token volume: named with a random suffix by the API server's admission.
+TOKEN_VOLUME = re.compile(r"\bkube-api-access-[a-z0-9]{5}\b")
 # Kopf's default log format (`kopf run` and `kopf.configure()`): [time] logger [LEVEL] message.
 FOREIGN = re.compile(r"^\S+ \[\w+\] \[(?![^\]]*<ns>)[^\]\s]+\] ")
 LOG_LINE = re.compile(r"^\[[^\]]+\]\s+(\S+)\s+\[(\w+)\s*\]\s(.*)$")
@@ -159,6 +161,7 @@ def normalised_text(text: str, namespace: str) -> str:
     text = UID.sub("<uid>", text)
     text = IP.sub("<ip>", text)
     text = NODE.sub("<node>", text)
+    text = TOKEN_VOLUME.sub("kube-api-access-<random>", text)
     return ADDRESS.sub("<address>", text)
 
 
