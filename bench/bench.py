@@ -540,16 +540,21 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def self_signed(workdir: Path) -> None:
+    """cert.pem and key.pem for localhost, in the workload's folder."""
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+                    "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1",
+                    "-keyout", str(workdir / "key.pem"), "-out", str(workdir / "cert.pem")],
+                   check=True, capture_output=True)
+
+
 def admission(run: Run) -> dict[str, Any]:
     """N AdmissionReviews sent one after another over one kept-alive HTTPS connection (half
     of them to the validating handler, half to the mutating one, as the managed webhooks'
     paths address them; every tenth one rejected): the latency of each, and the CPU."""
     with tempfile.TemporaryDirectory() as tmp, Objects(0) as objs:
         workdir = Path(tmp)
-        subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
-                        "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1",
-                        "-keyout", str(workdir / "key.pem"), "-out", str(workdir / "cert.pem")],
-                       check=True, capture_output=True)
+        self_signed(workdir)
         port = free_port()
         operator = Operator(run.kopf, WORKLOADS / "admission.py", objs.namespace, workdir, {"BENCH_PORT": str(port)})
         context = ssl.create_default_context(cafile=str(workdir / "cert.pem"))
@@ -593,13 +598,77 @@ def admission(run: Run) -> dict[str, Any]:
             "cpu_seconds": cpu, "wall_seconds": elapsed, "peak_rss_mib": rss, "exit_code": code}
 
 
+def conversion(run: Run) -> dict[str, Any]:
+    """ConversionReviews of N objects each (Contacts of examples/conversion, v1 to v2), sent one
+    after another over one kept-alive HTTPS connection, as the API server sends those of a read
+    (N=1) or a list (N=100): the latency of each, and the CPU. Against the same work in plain
+    Python (an aiohttp service, bench/workloads/conversion_plain.py) in the Kopf column: Kopf
+    has no conversion webhooks."""
+    reviews = CONVERSION_REVIEWS if run.objects == 1 else CONVERSION_REVIEWS // 10
+    kubectl("apply", "-f", str(CONTACTS_CRD))
+    kubectl("wait", "--for=condition=Established", "crd/contacts.demo.kopf.dev", "--timeout=60s")
+    with tempfile.TemporaryDirectory() as tmp, Objects(0) as objs:
+        workdir = Path(tmp)
+        self_signed(workdir)
+        port = free_port()
+        command = [run.kopf, str(WORKLOADS / "conversion_plain.py")] if run.engine == "kopf" else None
+        operator = Operator(run.kopf, WORKLOADS / "conversion.py", objs.namespace, workdir,
+                            {"BENCH_PORT": str(port)}, command=command)
+        context = ssl.create_default_context(cafile=str(workdir / "cert.pem"))
+        path = "/conversion/contacts.demo.kopf.dev"
+        def connect() -> http.client.HTTPSConnection:
+            return http.client.HTTPSConnection("127.0.0.1", port, context=context, timeout=30)
+        def review_of(count: int) -> dict[str, Any]:
+            objects = [{"apiVersion": "demo.kopf.dev/v1", "kind": "Contact",
+                        "metadata": {"name": f"c-{i}", "namespace": objs.namespace, "uid": str(uuid.uuid4()),
+                                     "resourceVersion": "1", "labels": {"app": "bench"}},
+                        "spec": {"name": f"First{i} Last{i}", "email": f"c{i}@example.com"}} for i in range(count)]
+            return {"apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview",
+                    "request": {"uid": str(uuid.uuid4()), "desiredAPIVersion": "demo.kopf.dev/v2",
+                                "objects": objects}}
+        def ready() -> bool:
+            try:
+                connection = connect()
+                connection.request("POST", path, body=json.dumps(review_of(1)).encode())
+                return json.loads(connection.getresponse().read())["response"]["result"]["status"] == "Success"
+            except (OSError, ValueError, KeyError):
+                return False
+        operator.wait_for(ready, timeout=60, what="the webhook server to convert")
+        time.sleep(run.warmup)
+        bodies = [json.dumps(review_of(run.objects)).encode() for _ in range(reviews)]
+        connection = connect()
+        latencies = []
+        cpu_start, started = cpu_seconds(operator.process.pid), time.monotonic()
+        for body in bodies:
+            sent = time.monotonic()
+            connection.request("POST", path, body=body, headers={"Content-Type": "application/json"})
+            response = connection.getresponse()
+            answer = json.loads(response.read())
+            latencies.append((time.monotonic() - sent) * 1000)
+            converted = answer["response"].get("convertedObjects") or []
+            if response.status != 200 or len(converted) != run.objects or converted[0]["spec"]["first"] != "First0":
+                raise RuntimeError(f"a bad answer ({response.status}): {answer}")
+        elapsed, cpu = time.monotonic() - started, cpu_seconds(operator.process.pid) - cpu_start
+        connection.close()
+        rss = peak_rss_mib(operator.process.pid)
+        code, _ = operator.terminate()
+    return {"latency_p50_ms": percentile(latencies, 0.5), "latency_p99_ms": percentile(latencies, 0.99),
+            "cpu_seconds": cpu, "objects_per_cpu_second": reviews * run.objects / cpu if cpu else float("nan"),
+            "wall_seconds": elapsed, "peak_rss_mib": rss, "exit_code": code}
+
+
+CONVERSION_REVIEWS = 2000  # of one object; of a hundred: a tenth as many
+CONTACTS_CRD = HERE.parent / "examples" / "conversion" / "crd.yaml"
+
 SCENARIOS: dict[str, Callable[[Run], dict[str, Any]]] = {
     "lifecycles": lifecycles, "idle": idle, "timers": timers, "storm": storm, "daemons": daemons,
-    "indexing": indexing, "admission": admission, "logs": logs,
+    "indexing": indexing, "admission": admission, "logs": logs, "conversion": conversion,
 }
+# Compared with plain Python doing the same work, not with Kopf (which has no such feature).
+PLAIN_WORKLOADS = {"logs", "conversion"}
 # The issue's plan: each workload with its sizes (objects); `--quick` divides them for a smoke run.
 SIZES = {"lifecycles": [200, 1000], "idle": [1000, 10_000, 50_000], "timers": [1000], "storm": [100],
-         "daemons": [1000], "indexing": [10_000], "admission": [2000], "logs": [200]}
+         "daemons": [1000], "indexing": [10_000], "admission": [2000], "logs": [200], "conversion": [1, 100]}
 
 
 # The workloads that the native engine has a version of (bench/native/src/main.rs).
@@ -653,7 +722,7 @@ GOALS = {"cpu_seconds": 1 / 5, "idle_cpu_seconds": 1.0, "peak_rss_mib": 1 / 3, "
          "reaction_p99_ms": 1 / 2}
 GOALS_OF_WORKLOADS = {("timers", "cpu_seconds"): 1 / 4}
 SHOWN = [*GOALS, "reaction_p50_ms", "lateness_p99_ms", "requests_patch", "latency_p50_ms", "latency_p99_ms",
-         "listed_seconds", "lines_per_cpu_second", "rss_growth_mib", "lag_lines"]
+         "listed_seconds", "lines_per_cpu_second", "objects_per_cpu_second", "rss_growth_mib", "lag_lines"]
 
 
 def goal_of(row: dict[str, Any]) -> float | None:
@@ -661,7 +730,7 @@ def goal_of(row: dict[str, Any]) -> float | None:
     if row["figure"] == "wall_seconds" and not row["workload"].startswith("lifecycles"):
         return None
     workload = row["workload"].rsplit("-", 1)[0]
-    if workload == "logs":
+    if workload in PLAIN_WORKLOADS:
         return None  # compared with plain Python, not Kopf: the goals are Kopf's
     return GOALS_OF_WORKLOADS.get((workload, row["figure"]), GOALS.get(row["figure"]))
 
@@ -679,7 +748,10 @@ def markdown(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
                 if meta.get("with_clients") else "")
              + (" For `logs`, the Kopf column is plain Python (`kubernetes_asyncio` and `re`, "
                 "bench/workloads/logs_plain.py): Kopf has no log handlers."
-                if any(row["workload"].startswith("logs-") for row in rows) else ""), "",
+                if any(row["workload"].startswith("logs-") for row in rows) else "")
+             + (" For `conversion`, the Kopf column is plain Python (an aiohttp service, "
+                "bench/workloads/conversion_plain.py): Kopf has no conversion webhooks."
+                if any(row["workload"].startswith("conversion-") for row in rows) else ""), "",
              "| workload | figure | ours | Kopf 1.45.2 | ours/Kopf | spread | goal | native | ours/native | spread |",
              "|---|---|---|---|---|---|---|---|---|---|"]
     for row in rows:
@@ -754,7 +826,8 @@ def main() -> None:
     parser.add_argument("--plain", help="the Python of the plain-Python comparison (logs: kubernetes_asyncio)")
     parser.add_argument("--native", help="the native engine's executable (bench/native/), for the workloads it has")
     parser.add_argument("--workloads", default="lifecycles,idle,timers,storm",
-                        help="comma-separated: lifecycles, idle, timers, storm, daemons, indexing, admission, logs")
+                        help="comma-separated: lifecycles, idle, timers, storm, daemons, indexing, admission, logs, "
+                             "conversion")
     parser.add_argument("--duration", type=float, default=60.0, help="the measured window, seconds")
     parser.add_argument("--warmup", type=float, default=10.0, help="seconds before the window starts")
     parser.add_argument("--rounds", type=int, default=2)
@@ -782,10 +855,10 @@ def main() -> None:
             for engine, executable in order:
                 if engine == "native" and workload not in NATIVE_WORKLOADS:
                     continue
-                if workload == "logs" and engine == "kopf":
+                if workload in PLAIN_WORKLOADS and engine == "kopf":
                     if not args.plain:
                         continue
-                    executable = args.plain  # Kopf has no log handlers: plain Python in its column
+                    executable = args.plain  # Kopf has no such feature: plain Python in its column
                 label = f"{workload}-{size}"
                 print(f"round {round_}: {label} with {engine}...", flush=True)
                 run = Run(engine=engine, kopf=executable, objects=size, duration=args.duration, warmup=args.warmup)

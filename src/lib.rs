@@ -36,10 +36,12 @@
 //!   that switch it;
 //! - `engine` (`crates/engine`): per-object queues, causes and handler calls, daemons and
 //!   timers;
-//! - `webhooks` (`crates/webhooks`): admission webhooks;
+//! - `webhooks` (`crates/webhooks`): admission and conversion webhooks;
 //! - `listening` (`crates/operator`): Skafos' listener API (streams, ConfigMap election,
 //!   health port);
 //! - `probing` (`crates/operator`): the liveness endpoint;
+//! - `conversions` (`crates/operator`): the CRDs that conversion handlers serve, their
+//!   versions checked against the declared steps;
 //! - `running` (`crates/operator`): the operator as a whole, from discovery to the
 //!   dispatchers;
 //! - `binding` (feature `python`): the only code that touches Python.
@@ -48,7 +50,7 @@ pub use kopf_client::client;
 pub use kopf_core::{metrics, object_log, settings, state, util};
 pub use kopf_engine::{engine, ha};
 pub use kopf_intents::{indices, intents};
-pub use kopf_operator::{listening, probing, running};
+pub use kopf_operator::{conversions, listening, probing, running};
 pub use kopf_webhooks::webhooks;
 
 #[cfg(feature = "python")]

@@ -62,6 +62,15 @@ class LoggingFn(Protocol):
                  param: Any = ..., **kwargs: Any) -> object: ...
 
 
+class ConversionFn(Protocol):
+    """``on.convert``: an object in the source version; the converted fields, or None."""
+
+    def __call__(self, *, source: str, target: str, body: Body, meta: Meta, spec: Spec, status: Status,
+                 labels: Labels, annotations: Annotations, resource: Resource, uid: str, name: str,
+                 namespace: str | None, patch: Patch, logger: Logger, memo: Any, param: Any = ...,
+                 **kwargs: Any) -> object: ...
+
+
 class ChangingFn(Protocol):
     """``on.resume/create/update/delete/field``, sub-handlers: the change and the attempt."""
 

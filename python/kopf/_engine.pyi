@@ -27,6 +27,10 @@ def invoked_as_read(answer: Any) -> str:
     """An answer to a call (``kopf._bridge.protocol.Invoked``) as the core reads it, as JSON by key;
     a ValueError for a key that the core does not read."""
 
+def converted_as_read(answer: Any) -> str:
+    """``Bridge.convert()``'s answer (``kopf._bridge.protocol.ConversionAnswer``) as the core reads
+    it, as JSON; a ValueError for a key that the core does not read."""
+
 
 def log_writing_as_read(answer: str) -> str:
     """``Bridge.log_writing()``'s answer (``kopf._bridge.protocol.LogWriting``, JSON) as the core

@@ -165,6 +165,21 @@ class LogHandler(ResourceHandler):
 
 
 @dataclasses.dataclass(frozen=True)
+class ConversionHandler(BaseHandler):
+    """One step between two versions of a custom resource (``@kopf.on.convert``)."""
+    selector: Selector
+    source: str
+    target: str
+
+    def __str__(self) -> str:
+        return f"Conversion handler {self.id!r}"
+
+    def conversion_for_engine(self) -> dict[str, Any]:
+        """The step as the core chains it: its resource and its two versions."""
+        return {'id': self.id, 'selector': self.selector.for_engine(), 'source': self.source, 'target': self.target}
+
+
+@dataclasses.dataclass(frozen=True)
 class SpawningHandler(ResourceHandler):
     requires_finalizer: bool | None
     initial_delay: float | Callable[..., float] | None
@@ -213,7 +228,7 @@ class TimerHandler(SpawningHandler):
 
 class OperatorRegistry:
     """All handlers of an operator: activities, change handlers, event watchers, daemons & timers,
-    indexing functions."""
+    indexing functions, admission, log and conversion handlers."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -224,6 +239,7 @@ class OperatorRegistry:
         self._indexing: list[IndexingHandler] = []
         self._webhooks: list[WebhookHandler] = []
         self._logging: list[LogHandler] = []
+        self._conversions: list[ConversionHandler] = []
 
 
 class SmartOperatorRegistry(OperatorRegistry):

@@ -156,6 +156,12 @@ def plan(*, registry: OperatorRegistry, resources: list[Resource], namespaces: C
         ids = ', '.join(repr(h.id) for h in registry._webhooks if h.reason == kind)
         result.need('admissionregistration.k8s.io', plural, [None], ['create', 'patch'],
                     f"admission handlers {ids} (the configuration kept by settings.admission.managed)")
+    if registry._conversions:
+        ids = ', '.join(repr(h.id) for h in registry._conversions)
+        verbs = ['get', 'patch'] if settings.conversion.managed else ['get']
+        why = " and their spec.conversion kept by settings.conversion.managed" if settings.conversion.managed else ""
+        result.need('apiextensions.k8s.io', 'customresourcedefinitions', [None], verbs,
+                    f"conversion handlers {ids} (their CRDs' versions read{why})")
     return result
 
 

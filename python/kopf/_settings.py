@@ -253,6 +253,18 @@ class AdmissionSettings:
 
 
 @dataclasses.dataclass
+class ConversionSettings:
+    """The CRDs whose versions ``@kopf.on.convert`` handlers convert (not in Kopf). Their
+    reviews come to ``settings.admission.server``."""
+    managed: bool = False
+    """Point the CRDs' ``spec.conversion`` at the webhook server (strategy ``Webhook``), at
+    start and whenever the server's address or certificate changes."""
+    cleanup: bool = False
+    """On exit, set the managed CRDs' conversion back to strategy ``None``. Off by default:
+    a CRD of several versions without its webhook cannot serve its objects in all of them."""
+
+
+@dataclasses.dataclass
 class OperatorSettings:
     """All settings of an operator; adjust them in ``@kopf.on.startup`` handlers."""
 
@@ -271,6 +283,7 @@ class OperatorSettings:
     admission: AdmissionSettings = dataclasses.field(default_factory=AdmissionSettings)
     metrics: MetricsSettings = dataclasses.field(default_factory=MetricsSettings)
     logs: LogsSettings = dataclasses.field(default_factory=LogsSettings)
+    conversion: ConversionSettings = dataclasses.field(default_factory=ConversionSettings)
 
     @property
     def batching(self) -> QueueingSettings:
@@ -338,6 +351,7 @@ class OperatorSettings:
             'leadership': dataclasses.asdict(self.leadership),
             'sharding': dataclasses.asdict(self.sharding),
             'metrics': dataclasses.asdict(self.metrics),
+            'conversion': dataclasses.asdict(self.conversion),
             'logs': dataclasses.asdict(self.logs),
             'networking': {
                 'request_timeout': self.networking.request_timeout,

@@ -421,7 +421,11 @@ async def serve(server: Any, engine: Any) -> None:
             engine.webhooks_configured(json.dumps(client_config))
 
 
-def check_configured(server: Any, handlers: Collection[Any]) -> None:
+def check_configured(server: Any, handlers: Collection[Any], conversions: Collection[Any] = ()) -> None:
     if handlers and server is None:
         raise Exception("Admission handlers exist, but no admission server/tunnel is configured in "
                         "`settings.admission.server`. See kopf.WebhookServer and its kin.")
+    if conversions and server is None:
+        raise Exception("Conversion handlers exist, but no webhook server/tunnel is configured in "
+                        "`settings.admission.server` (conversion reviews come to the same server). "
+                        "See kopf.WebhookServer and its kin.")

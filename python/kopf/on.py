@@ -17,6 +17,7 @@ from kopf._handlers import (
     Activity,
     ActivityHandler,
     ChangingHandler,
+    ConversionHandler,
     DaemonHandler,
     IndexingHandler,
     LogHandler,
@@ -44,6 +45,7 @@ WebhookFnT = TypeVar('WebhookFnT', bound='_callbacks.WebhookFn')
 DaemonFnT = TypeVar('DaemonFnT', bound='_callbacks.DaemonFn')
 TimerFnT = TypeVar('TimerFnT', bound='_callbacks.TimerFn')
 LoggingFnT = TypeVar('LoggingFnT', bound='_callbacks.LoggingFn')
+ConversionFnT = TypeVar('ConversionFnT', bound='_callbacks.ConversionFn')
 ResourceArg = str | Marker | Callable[[Resource], bool] | None
 FieldSpec = str | list[str] | tuple[str, ...] | None
 
@@ -463,6 +465,65 @@ def mutate(
                     operations=operations, subresource=subresource, persistent=persistent,
                     side_effects=side_effects, ignore_failures=ignore_failures, labels=labels,
                     annotations=annotations, when=when, field=field, value=value, registry=registry)
+
+
+def convert(
+        arg1: str | None = None, arg2: str | None = None, /, *,
+        source: str, target: str,
+        group: str | None = None, kind: str | None = None, plural: str | None = None,
+        singular: str | None = None, shortcut: str | None = None,
+        id: str | None = None, param: Any | None = None,
+        registry: OperatorRegistry | None = None,
+) -> Callable[[ConversionFnT], ConversionFnT]:
+    """``@kopf.on.convert()``: one step between two versions of a custom resource (not in Kopf).
+
+    The resource is a CRD's, named without a version (``'greetings.demo.kopf.dev'``, or
+    ``'demo.kopf.dev', 'greetings'``): ``source=`` and ``target=`` are the versions the step
+    converts from and to. The function gets the object in the source version (``body``,
+    ``spec``, ``meta``, ``status``, ``labels``, ``annotations``, ``name``, ``namespace``,
+    ``uid``, ``logger``, ``memo``, ``resource``, ``patch``, ``param``, ``source``, ``target``)
+    and either returns the converted object's fields (a dict: each top-level field replaced,
+    ``metadata``'s given keys only), or fills ``patch`` (a merge-patch of the object), or both;
+    the core sets ``apiVersion``. Only labels and annotations of the metadata may change.
+
+    The API server asks for conversions through the operator's webhook server
+    (``settings.admission.server``); ``settings.conversion.managed = True`` points the CRD's
+    ``spec.conversion`` at it. Steps chain: with ``v1 → v2`` and ``v2 → v3`` declared, a
+    ``v1`` object is read as ``v3`` through both. Every served version must lead to every
+    other one, or the operator does not start. Any error fails the conversion, with its
+    message shown to the API server's client.
+    """
+    selector = Selector(arg1, arg2, group=group, kind=kind, plural=plural, singular=singular, shortcut=shortcut)
+    if selector.version is not None:
+        raise TypeError(f"A conversion handler's resource names no version ({selector.version!r} given): "
+                        f"the versions are source= and target=.")
+    if not isinstance(selector.any_name or '', str):
+        raise TypeError("A conversion handler's resource is one custom resource, named: not a marker.")
+    for what, version in (('source', source), ('target', target)):
+        if not isinstance(version, str) or not _VERSION.fullmatch(version):
+            raise ValueError(f"A conversion handler's {what}= is a version of the resource, "
+                             f"such as 'v1' or 'v2beta1'; got {version!r}.")
+    if source == target:
+        raise ValueError(f"A conversion handler converts between two versions; source= and target= "
+                         f"are both {source!r}.")
+
+    def decorator(fn: ConversionFnT) -> ConversionFnT:
+        real_registry = registry if registry is not None else get_default_registry()
+        for other in real_registry._conversions:
+            if other.selector == selector and (other.source, other.target) == (source, target):
+                raise ValueError(f"{other} already converts {selector!r} from {source} to {target}: "
+                                 f"one step per pair of versions.")
+        real_registry._conversions.append(ConversionHandler(
+            fn=fn, id=generate_id(fn=fn, id=id), param=param,
+            errors=None, timeout=None, retries=None, backoff=None,
+            selector=selector, source=source, target=target,
+        ))
+        return fn
+    return decorator
+
+
+# What the API server takes as a version's name (a DNS label: `v1`, `v2beta1`, `v1alpha2`).
+_VERSION = re.compile(r'[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?')
 
 
 def _spawning(selector: Selector, *, id: str | None, field: FieldSpec, value: Any,

@@ -16,8 +16,8 @@ use crate::client::watching::EventType;
 use crate::indices::Indices;
 use crate::intents::handlers::Reason;
 use crate::intents::hooks::{
-    DaemonControl, Failure, HandlerCalls, HandlerKind, Invocation, Invoked, OperatorQueries,
-    OperatorStorages, PlanRequest, Rejection,
+    ConversionRequest, DaemonControl, Failure, HandlerCalls, HandlerKind, Invocation, Invoked,
+    OperatorQueries, OperatorStorages, PlanRequest, Rejection,
 };
 use crate::settings::ServerSelectors;
 use crate::state::bodies::CompactBody;
@@ -244,6 +244,41 @@ pub(super) fn plan_dict<'py>(
 
 /// A callable resource selector's question as a dict for `Bridge.select_resources()`
 /// (`kopf._bridge.protocol.ResourceSelection`).
+/// A conversion review's objects for `Bridge.convert()` (a `ConversionRequest`).
+pub(super) fn conversion_dict<'py>(
+    py: Python<'py>,
+    request: &ConversionRequest,
+) -> PyResult<Bound<'py, PyDict>> {
+    let objects = PyList::empty(py);
+    for (object, steps) in &request.objects {
+        objects.append((to_py(py, object)?, PyList::new(py, steps)?))?;
+    }
+    let dict = PyDict::new(py);
+    dict.set_item("resource", resource_dict(py, &request.resource)?)?;
+    dict.set_item("objects", objects)?;
+    Ok(dict)
+}
+
+/// `Bridge.convert()`'s answer (a `ConversionAnswer`): the converted objects, or why not.
+pub(super) fn parse_converted(answer: &Bound<'_, PyAny>) -> PyResult<Result<Vec<Value>, String>> {
+    let answer = answer.cast::<PyDict>()?;
+    for key in answer.keys() {
+        let key: String = key.extract()?;
+        if key != "converted" && key != "error" {
+            return Err(PyValueError::new_err(format!(
+                "a conversion's answer has a key the core does not read: {key:?}"
+            )));
+        }
+    }
+    if let Some(error) = answer.get_item("error")?.filter(|e| !e.is_none()) {
+        return Ok(Err(error.extract()?));
+    }
+    let converted = answer.get_item("converted")?.ok_or_else(|| {
+        PyValueError::new_err("a conversion's answer has neither 'converted' nor 'error'")
+    })?;
+    Ok(Ok(values::from_python(&converted)?))
+}
+
 pub(super) fn selection_dict<'py>(
     py: Python<'py>,
     kind: HandlerKind,
@@ -516,6 +551,19 @@ impl HandlerCalls for PyHooks {
         let key = key.to_owned();
         self.calls
             .notify("forget", move |py| Ok((key,).into_pyobject(py)?.into_any()));
+    }
+
+    fn convert(
+        &self,
+        request: ConversionRequest,
+    ) -> BoxFuture<'static, Result<Vec<Value>, String>> {
+        self.call(
+            "convert",
+            None,
+            move |py| Ok(conversion_dict(py, &request)?.into_any()),
+            |_, answer| parse_converted(&answer),
+            |message| Err(format!("The conversion handlers failed: {message}")),
+        )
     }
 }
 

@@ -46,6 +46,7 @@ fn _engine(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(settings_as_read, m)?)?;
     m.add_function(wrap_pyfunction!(protocol::protocol_samples, m)?)?;
     m.add_function(wrap_pyfunction!(protocol::invoked_as_read, m)?)?;
+    m.add_function(wrap_pyfunction!(protocol::converted_as_read, m)?)?;
     m.add_function(wrap_pyfunction!(protocol::log_writing_as_read, m)?)?;
     Ok(())
 }

@@ -14,6 +14,8 @@ use crate::intents::handlers::WebhookType;
 use crate::running::{self, Embedding, OperatorSpec};
 use crate::util::logging::Lines;
 use crate::webhooks::admitting::Admission;
+use crate::webhooks::converting::Conversion;
+use crate::webhooks::routing::Webhooks;
 use crate::webhooks::serving::AdmissionRequest;
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
@@ -29,7 +31,7 @@ pub struct Operator {
     /// Taken by `run()`: an operator runs once.
     pending: Mutex<Option<mpsc::UnboundedReceiver<K8sEvent>>>,
     indices: Arc<Indices>,
-    admission: webhooks::Slot,
+    webhooks: webhooks::Slot,
 }
 
 #[pymethods]
@@ -42,7 +44,7 @@ impl Operator {
             events,
             pending: Mutex::new(Some(pending)),
             indices: Arc::default(),
-            admission: Arc::default(),
+            webhooks: Arc::default(),
         }
     }
 
@@ -85,11 +87,12 @@ impl Operator {
         let network = Network::of(&spec.settings.networking, &spec.settings.watching);
         let indices = self.indices.clone();
         // Always: a configured webhook server runs even with no admission handlers (as Kopf).
-        let admission = Some(Arc::new(Admission::new(
-            hooks.clone(),
-            spec.webhooks.clone(),
-        )));
-        *self.admission.lock().expect("not poisoned") = admission.clone();
+        let admission = Arc::new(Admission::new(hooks.clone(), spec.webhooks.clone()));
+        let conversion = Arc::new(Conversion::new(hooks.clone(), spec.conversions.clone()));
+        *self.webhooks.lock().expect("not poisoned") = Some(Arc::new(Webhooks {
+            admission: admission.clone(),
+            conversion: conversion.clone(),
+        }));
         pyo3_async_runtimes::tokio::future_into_py(
             py,
             async move {
@@ -113,7 +116,8 @@ impl Operator {
                     Embedding {
                         hooks,
                         indices,
-                        admission,
+                        admission: Some(admission),
+                        conversion: Some(conversion),
                     },
                     stop,
                     events,
@@ -151,8 +155,8 @@ impl Operator {
     fn serve_webhooks<'py>(&self, py: Python<'py>, options: &str) -> PyResult<Bound<'py, PyAny>> {
         let options: webhooks::Options = serde_json::from_str(options)
             .map_err(|e| PyValueError::new_err(format!("invalid webhook server options: {e}")))?;
-        let admission = webhooks::admission(&self.admission)?;
-        pyo3_async_runtimes::tokio::future_into_py(py, webhooks::start(admission, options))
+        let served = webhooks::webhooks(&self.webhooks)?;
+        pyo3_async_runtimes::tokio::future_into_py(py, webhooks::start(served, options))
     }
 
     /// Review an AdmissionReview (JSON) that a custom webhook server received: an awaitable
@@ -178,7 +182,7 @@ impl Operator {
         };
         let sslpeer = serde_json::from_str(sslpeer)
             .map_err(|e| PyValueError::new_err(format!("invalid sslpeer: {e}")))?;
-        let admission = webhooks::admission(&self.admission)?;
+        let served = webhooks::webhooks(&self.webhooks)?;
         let request = AdmissionRequest {
             body: request.into(),
             webhook,
@@ -187,7 +191,7 @@ impl Operator {
             reason,
         };
         pyo3_async_runtimes::tokio::future_into_py(py, async move {
-            Ok(webhooks::review(admission, request).await)
+            Ok(webhooks::review(served, request).await)
         })
     }
 
@@ -196,7 +200,7 @@ impl Operator {
     fn webhooks_configured(&self, client_config: &str) -> PyResult<()> {
         let config = serde_json::from_str(client_config)
             .map_err(|e| PyValueError::new_err(format!("invalid client config: {e}")))?;
-        webhooks::admission(&self.admission)?.configure(config);
+        webhooks::webhooks(&self.webhooks)?.configure(config);
         Ok(())
     }
 

@@ -6,7 +6,10 @@
 //! writes itself). `tests/unit/test_protocol.py` checks both against the
 //! TypedDicts, so neither side can add, drop or misspell a key on its own.
 
-use super::hooks::{invocation_dict, parse_invoked, plan_dict, resource_dict, selection_dict};
+use super::hooks::{
+    conversion_dict, invocation_dict, parse_converted, parse_invoked, plan_dict, resource_dict,
+    selection_dict,
+};
 use super::indices::Converter;
 use super::logs::{object_dict, LogWriting};
 use crate::client::resources::Resource;
@@ -14,7 +17,7 @@ use crate::client::watching::EventType;
 use crate::indices::datum::Strings;
 use crate::intents::handlers::Reason;
 use crate::intents::hooks::{
-    AdmissionCall, DaemonCall, HandlerKind, Invocation, LogCall, PlanRequest,
+    AdmissionCall, ConversionRequest, DaemonCall, HandlerKind, Invocation, LogCall, PlanRequest,
 };
 use crate::intents::hooks::{Failure, Rejection};
 use crate::state::bodies::CompactBody;
@@ -89,6 +92,11 @@ pub(super) fn protocol_samples(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     let selection = selection_dict(py, HandlerKind::Changing, 0, &[(*resource).clone()])?;
     samples.set_item("ResourceSelection", selection)?;
     samples.set_item("ObjectRef", object_dict(py, &ObjectRef::of(&body))?)?;
+    let conversion = ConversionRequest {
+        resource: resource.clone(),
+        objects: vec![(body.clone(), vec![0, 1])],
+    };
+    samples.set_item("ConversionRequest", conversion_dict(py, &conversion)?)?;
     Ok(samples)
 }
 
@@ -134,6 +142,17 @@ pub(super) fn invoked_as_read(answer: &Bound<'_, PyAny>) -> PyResult<String> {
         .map(|(key, value)| (key.to_owned(), value))
         .collect();
     Ok(Value::Object(taken).to_string())
+}
+
+/// `Bridge.convert()`'s answer as the core reads it, as JSON: `{"converted": [...]}` or
+/// `{"error": "..."}`; a `ValueError` for a key the core does not read.
+#[pyfunction]
+pub(super) fn converted_as_read(answer: &Bound<'_, PyAny>) -> PyResult<String> {
+    Ok(match parse_converted(answer)? {
+        Ok(converted) => json!({"converted": converted}),
+        Err(error) => json!({"error": error}),
+    }
+    .to_string())
 }
 
 /// `Bridge.log_writing()`'s answer (JSON) as the core reads it, written back as JSON: a

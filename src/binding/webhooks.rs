@@ -1,9 +1,10 @@
-//! The admission webhooks as Python drives them (`kopf.WebhookServer` and custom servers):
-//! start the core's server, review a request that a custom server received, tell the core
-//! where the apiserver reaches the webhooks. Reviews run in the core, handlers in Python.
+//! The admission and conversion webhooks as Python drives them (`kopf.WebhookServer` and
+//! custom servers): start the core's server, review a request that a custom server received,
+//! tell the core where the apiserver reaches the webhooks. Reviews run in the core, handlers
+//! in Python.
 
-use crate::webhooks::admitting::Admission;
 use crate::webhooks::certificates;
+use crate::webhooks::routing::Webhooks;
 use crate::webhooks::serving::{self, AdmissionRequest, Reviewer, Server, ServerSpec};
 use crate::webhooks::tls::{self, ClientVerification, VerifyMode};
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
@@ -13,10 +14,10 @@ use serde::Deserialize;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
-/// The operator's admission, once its core runs.
-pub type Slot = Arc<Mutex<Option<Arc<Admission>>>>;
+/// The operator's webhooks, once its core runs.
+pub type Slot = Arc<Mutex<Option<Arc<Webhooks>>>>;
 
-pub fn admission(slot: &Slot) -> PyResult<Arc<Admission>> {
+pub fn webhooks(slot: &Slot) -> PyResult<Arc<Webhooks>> {
     slot.lock().expect("not poisoned").clone().ok_or_else(|| {
         PyRuntimeError::new_err("the operator is not running: its webhooks cannot be served")
     })
@@ -70,8 +71,8 @@ impl WebhookServing {
 }
 
 /// Start serving these options; the API is discovered first (else requests find nothing).
-pub async fn start(admission: Arc<Admission>, options: Options) -> PyResult<WebhookServing> {
-    admission.discovered().await;
+pub async fn start(webhooks: Arc<Webhooks>, options: Options) -> PyResult<WebhookServing> {
+    webhooks.discovered().await;
     let (tls, cert_pem) = if options.insecure {
         (None, None)
     } else {
@@ -108,7 +109,7 @@ pub async fn start(admission: Arc<Admission>, options: Options) -> PyResult<Webh
     };
     let path = options.path.trim_end_matches('/').to_owned();
     let port = options.port.unwrap_or(0);
-    let reviewer: Arc<dyn Reviewer> = admission;
+    let reviewer: Arc<dyn Reviewer> = webhooks;
     // No address: every interface, IPv6 and IPv4 alike where the system has IPv6.
     let addresses = match options.addr {
         Some(addr) => vec![addr],
@@ -147,9 +148,9 @@ pub fn describe_certificate(pem: &[u8]) -> String {
 }
 
 /// A review that a custom server received: `(200, response)` or `(HTTP status, message)`.
-pub async fn review(admission: Arc<Admission>, request: AdmissionRequest) -> (u16, String) {
-    admission.discovered().await;
-    match admission.review(request).await {
+pub async fn review(webhooks: Arc<Webhooks>, request: AdmissionRequest) -> (u16, String) {
+    webhooks.discovered().await;
+    match webhooks.review(request).await {
         Ok(response) => (200, response.to_string()),
         Err(error) => (error.http_status(), error.to_string()),
     }

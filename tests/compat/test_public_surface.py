@@ -205,8 +205,8 @@ def test_dataclass_fields_are_kopfs(kopf_source: Path) -> None:
     classes = kopf_settings_fields(kopf_source)
     extra = {}
     for field in dataclasses.fields(kopf.OperatorSettings):
-        # Ours (--lease, --shards, --metrics, @kopf.on.log), in the README.
-        if field.name in ("leadership", "sharding", "metrics", "logs"):
+        # Ours (--lease, --shards, --metrics, @kopf.on.log, @kopf.on.convert), in the README.
+        if field.name in ("leadership", "sharding", "metrics", "logs", "conversion"):
             continue
         section = type(getattr(kopf.OperatorSettings(), field.name))
         kopfs = set(classes[section.__name__])

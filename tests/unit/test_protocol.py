@@ -20,6 +20,7 @@ SENT = {
     "PlanRequest": _protocol.PlanRequest,
     "ResourceSelection": _protocol.ResourceSelection,
     "ObjectRef": _protocol.ObjectRef,
+    "ConversionRequest": _protocol.ConversionRequest,
 }
 
 
@@ -81,3 +82,19 @@ def test_an_answer_of_none_is_a_success_with_nothing_to_keep() -> None:
     taken = json.loads(_engine.invoked_as_read(None))
     assert taken["final"] is True
     assert taken["exception"] is None and taken["patch"] is None
+
+
+def test_a_conversions_answer_reaches_the_core_either_way() -> None:
+    assert keys(_protocol.ConversionAnswer) == {"converted", "error"}
+    converted = {"converted": [{"apiVersion": "kopf.dev/v2", "kind": "KopfExample"}]}
+    assert json.loads(_engine.converted_as_read(converted)) == converted
+    assert json.loads(_engine.converted_as_read({"error": "why"})) == {"error": "why"}
+    with pytest.raises(ValueError, match='"convertedObjects"'):
+        _engine.converted_as_read({"convertedObjects": []})
+
+
+def test_a_conversion_requests_objects_carry_their_steps() -> None:
+    sample = _engine.protocol_samples()["ConversionRequest"]
+    assert set(sample["resource"]) == keys(_protocol.ResourceInfo)
+    [(obj, steps)] = sample["objects"]
+    assert obj["kind"] == "KopfExample" and steps == [0, 1]

@@ -102,3 +102,15 @@ def test_namespace_lists_are_watched_cluster_wide_as_the_engine_does() -> None:
     found = rules(registry, namespaces=['ns1,ns2'])
     assert found[(None, 'demo.kopf.dev', 'greetings')] == ['list', 'patch', 'watch']
     assert not [key for key in found if key[0] in ('ns1', 'ns2', 'ns1,ns2')]
+
+
+def test_conversion_handlers_read_their_crds_and_patch_them_when_managed() -> None:
+    registry = kopf.OperatorRegistry()
+    kopf.on.convert('greetings.demo.kopf.dev', source='v1', target='v2', registry=registry)(lambda **_: None)
+    kopf.on.convert('greetings.demo.kopf.dev', source='v2', target='v1', registry=registry)(lambda **_: None)
+    crds = (None, 'apiextensions.k8s.io', 'customresourcedefinitions')
+    assert rules(registry)[crds] == ['get', 'list', 'watch']
+    settings = kopf.OperatorSettings()
+    settings.conversion.managed = True
+    settings.scanning.disabled = True
+    assert rules(registry, settings=settings) == {crds: ['get', 'patch']}

@@ -23,6 +23,18 @@ pub struct Settings {
     pub scanning: ScanningSettings,
     pub metrics: MetricsSettings,
     pub logs: LogsSettings,
+    pub conversion: ConversionSettings,
+}
+
+/// `settings.conversion` (not in Kopf): the CRDs whose versions `@kopf.on.convert` handlers
+/// convert.
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ConversionSettings {
+    /// Point the CRDs' `spec.conversion` at the operator's webhook server, and keep it so.
+    pub managed: bool,
+    /// On exit, set the managed CRDs' conversion back to strategy `None`.
+    pub cleanup: bool,
 }
 
 /// `settings.logs` (not in Kopf): how `@kopf.on.log` handlers follow the pods' logs.

@@ -1,4 +1,4 @@
-//! The operator as a whole (`listening`, `probing`, `running`), a crate of its own so that
+//! The operator as a whole (`conversions`, `listening`, `probing`, `running`), a crate of its own so that
 //! the compiler keeps Python out of it: Skafos' listeners, the liveness endpoint, and the run
 //! from discovery to the dispatchers. Their places in the floor plan are in the top crate's
 //! `src/lib.rs`, which re-exports them under their own names.
@@ -13,6 +13,7 @@ use kopf_engine::{engine, ha};
 use kopf_intents::{indices, intents};
 use kopf_webhooks::webhooks;
 
+pub mod conversions;
 pub mod listening;
 pub mod probing;
 pub mod running;

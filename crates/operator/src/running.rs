@@ -10,6 +10,7 @@ use crate::client::namespaces;
 use crate::client::posting::{K8sEvent, Poster};
 use crate::client::resources::{Resource, Selector};
 use crate::client::watching::{EventType, RawEvent, Watched, Watcher};
+use crate::conversions;
 use crate::engine::context::ResourceContext;
 use crate::engine::daemons::Daemons;
 use crate::engine::logs::Logs;
@@ -20,7 +21,8 @@ use crate::ha::peering::{self, Peering, PeeringError, Target};
 use crate::ha::sharding::{self, Sharding};
 use crate::indices::{Indices, InitialListing};
 use crate::intents::handlers::{
-    ChangingHandler, IndexingHandler, LogHandler, SpawningHandler, WatchingHandler, WebhookHandler,
+    ChangingHandler, ConversionHandler, IndexingHandler, LogHandler, SpawningHandler,
+    WatchingHandler, WebhookHandler,
 };
 use crate::intents::hooks::{HandlerKind, Hooks};
 use crate::intents::lifecycles::Lifecycle;
@@ -32,7 +34,8 @@ use crate::util::errors;
 use crate::util::logging::ENGINE;
 use crate::util::tasks;
 use crate::webhooks::admitting::{Admission, Served};
-use crate::webhooks::managing;
+use crate::webhooks::converting::Conversion;
+use crate::webhooks::{crd_managing, managing};
 use serde::Deserialize;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -53,6 +56,8 @@ pub struct OperatorSpec {
     pub webhooks: Vec<WebhookHandler>,
     #[serde(default)]
     pub logging: Vec<LogHandler>,
+    #[serde(default)]
+    pub conversions: Vec<ConversionHandler>,
     /// `settings.admission.managed`: the webhook configurations to keep, by this name.
     #[serde(default)]
     pub admission_managed: Option<String>,
@@ -86,7 +91,9 @@ impl OperatorSpec {
             .chain(self.webhooks.iter().map(|h| &h.filters))
             .chain(self.logging.iter().map(|h| &h.filters));
         let mut groups: BTreeSet<String> = OWN_GROUPS.iter().map(|g| (*g).to_owned()).collect();
-        for selector in filters.filter_map(|filters| filters.selector.as_ref()) {
+        let selectors = (filters.filter_map(|filters| filters.selector.as_ref()))
+            .chain(self.conversions.iter().map(|h| &h.selector));
+        for selector in selectors {
             match &selector.group {
                 Some(group) if !selector.callable => groups.insert(group.clone()),
                 _ => return None,
@@ -118,6 +125,8 @@ pub enum RunError {
     Leadership(#[from] LeadershipProblem),
     #[error("Automatic sharding: {0}")]
     Sharding(String),
+    #[error("{0}")]
+    Conversion(String),
 }
 
 /// The resources a handler's selector picks; callable selectors are asked in Python.
@@ -318,6 +327,8 @@ pub struct Embedding {
     pub indices: Arc<Indices>,
     /// Its admission handlers (if any), which the webhook server calls.
     pub admission: Option<Arc<Admission>>,
+    /// Its conversion handlers (if any), which the webhook server calls.
+    pub conversion: Option<Arc<Conversion>>,
 }
 
 /// Run until `stop` becomes true; `ready` is called once all watchers are started.
@@ -329,6 +340,7 @@ pub async fn run(
         hooks,
         indices,
         admission,
+        conversion,
     }: Embedding,
     mut stop: watch::Receiver<bool>,
     events: mpsc::UnboundedReceiver<K8sEvent>,
@@ -343,6 +355,10 @@ pub async fn run(
     let endpoints = Endpoints::start(&spec, &hooks).await?;
     let groups = spec.api_groups();
     let resources = discover(&credentials, server, groups.as_ref()).await?;
+    if let Some(conversion) = &conversion {
+        let served = conversions::served(&credentials, &spec.conversions, &resources, true);
+        conversion.serve(served.await.map_err(RunError::Conversion)?);
+    }
     let settings = Arc::new(spec.settings.clone());
     let targets = peering_targets(&credentials, &spec, &resources).await?;
     let mut ha = Ha::start(&credentials, &settings, targets, &stop).await?;
@@ -374,6 +390,18 @@ pub async fn run(
     };
     serving.update(plan(&spec, &resources, hooks.as_ref(), true).await);
     let managing = serve_webhooks(&credentials, &spec, &resources, &hooks, &admission, &stop).await;
+    let managing_crds = (conversion.as_ref())
+        .filter(|_| spec.settings.conversion.managed)
+        .map(|conversion| {
+            let cleanup = spec.settings.conversion.cleanup;
+            let task = crd_managing::manage(
+                credentials.clone(),
+                conversion.clone(),
+                cleanup,
+                stop.clone(),
+            );
+            tasks::spawn(task)
+        });
     let (crd_watcher, mut crd_rx) = watch_crds(&credentials, &resources, &settings);
     let mut crd_versions = CrdVersions::default();
     ready();
@@ -408,6 +436,12 @@ pub async fn run(
                         if let Some(admission) = &admission {
                             admission.serve(webhook_resources(&spec, &resources, hooks.as_ref()).await);
                         }
+                        if let Some(conversion) = &conversion {
+                            match conversions::served(&credentials, &spec.conversions, &resources, false).await {
+                                Ok(served) => conversion.serve(served),
+                                Err(problem) => tracing::error!(target: ENGINE, "{problem}"),
+                            }
+                        }
                     }
                     Err(error) => tracing::warn!(target: ENGINE, "Re-scanning the API failed: {}", errors::chain(&error)),
                 }
@@ -418,7 +452,7 @@ pub async fn run(
         crd_watcher.abort();
     }
     // The managed webhook configurations are cleaned up on the stop signal: let that finish.
-    if let Some(managing) = managing {
+    for managing in [managing, managing_crds].into_iter().flatten() {
         let _ = tokio::time::timeout(std::time::Duration::from_secs(10), managing).await;
     }
     // Stopping the watchers ends the streams; the dispatchers then let their workers

@@ -1,4 +1,4 @@
-//! The admission webhooks (`webhooks`), a crate of their own so that the compiler keeps them
+//! The admission and conversion webhooks (`webhooks`), a crate of their own so that the compiler keeps them
 //! below the operator's run and Python. Their place in the floor plan is in the top crate's
 //! `src/lib.rs`, which re-exports them under their own name.
 //!
@@ -8,7 +8,7 @@
 // The layers below, named at this crate's root: `crate::util::...` reads the same in every
 // crate of the workspace.
 use kopf_client::client;
-use kopf_core::{state, util};
+use kopf_core::{metrics, state, util};
 use kopf_intents::intents;
 
 pub mod webhooks;

@@ -18,6 +18,8 @@ from kopf import _indices, _selectors, _subhandling
 from kopf import _lifecycles as lifecycles
 from kopf._activities import authenticate, run_activity
 from kopf._bridge.protocol import (
+    ConversionAnswer,
+    ConversionRequest,
     DaemonCall,
     HandlerKind,
     Invocation,
@@ -29,6 +31,7 @@ from kopf._bridge.protocol import (
     Target,
     Threading,
 )
+from kopf._conversions import Converting
 from kopf._daemons import AsyncDaemonStopperChecker, DaemonStopper, SyncDaemonStopperChecker
 from kopf._engine import CoreBody
 from kopf._errors import AdmissionError, ErrorsMode, PermanentError, TemporaryError
@@ -81,12 +84,15 @@ class Bridge:
         self.indexing = list(registry._indexing)
         self.webhooks = list(registry._webhooks)
         self.logging = list(registry._logging)
+        self.conversions = list(registry._conversions)
         self._by_kind: dict[HandlerKind, list[Any]] = {'changing': self.changing, 'watching': self.watching,
                                                        'spawning': self.spawning, 'indexing': self.indexing,
                                                        'admission': self.webhooks, 'logging': self.logging}
         self.settings = settings
         self.memobase = memo
         self.memos = ObjectMemos(memo)
+        self.converting = Converting(handlers=self.conversions, settings=settings, memos=self.memos,
+                                     indices=self.indices)
         self.stoppers: dict[int, DaemonStopper] = {}  # by the core's daemon tokens
         self._resources: dict[int, tuple[ResourceInfo, Resource]] = {}
         self.live_bodies: dict[str, LazyRaw] = {}  # what daemons & timers see, by object
@@ -126,6 +132,7 @@ class Bridge:
             'webhooks': [{'index': i, **h.webhook_for_engine()} for i, h in enumerate(self.webhooks)],
             'logging': [{'index': i, 'id': h.id, **h.filters_for_engine(), **h.logging_for_engine()}
                         for i, h in enumerate(self.logging)],
+            'conversions': [{'index': i, **h.conversion_for_engine()} for i, h in enumerate(self.conversions)],
         }
 
     # -- the core's calls: queued by the core, served on this loop ------------------------------
@@ -349,6 +356,10 @@ class Bridge:
             return []
         positions = {id(handler): at for at, handler in enumerate(candidates)}
         return [positions[id(handler)] for handler in picked if id(handler) in positions]
+
+    async def convert(self, request: ConversionRequest) -> ConversionAnswer:
+        """The objects of a conversion review, each through its chain of conversion handlers."""
+        return await self.converting.convert(request, self._resource(request['resource']))
 
     async def check_callbacks(self, calls: list[Invocation]) -> list[bool]:
         verdicts = []

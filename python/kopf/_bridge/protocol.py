@@ -107,6 +107,19 @@ class Invoked(TypedDict, total=False):
     said: tuple[str, bool] | None  # the "succeeded" line that the core writes, and if it posts it
 
 
+class ConversionRequest(TypedDict):
+    """The objects of one conversion review (``Bridge.convert()``), each with its chain of steps:
+    the conversion handlers' positions, in order, from its version to the desired one."""
+    resource: ResourceInfo  # the custom resource, in the desired version
+    objects: list[tuple[dict[str, Any], list[int]]]
+
+
+class ConversionAnswer(TypedDict, total=False):
+    """``Bridge.convert()``'s answer: the converted objects (in order), or why they are not."""
+    converted: list[dict[str, Any]]
+    error: str  # which object, which handler, what error
+
+
 class ResourceSelection(TypedDict):
     """Which of these resources a handler's callable selector wants."""
     kind: HandlerKind

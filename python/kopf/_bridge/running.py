@@ -214,7 +214,7 @@ async def operator(
                 'lifecycle': lifecycles.engine_name(lifecycle),
                 'liveness_endpoint': liveness_endpoint,
                 'admission_managed': settings.admission.managed}
-        _webhooks.check_configured(settings.admission.server, registry._webhooks)
+        _webhooks.check_configured(settings.admission.server, registry._webhooks, registry._conversions)
         _check_sharding(settings)
         _check_posting(settings)
         _webhooks.connection_var.set(connection)
@@ -224,7 +224,7 @@ async def operator(
         waiting: set[asyncio.Future[Any]] = {stop, engine_task, ready_task, *watchers}
         # As Kopf: a configured server runs (and its managed configurations are kept) even
         # with no admission handlers yet.
-        if registry._webhooks or settings.admission.server is not None:
+        if registry._webhooks or registry._conversions or settings.admission.server is not None:
             admission_task = asyncio.create_task(_webhooks.serve(settings.admission.server, engine),
                                                  name='admission webhook server')
             waiting.add(admission_task)

@@ -51,6 +51,12 @@ pub(crate) struct ResourceLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(crate) struct ConversionLabels {
+    pub resource: String,
+    pub outcome: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub(crate) struct CauseLabels {
     pub resource: String,
     pub cause: String,
@@ -125,6 +131,8 @@ pub struct Metrics {
     log_lines_read: Family<ResourceLabels, Counter>,
     log_lines_matched: Family<ResourceLabels, Counter>,
     log_streams: Family<ResourceLabels, Gauge>,
+    conversions: Family<ConversionLabels, Counter>,
+    conversion_duration: Histograms<ResourceLabels>,
 }
 
 /// The counters of one followed log (made once per reader, not per line).
@@ -159,6 +167,8 @@ impl Metrics {
             log_lines_read: Family::default(),
             log_lines_matched: Family::default(),
             log_streams: Family::default(),
+            conversions: Family::default(),
+            conversion_duration: Family::new_with_constructor(seconds),
         };
         let m = &metrics;
         registry.register(
@@ -251,6 +261,16 @@ impl Metrics {
             "log_streams",
             "Containers' logs being followed for log handlers, by resource",
             m.log_streams.clone(),
+        );
+        registry.register(
+            "conversions",
+            "Objects of conversion reviews, by resource and outcome (success, failed)",
+            m.conversions.clone(),
+        );
+        registry.register(
+            "conversion_duration_seconds",
+            "How long conversion reviews took, by resource",
+            m.conversion_duration.clone(),
         );
         Metrics {
             registry,
@@ -362,6 +382,19 @@ impl Metrics {
             read: self.log_lines_read.get_or_create(&labels).clone(),
             matched: self.log_lines_matched.get_or_create(&labels).clone(),
         }
+    }
+
+    /// A conversion review answered: its objects, converted or not, and how long it took.
+    pub fn conversion(&self, resource: &str, success: bool, objects: u64, took: Duration) {
+        let labels = ConversionLabels {
+            resource: resource.to_owned(),
+            outcome: if success { "success" } else { "failed" }.to_owned(),
+        };
+        self.conversions.get_or_create(&labels).inc_by(objects);
+        let resource = ResourceLabels {
+            resource: resource.to_owned(),
+        };
+        (self.conversion_duration.get_or_create(&resource)).observe(took.as_secs_f64());
     }
 
     pub fn log_streams(&self, resource: &str, delta: i64) {

@@ -10,8 +10,8 @@ use crate::intents::handlers::{
     ChangingHandler, IndexingHandler, SpawningHandler, WatchingHandler,
 };
 use crate::intents::hooks::{
-    DaemonControl, HandlerCalls, HandlerKind, Invocation, Invoked, OperatorQueries,
-    OperatorStorages, PlanRequest,
+    ConversionRequest, DaemonControl, HandlerCalls, HandlerKind, Invocation, Invoked,
+    OperatorQueries, OperatorStorages, PlanRequest,
 };
 use crate::intents::lifecycles::Lifecycle;
 use crate::settings::{ServerSelectors, Settings};
@@ -79,9 +79,30 @@ pub struct FakeHooks {
     pub admitter: Mutex<Admitter>,
     /// Successes return a result (`{"by": <handler index>}`, for `status.<id>`), not None.
     pub results: std::sync::atomic::AtomicBool,
+    /// What conversion handlers make of the objects (by default: each step that it went
+    /// through, by position, in `spec.steps`).
+    pub converter: Mutex<Converter>,
+    /// Each conversion trip: the objects' steps.
+    pub conversions: Mutex<Vec<Vec<Vec<usize>>>>,
 }
 
 pub type Admitter = fn(&Invocation) -> Invoked;
+
+pub type Converter = fn(&ConversionRequest) -> Result<Vec<Value>, String>;
+
+fn stepping(request: &ConversionRequest) -> Result<Vec<Value>, String> {
+    let converted = request.objects.iter().map(|(object, steps)| {
+        let mut object = object.clone();
+        let mut all = object["spec"]["steps"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        all.extend(steps.iter().map(|step| json!(step)));
+        object["spec"]["steps"] = Value::Array(all);
+        object
+    });
+    Ok(converted.collect())
+}
 
 pub type Indexer = fn(&Value) -> Option<Vec<(Datum, Datum)>>;
 
@@ -104,6 +125,8 @@ impl FakeHooks {
             indexer: Mutex::new(by_app),
             admitter: Mutex::new(|_| Invoked::default()),
             results: Default::default(),
+            converter: Mutex::new(stepping),
+            conversions: Mutex::default(),
         })
     }
 
@@ -257,6 +280,16 @@ impl HandlerCalls for FakeHooks {
 
     fn forget(&self, key: &str) {
         self.forgotten.lock().unwrap().push(key.to_owned());
+    }
+
+    fn convert(
+        &self,
+        request: ConversionRequest,
+    ) -> BoxFuture<'static, Result<Vec<Value>, String>> {
+        let steps = request.objects.iter().map(|(_, s)| s.clone()).collect();
+        self.conversions.lock().unwrap().push(steps);
+        let converted = (self.converter.lock().unwrap())(&request);
+        Box::pin(async move { converted })
     }
 }
 

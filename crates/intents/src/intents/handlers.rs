@@ -371,6 +371,20 @@ impl Filtered for LogHandler {
     }
 }
 
+/// `@kopf.on.convert` handlers: one step between two versions of a custom resource, called
+/// for the objects of the API server's conversion reviews (a chain of them where no single
+/// step leads from one version to the other).
+#[derive(Debug, Clone, Deserialize)]
+pub struct ConversionHandler {
+    pub index: usize,
+    pub id: String,
+    /// The custom resource (no version: the step names both).
+    pub selector: Selector,
+    /// The version it converts from, and the one it converts to (`v1`, `v2beta1`, ...).
+    pub source: String,
+    pub target: String,
+}
+
 /// `@kopf.daemon` and `@kopf.timer` handlers: spawned per object, scheduled by the core.
 #[derive(Debug, Clone, Deserialize)]
 pub struct SpawningHandler {

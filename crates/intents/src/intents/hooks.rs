@@ -70,6 +70,16 @@ pub struct AdmissionCall {
     pub sslpeer: Value,
 }
 
+/// The objects of one conversion review, each with the steps (the conversion handlers'
+/// positions, in order) that lead from its version to the desired one: converted in one
+/// trip to the handlers' side.
+#[derive(Debug, Clone)]
+pub struct ConversionRequest {
+    /// The custom resource, in the desired version (the handlers' `resource` kwarg).
+    pub resource: Arc<Resource>,
+    pub objects: Vec<(Value, Vec<usize>)>,
+}
+
 /// Why an admission handler rejected a request: `kopf.AdmissionError` (with its code),
 /// Kopf's permanent or temporary errors, or any other exception; with the error's text.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -293,6 +303,10 @@ pub trait HandlerCalls: Send + Sync + 'static {
     fn initial_delay(&self, invocation: Invocation) -> BoxFuture<'static, f64>;
     /// The object is gone: drop what the Python side keeps for it (its `memo`).
     fn forget(&self, key: &str);
+    /// Convert the objects of a review through their steps: all converted (in order), or
+    /// the first failure's message (which object, which handler, what error).
+    fn convert(&self, request: ConversionRequest)
+        -> BoxFuture<'static, Result<Vec<Value>, String>>;
 }
 
 /// The Python side of daemons and timers: their `stopped` flags, cancellation, live bodies.

@@ -75,6 +75,15 @@ impl Admission {
 
     async fn answer(&self, request: AdmissionRequest) -> Result<Value, ReviewError> {
         let review = Review::parse(&request.body)?;
+        self.answer_review(request, review).await
+    }
+
+    /// Answer a review already read from the request's body.
+    pub(crate) async fn answer_review(
+        &self,
+        request: AdmissionRequest,
+        review: Review,
+    ) -> Result<Value, ReviewError> {
         let served = self.served();
         let resources: Vec<Arc<Resource>> = served.iter().map(|(r, _)| r.clone()).collect();
         let resource = review.find_resource(&resources)?.clone();

@@ -4,6 +4,7 @@
 //! Abusive clients are bounded: a review's size, the bytes of reviews in flight, and the
 //! time a client takes to send its request.
 
+use super::converting::PATH as CONVERSION_PATH;
 use super::reviews::ReviewError;
 use super::tls;
 use crate::intents::handlers::WebhookType;
@@ -26,6 +27,11 @@ use tokio::net::{TcpListener, TcpStream};
 /// Anything bigger is not from the API server: refused (413) by its Content-Length before it
 /// is read, or as soon as a chunked body crosses the limit.
 pub(crate) const MAX_REVIEW_BYTES: usize = 7 * 1024 * 1024;
+
+/// The largest conversion review taken: the API server sends all objects of a list that
+/// need converting in one review (hence its own path, `conversion/...`, known before the
+/// body is read).
+pub(crate) const MAX_CONVERSION_BYTES: usize = 30 * 1024 * 1024;
 
 /// The bytes of the reviews being read and handled at once. A review costs 2-3 times its
 /// size while in flight (its bytes, its parsed JSON, its Python objects); beyond this budget
@@ -208,13 +214,19 @@ async fn respond(
         .collect();
     let declared = (request.headers().get(http::header::CONTENT_LENGTH))
         .and_then(|value| value.to_str().ok()?.parse::<usize>().ok());
-    if declared.is_some_and(|length| length > MAX_REVIEW_BYTES) {
-        return too_large();
+    let converting = webhook
+        .as_deref()
+        .is_some_and(|w| w.starts_with(CONVERSION_PATH));
+    let limit = if converting {
+        MAX_CONVERSION_BYTES
+    } else {
+        MAX_REVIEW_BYTES
+    };
+    if declared.is_some_and(|length| length > limit) {
+        return too_large(limit);
     }
     // Its share of the budget: as declared, or the most a review may be (a chunked body).
-    let share = declared
-        .unwrap_or(MAX_REVIEW_BYTES)
-        .clamp(1, spec.in_flight_bytes);
+    let share = declared.unwrap_or(limit).clamp(1, spec.in_flight_bytes);
     let share = u32::try_from(share).unwrap_or(u32::MAX);
     let _permit = match tokio::time::timeout(spec.timeout, budget.acquire_many(share)).await {
         Ok(Ok(permit)) => permit,
@@ -230,10 +242,12 @@ async fn respond(
             return response;
         }
     };
-    let reading = Limited::new(request.into_body(), MAX_REVIEW_BYTES).collect();
+    let reading = Limited::new(request.into_body(), limit).collect();
     let body = match tokio::time::timeout(spec.timeout, reading).await {
         Ok(Ok(body)) => body.to_bytes(),
-        Ok(Err(error)) if error.is::<http_body_util::LengthLimitError>() => return too_large(),
+        Ok(Err(error)) if error.is::<http_body_util::LengthLimitError>() => {
+            return too_large(limit)
+        }
         Ok(Err(error)) => {
             return plain(
                 StatusCode::BAD_REQUEST,
@@ -313,10 +327,10 @@ fn header_name(lower: &str) -> String {
 }
 
 /// 413, and the connection closed: the rest of the body is not read.
-fn too_large() -> Response<Full<Bytes>> {
+fn too_large(limit: usize) -> Response<Full<Bytes>> {
     let mut response = plain(
         StatusCode::PAYLOAD_TOO_LARGE,
-        format!("An admission review is at most {MAX_REVIEW_BYTES} bytes."),
+        format!("A review is at most {limit} bytes here."),
     );
     close(&mut response);
     response

@@ -1,0 +1,166 @@
+//! `settings.conversion.managed`: the operator points the `spec.conversion` of the CRDs its
+//! conversion handlers serve at its webhook server (strategy `Webhook`, the server's client
+//! config, ConversionReview v1), at start and whenever the server's address or certificate
+//! changes. On exit the webhook stays (a CRD of several versions without it cannot serve its
+//! objects in every version), unless `settings.conversion.cleanup` asks for strategy `None`.
+
+use super::configs::with_handler_id;
+use super::converting::{Conversion, Served, PATH};
+use crate::client::credentials::Credentials;
+use crate::util::errors;
+use crate::util::logging::ADMISSION;
+use serde_json::{json, Value};
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use tokio::sync::watch;
+
+const CRDS_URL: &str = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
+
+/// Keep the served CRDs' conversion pointed at the server until `stop`, then (if asked)
+/// take it away.
+pub async fn manage(
+    credentials: Arc<Credentials>,
+    conversion: Arc<Conversion>,
+    cleanup: bool,
+    mut stop: watch::Receiver<bool>,
+) {
+    let mut configs = conversion.watch_client_config();
+    let mut served = conversion.watch_served();
+    let ready = async {
+        let _ = configs.wait_for(Option::is_some).await;
+        let _ = served.wait_for(Option::is_some).await;
+    };
+    tokio::select! {
+        _ = ready => {}
+        _ = stop.wait_for(|stopped| *stopped) => return,
+    }
+    // The CRDs are read again on every change of theirs (the API's rescan): one whose
+    // conversion is already the wanted one is left alone (our own patch causes a rescan),
+    // one changed by others is set again.
+    let mut managed: BTreeSet<String> = BTreeSet::new();
+    loop {
+        let config = configs.borrow_and_update().clone().unwrap_or_default();
+        let crds = served.borrow_and_update().clone().unwrap_or_default();
+        for crd in &crds {
+            managed.insert(crd.crd.name.clone());
+            let wanted = webhook_conversion(&config, crd);
+            if covers(&crd.conversion, &wanted) {
+                continue;
+            }
+            tracing::info!(target: ADMISSION, "Reconfiguring the conversion webhook of {}.", crd.crd.name);
+            patch(&credentials, &crd.crd.name, &wanted).await;
+        }
+        tokio::select! {
+            Ok(()) = configs.changed() => {}
+            Ok(()) = served.changed() => {}
+            _ = stop.wait_for(|stopped| *stopped) => break,
+        }
+    }
+    if cleanup {
+        for name in &managed {
+            tracing::info!(target: ADMISSION, "Cleaning up the conversion webhook of {name}.");
+            let none = json!({"strategy": "None", "webhook": null});
+            patch(&credentials, name, &none).await;
+        }
+    }
+}
+
+/// The CRD's `spec.conversion` that sends its reviews to the server's `conversion/{name}`.
+/// The client config's other form (`url` or `service`) is removed, as a merge-patch does
+/// only when told.
+pub(crate) fn webhook_conversion(client_config: &Value, served: &Served) -> Value {
+    let path = format!("{PATH}{}", served.crd.name);
+    let mut config = with_handler_id(client_config, &path);
+    if let Value::Object(fields) = &mut config {
+        for key in ["url", "service", "caBundle"] {
+            fields.entry(key).or_insert(Value::Null);
+        }
+    }
+    json!({
+        "strategy": "Webhook",
+        "webhook": {"clientConfig": config, "conversionReviewVersions": ["v1"]},
+    })
+}
+
+/// Whether the CRD's conversion as read is the wanted one: every field wanted is there (the
+/// API server adds defaults, e.g. a service's port), and those wanted absent (null) are.
+fn covers(read: &Value, wanted: &Value) -> bool {
+    match (read, wanted) {
+        (_, Value::Null) => read.is_null(),
+        (Value::Object(read), Value::Object(wanted)) => wanted
+            .iter()
+            .all(|(key, value)| covers(read.get(key).unwrap_or(&Value::Null), value)),
+        _ => read == wanted,
+    }
+}
+
+async fn patch(credentials: &Credentials, name: &str, conversion: &Value) {
+    let url = format!("{CRDS_URL}/{name}");
+    let body = json!({"spec": {"conversion": conversion}});
+    match (credentials.merge_patch::<serde::de::IgnoredAny>(&url, &body)).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(status)) if status.code == 403 => {
+            tracing::error!(target: ADMISSION,
+                "Not enough RBAC permissions to patch the CustomResourceDefinition {name:?}: {}",
+                status.message);
+        }
+        Err(error) => {
+            tracing::error!(target: ADMISSION,
+                "Cannot update the conversion of the CustomResourceDefinition {name:?}: {}",
+                errors::chain(&error));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::webhooks::versions::Crd;
+
+    #[test]
+    fn the_conversion_points_at_the_crds_own_path() {
+        let served = Served {
+            crd: Crd {
+                name: "greetings.demo.kopf.dev".into(),
+                group: "demo.kopf.dev".into(),
+                kind: "Greeting".into(),
+                versions: vec![],
+                served: vec![],
+                storage: None,
+            },
+            steps: vec![],
+            resources: vec![],
+            problem: None,
+            conversion: Value::Null,
+        };
+        let by_url = json!({"url": "https://host:1234/hooks", "caBundle": "Q0E="});
+        assert_eq!(
+            webhook_conversion(&by_url, &served),
+            json!({"strategy": "Webhook", "webhook": {
+                "clientConfig": {"url": "https://host:1234/hooks/conversion/greetings.demo.kopf.dev",
+                                 "caBundle": "Q0E=", "service": null},
+                "conversionReviewVersions": ["v1"]}})
+        );
+        let wanted = webhook_conversion(&by_url, &served);
+        assert!(!covers(&json!({"strategy": "None"}), &wanted));
+        let mut read = wanted.clone();
+        read["webhook"]["clientConfig"]
+            .as_object_mut()
+            .unwrap()
+            .remove("service");
+        assert!(
+            covers(&read, &wanted),
+            "as the API server keeps it (no nulls)"
+        );
+        read["webhook"]["clientConfig"]["service"] = json!({"name": "other"});
+        assert!(!covers(&read, &wanted), "a service set by others");
+        let by_service = json!({"service": {"namespace": "ns", "name": "op", "port": 443}});
+        let conversion = webhook_conversion(&by_service, &served);
+        assert_eq!(
+            conversion["webhook"]["clientConfig"],
+            json!({"service": {"namespace": "ns", "name": "op", "port": 443,
+                               "path": "/conversion/greetings.demo.kopf.dev"},
+                   "url": null, "caBundle": null})
+        );
+    }
+}
