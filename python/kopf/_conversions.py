@@ -9,8 +9,8 @@ returned. The core then checks what a conversion may not change and answers the 
 from __future__ import annotations
 
 import asyncio
-import copy
 import functools
+import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -53,7 +53,14 @@ class Converting:
                 converted = await loop.run_in_executor(self.settings.execution.executor, convert_all)
         except ConversionError as e:
             return {'error': str(e)}
-        return {'converted': converted}
+        return {'converted': _json(converted)}
+
+    def convert_here(self, request: ConversionRequest, resource: Resource) -> ConversionAnswer:
+        """All objects through chains of synchronous steps, in this thread."""
+        try:
+            return {'converted': _json(self._all_sync(request['objects'], resource))}
+        except ConversionError as e:
+            return {'error': str(e)}
 
     def _all_sync(self, objects: list[tuple[dict[str, Any], list[int]]], resource: Resource) -> list[dict[str, Any]]:
         converted = []
@@ -86,16 +93,15 @@ class Converting:
                 resource: Resource) -> tuple[dict[str, Any], Patch]:
         body = Body(obj)
         meta = body.meta
-        name, namespace, uid = meta.get('name'), meta.get('namespace'), meta.get('uid')
-        ref = {'apiVersion': obj.get('apiVersion'), 'kind': obj.get('kind'),
-               'name': name, 'uid': uid, 'namespace': namespace}
+        ref = _ref(obj)
+        name, namespace, uid = ref['name'], ref['namespace'], ref['uid']
         patch = Patch(body=body)
         kwargs = {
             'body': body, 'spec': body.spec, 'meta': meta, 'status': body.status,
             'labels': meta.labels, 'annotations': meta.annotations,
             'name': name, 'namespace': namespace, 'uid': uid,
             'logger': LocalObjectLogger._made(ref, self.settings),
-            'memo': self.memos.of(uid or ''),
+            'memo': self.memos.existing(uid or ''),
             'resource': resource, 'patch': patch, 'param': handler.param,
             'source': handler.source, 'target': handler.target,
             **self.indices,
@@ -127,15 +133,30 @@ class Converting:
         if result is not None and not isinstance(result, Mapping):
             raise self._failed(handler, obj, TypeError(
                 f"it returned {type(result).__name__}, not the converted object's fields (a dict) or None"))
-        converted = patch._changed(obj)[1] if patch else copy.deepcopy(obj)
+        # The object is this call's own (made from the core's JSON, or by the previous step):
+        # a shallow copy suffices; the returned values become plain data (views as dicts).
+        converted = patch._changed(obj)[1] if patch else dict(obj)
         for key, value in (result or {}).items():
             if key == 'metadata' and isinstance(value, Mapping):
-                converted['metadata'] = {**converted.get('metadata', {}), **copy.deepcopy(dict(value))}
+                converted['metadata'] = {**converted.get('metadata', {}), **_plain(value)}
             else:
-                converted[key] = copy.deepcopy(value)
+                converted[key] = _plain(value)
         group = str(obj.get('apiVersion', '')).rpartition('/')[0]
         converted['apiVersion'] = f'{group}/{handler.target}'
         return converted
+
+
+def _json(objects: list[dict[str, Any]]) -> str:
+    return json.dumps(objects, separators=(',', ':'), ensure_ascii=False)
+
+
+def _plain(value: Any) -> Any:
+    """JSON-like data as plain dicts and lists (a handler may return the kwargs' views)."""
+    if isinstance(value, Mapping):
+        return {key: _plain(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(item) for item in value]
+    return value
 
 
 def _ref(obj: Mapping[str, Any]) -> dict[str, Any]:

@@ -111,6 +111,14 @@ class ObjectMemos:
                     memo = self._kept[key] = copy.copy(self._base)
             return memo
 
+    def existing(self, key: str) -> Any:
+        """The object's memo if one is kept or in use (its handlers have one), else a copy of
+        the base that is not kept: for calls about objects the operator may never see go
+        (conversions), which would otherwise keep a memo per object for ever."""
+        with self._lock:
+            memo = self._kept.get(key) or self._in_use(key)
+        return memo if memo is not None else copy.copy(self._base)
+
     def _in_use(self, key: str) -> _ObjectMemo | None:
         ref = self._unused.get(key)
         return ref() if ref is not None else None

@@ -50,6 +50,9 @@ pub struct PyHooks {
 /// loop, and going through the loop costs four thread switches per call instead of two.
 struct Threads {
     handlers: HashSet<(&'static str, usize)>,
+    /// The synchronous conversion handlers (by position): reviews whose steps are all of
+    /// them are converted on these threads too.
+    conversions: HashSet<usize>,
     /// A call waits for a slot before it is handed to a thread: a call given up while it
     /// waits (e.g. its worker stopped) never runs.
     slots: Arc<Semaphore>,
@@ -66,6 +69,10 @@ impl Threads {
         else {
             return Ok(None);
         };
+        let conversions = (handlers.iter())
+            .filter(|(kind, _)| kind == "conversion")
+            .map(|(_, index)| *index)
+            .collect();
         let handlers = handlers
             .into_iter()
             .filter_map(|(kind, index)| {
@@ -85,6 +92,7 @@ impl Threads {
             .collect();
         Ok(Some(Self {
             handlers,
+            conversions,
             slots: Arc::new(Semaphore::new(workers.max(1))),
             pool: Arc::new(HandlerThreads::new(workers)),
         }))
@@ -276,7 +284,11 @@ pub(super) fn parse_converted(answer: &Bound<'_, PyAny>) -> PyResult<Result<Vec<
     let converted = answer.get_item("converted")?.ok_or_else(|| {
         PyValueError::new_err("a conversion's answer has neither 'converted' nor 'error'")
     })?;
-    Ok(Ok(values::from_python(&converted)?))
+    let text = converted.cast::<PyString>()?.to_cow()?;
+    let objects = serde_json::from_str(&text).map_err(|e| {
+        PyValueError::new_err(format!("the converted objects are not a JSON list: {e}"))
+    })?;
+    Ok(Ok(objects))
 }
 
 pub(super) fn selection_dict<'py>(
@@ -557,6 +569,12 @@ impl HandlerCalls for PyHooks {
         &self,
         request: ConversionRequest,
     ) -> BoxFuture<'static, Result<Vec<Value>, String>> {
+        if let Some(threads) = &self.threads {
+            let mut steps = request.objects.iter().flat_map(|(_, steps)| steps);
+            if steps.all(|step| threads.conversions.contains(step)) {
+                return Self::convert_in_thread(request, threads, self.bridge.clone());
+            }
+        }
         self.call(
             "convert",
             None,
@@ -711,6 +729,34 @@ impl CallObject {
 impl PyHooks {
     /// A synchronous handler on a handler thread (`Bridge.invoke_in_thread()`), once one
     /// of the executor's slots is free.
+    /// A review whose steps are all synchronous, converted on one of the core's threads (as
+    /// synchronous handlers are called): no trip through the loop and its executor.
+    fn convert_in_thread(
+        request: ConversionRequest,
+        threads: &Threads,
+        bridge: Arc<Py<PyAny>>,
+    ) -> BoxFuture<'static, Result<Vec<Value>, String>> {
+        let (slots, pool) = (threads.slots.clone(), threads.pool.clone());
+        Box::pin(async move {
+            let Ok(_slot) = slots.acquire_owned().await else {
+                return Err("the operator's threads are closed".into());
+            };
+            let answer = pool
+                .run(move |py| {
+                    let answer = conversion_dict(py, &request)
+                        .and_then(|dict| bridge.call_method1(py, "convert_in_thread", (dict,)))
+                        .and_then(|answer| parse_converted(answer.bind(py)));
+                    answer.inspect_err(|error| error.print(py))
+                })
+                .await;
+            match answer {
+                Ok(Ok(converted)) => converted,
+                Ok(Err(error)) => Err(format!("The conversion handlers failed: {error}")),
+                Err(_) => Err("the conversion handlers' thread has failed".into()),
+            }
+        })
+    }
+
     fn invoke_in_thread(
         invocation: Invocation,
         threads: &Threads,

@@ -3,6 +3,7 @@ is given), and the objects of a review through their chains of steps on the Pyth
 `patch` kwarg and returned fields, sync and async steps, failures with their reasons."""
 
 import asyncio
+import json
 import logging
 
 import kopf
@@ -111,7 +112,7 @@ def chained_registry():
 def test_objects_go_through_their_chains_of_sync_and_async_steps():
     answer = convert(chained_registry(), [(contact('ada', name='Ada Lovelace'), [0, 1]),
                                           (contact('alan', name='Alan Turing'), [0])])
-    first, second = answer['converted']
+    first, second = json.loads(answer['converted'])
     assert first['apiVersion'] == 'demo.kopf.dev/v3'
     assert first['spec'] == {'first': 'ADA', 'last': 'LOVELACE'}
     assert first['metadata'] == {'name': 'ada', 'namespace': 'ns', 'uid': 'uid-ada', 'labels': {'shouted': 'yes'}}
@@ -120,7 +121,7 @@ def test_objects_go_through_their_chains_of_sync_and_async_steps():
 
 def test_only_sync_steps_run_in_the_executor_at_once():
     answer = convert(chained_registry(), [(contact('a', name='A B'), [0]), (contact('c', name='C D'), [0])])
-    assert [obj['spec']['first'] for obj in answer['converted']] == ['A', 'C']
+    assert [obj['spec']['first'] for obj in json.loads(answer['converted'])] == ['A', 'C']
 
 
 def test_a_failure_says_which_object_which_step_and_why(caplog):

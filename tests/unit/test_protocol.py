@@ -86,8 +86,8 @@ def test_an_answer_of_none_is_a_success_with_nothing_to_keep() -> None:
 
 def test_a_conversions_answer_reaches_the_core_either_way() -> None:
     assert keys(_protocol.ConversionAnswer) == {"converted", "error"}
-    converted = {"converted": [{"apiVersion": "kopf.dev/v2", "kind": "KopfExample"}]}
-    assert json.loads(_engine.converted_as_read(converted)) == converted
+    objects = [{"apiVersion": "kopf.dev/v2", "kind": "KopfExample"}]
+    assert json.loads(_engine.converted_as_read({"converted": json.dumps(objects)})) == {"converted": objects}
     assert json.loads(_engine.converted_as_read({"error": "why"})) == {"error": "why"}
     with pytest.raises(ValueError, match='"convertedObjects"'):
         _engine.converted_as_read({"convertedObjects": []})

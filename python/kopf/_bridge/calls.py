@@ -198,7 +198,9 @@ class Bridge:
         executor = self.settings.execution.executor
         if not is_default_executor(executor) or not isinstance(executor, concurrent.futures.ThreadPoolExecutor):
             return None
-        return executor._max_workers, sorted(self._threaded)
+        conversions: set[Target] = {('conversion', index) for index, handler in enumerate(self.conversions)
+                                    if not is_async_fn(handler.fn)}
+        return executor._max_workers, sorted(self._threaded | conversions)
 
     def log_levels(self, names: list[str]) -> dict[str, int]:
         """The effective levels of the loggers the core writes to: lines below them are not sent."""
@@ -360,6 +362,12 @@ class Bridge:
     async def convert(self, request: ConversionRequest) -> ConversionAnswer:
         """The objects of a conversion review, each through its chain of conversion handlers."""
         return await self.converting.convert(request, self._resource(request['resource']))
+
+    def convert_in_thread(self, request: ConversionRequest) -> ConversionAnswer:
+        """The same, all steps synchronous, on one of the core's threads (see ``threading``), in
+        a copy of the loop's context: no trip through the loop and the executor."""
+        resource = self._resource(request['resource'])
+        return self._context.copy().run(self.converting.convert_here, request, resource)
 
     async def check_callbacks(self, calls: list[Invocation]) -> list[bool]:
         verdicts = []

@@ -89,13 +89,15 @@ impl Conversion {
 
     /// The response to a ConversionReview (a `Failed` one if the objects cannot be
     /// converted); an error only if the request is not a conversion review at all.
-    pub async fn answer(&self, review: &Value) -> Result<Value, ReviewError> {
-        let request = Request::parse(review)?;
-        if request.objects.is_empty() {
-            return Ok(request.respond(Ok(vec![])));
+    pub async fn answer(&self, review: Value) -> Result<Value, ReviewError> {
+        let mut request = Request::parse(review)?;
+        let objects = std::mem::take(&mut request.objects);
+        if objects.is_empty() {
+            return Ok(request.respond(Ok(objects)));
         }
         let started = std::time::Instant::now();
-        let (resource, outcome) = match self.find(&request) {
+        let count = objects.len() as u64;
+        let (resource, outcome) = match self.find(&request, &objects) {
             Err(problem) => (None, Err(problem)),
             Ok(served) => {
                 let resource = (served.resources.iter())
@@ -108,13 +110,15 @@ impl Conversion {
                         "{} is not served by the API server.",
                         served.crd.name
                     )),
-                    (None, Some(resource)) => self.convert(&served, resource, &request).await,
+                    (None, Some(resource)) => {
+                        self.convert(&served, resource, &request.version, objects)
+                            .await
+                    }
                 };
                 (resource, outcome)
             }
         };
         if let (Some(metrics), Some(resource)) = (crate::metrics::get(), &resource) {
-            let count = request.objects.len() as u64;
             metrics.conversion(&resource.name(), outcome.is_ok(), count, started.elapsed());
         }
         if let Err(problem) = &outcome {
@@ -124,8 +128,8 @@ impl Conversion {
     }
 
     /// The served resource of the review's objects (by their group and kind).
-    fn find(&self, request: &Request) -> Result<Arc<Served>, String> {
-        let first = request.objects.first();
+    fn find(&self, request: &Request, objects: &[Value]) -> Result<Arc<Served>, String> {
+        let first = objects.first();
         let kind = (first.and_then(|o| o.get("kind")).and_then(Value::as_str)).unwrap_or_default();
         (self.served().into_iter())
             .find(|s| s.crd.group == request.group && s.crd.kind == kind)
@@ -137,49 +141,63 @@ impl Conversion {
             })
     }
 
+    /// The objects in the desired version, in their order. Those already in it stay as they
+    /// are; the others are taken (not copied) into one trip to the handlers, and what comes
+    /// back is checked against what was kept of them.
     async fn convert(
         &self,
         served: &Served,
         resource: &Arc<Resource>,
-        request: &Request,
+        version: &str,
+        mut objects: Vec<Value>,
     ) -> Result<Vec<Value>, String> {
-        // Each object's chain of steps; those already in the desired version stay as they are.
-        let mut chains = Vec::with_capacity(request.objects.len());
-        for object in &request.objects {
-            chains.push(chain(served, object, &request.version)?);
-        }
-        let pending: Vec<(Value, Vec<usize>)> = (request.objects.iter().zip(&chains))
-            .filter(|(_, steps)| !steps.is_empty())
-            .map(|(object, steps)| (object.clone(), steps.clone()))
-            .collect();
-        let mut converted = if pending.is_empty() {
-            vec![].into_iter()
-        } else {
-            let count = pending.len();
-            let request = ConversionRequest {
-                resource: resource.clone(),
-                objects: pending,
-            };
-            let converted = self.hooks.convert(request).await?;
-            if converted.len() != count {
-                return Err(format!(
-                    "The conversion handlers returned {} objects for {count}.",
-                    converted.len()
-                ));
+        let mut originals = Vec::new();
+        let mut pending = Vec::new();
+        for (at, object) in objects.iter_mut().enumerate() {
+            let steps = chain(served, object, version)?;
+            if !steps.is_empty() {
+                originals.push((at, Original::of(object)));
+                pending.push((std::mem::take(object), steps));
             }
-            converted.into_iter()
+        }
+        if pending.is_empty() {
+            return Ok(objects);
+        }
+        let request = ConversionRequest {
+            resource: resource.clone(),
+            objects: pending,
         };
-        let desired = format!("{}/{}", served.crd.group, request.version);
-        let mut answer = Vec::with_capacity(request.objects.len());
-        for (original, steps) in request.objects.iter().zip(&chains) {
-            if steps.is_empty() {
-                answer.push(original.clone());
-                continue;
-            }
-            let object = converted.next().unwrap_or_default();
-            answer.push(checked(original, object, &desired)?);
+        let converted = self.hooks.convert(request).await?;
+        if converted.len() != originals.len() {
+            return Err(format!(
+                "The conversion handlers returned {} objects for {}.",
+                converted.len(),
+                originals.len()
+            ));
         }
-        Ok(answer)
+        let desired = format!("{}/{version}", served.crd.group);
+        for ((at, original), object) in originals.into_iter().zip(converted) {
+            objects[at] = checked(&original, object, &desired)?;
+        }
+        Ok(objects)
+    }
+}
+
+/// What the checks of a converted object need of the original: its kind and metadata.
+struct Original {
+    kind: Option<Value>,
+    metadata: Map<String, Value>,
+    described: String,
+}
+
+impl Original {
+    fn of(object: &Value) -> Self {
+        Self {
+            kind: object.get("kind").cloned(),
+            metadata: (object.get("metadata").and_then(Value::as_object).cloned())
+                .unwrap_or_default(),
+            described: describe(object),
+        }
     }
 }
 
@@ -207,23 +225,18 @@ fn chain(served: &Served, object: &Value, version: &str) -> Result<Vec<usize>, S
 
 /// The converted object as the API server takes it: in the desired version, and with what
 /// the conversion may not change kept as it was; or why it cannot be taken.
-fn checked(original: &Value, converted: Value, desired: &str) -> Result<Value, String> {
-    let name = describe(original);
+fn checked(original: &Original, converted: Value, desired: &str) -> Result<Value, String> {
+    let name = &original.described;
     let Value::Object(mut converted) = converted else {
         return Err(format!("The conversion of {name} did not make an object."));
     };
-    let kind = original.get("kind");
-    if converted.get("kind") != kind {
+    if converted.get("kind") != original.kind.as_ref() {
         return Err(format!(
             "The conversion of {name} changed its kind to {}: a conversion keeps the kind.",
             converted.get("kind").unwrap_or(&Value::Null)
         ));
     }
-    let before = original
-        .get("metadata")
-        .and_then(Value::as_object)
-        .cloned()
-        .unwrap_or_default();
+    let before = &original.metadata;
     let after = match converted.remove("metadata") {
         None | Some(Value::Null) => Map::new(),
         Some(Value::Object(after)) => after,
@@ -296,8 +309,13 @@ struct Request {
 }
 
 impl Request {
-    fn parse(review: &Value) -> Result<Self, ReviewError> {
+    /// Read from the review, its objects taken out of it (not copied).
+    fn parse(mut review: Value) -> Result<Self, ReviewError> {
         let bad = |what: &str| ReviewError::BadRequest(format!("The conversion review {what}."));
+        let objects = match review.pointer_mut("/request/objects").map(Value::take) {
+            Some(Value::Array(objects)) => objects,
+            _ => return Err(bad("has no objects")),
+        };
         let request = review.get("request").ok_or_else(|| bad("has no request"))?;
         let uid = (request.get("uid").and_then(Value::as_str)).ok_or_else(|| bad("has no uid"))?;
         let desired = (request.get("desiredAPIVersion").and_then(Value::as_str))
@@ -305,20 +323,18 @@ impl Request {
         let (group, version) = desired
             .rsplit_once('/')
             .ok_or_else(|| bad("wants a version without a group"))?;
-        let objects = (request.get("objects").and_then(Value::as_array))
-            .ok_or_else(|| bad("has no objects"))?;
         Ok(Self {
             uid: uid.to_owned(),
             desired: desired.to_owned(),
             group: group.to_owned(),
             version: version.to_owned(),
-            objects: objects.clone(),
+            objects,
             api_version: (review.get("apiVersion").cloned())
                 .unwrap_or_else(|| json!("apiextensions.k8s.io/v1")),
         })
     }
 
-    fn respond(&self, outcome: Result<Vec<Value>, String>) -> Value {
+    fn respond(self, outcome: Result<Vec<Value>, String>) -> Value {
         let response = match outcome {
             Ok(converted) => json!({
                 "uid": self.uid,
@@ -395,7 +411,7 @@ mod tests {
             greeting("v2", "c"),
         ];
         let response = conversion
-            .answer(&review("demo.kopf.dev/v2", objects))
+            .answer(review("demo.kopf.dev/v2", objects))
             .await
             .unwrap();
         assert_eq!(response["kind"], "ConversionReview");
@@ -420,7 +436,7 @@ mod tests {
         let (hooks, conversion) = conversion(None);
         *hooks.converter.lock().unwrap() = |_| Err("Greeting ns/a: 'v1_to_v2' failed: boom".into());
         let response = conversion
-            .answer(&review("demo.kopf.dev/v2", vec![greeting("v1", "a")]))
+            .answer(review("demo.kopf.dev/v2", vec![greeting("v1", "a")]))
             .await
             .unwrap();
         assert_eq!(
@@ -431,7 +447,7 @@ mod tests {
 
         let (_, conversion) = conversion_with_problem();
         let response = conversion
-            .answer(&review("demo.kopf.dev/v2", vec![greeting("v1", "a")]))
+            .answer(review("demo.kopf.dev/v2", vec![greeting("v1", "a")]))
             .await
             .unwrap();
         assert_eq!(
@@ -443,7 +459,7 @@ mod tests {
         let other =
             json!({"apiVersion": "other.dev/v1", "kind": "Other", "metadata": {"name": "x"}});
         let response = conversion
-            .answer(&review("other.dev/v2", vec![other]))
+            .answer(review("other.dev/v2", vec![other]))
             .await
             .unwrap();
         let message = response["response"]["result"]["message"].as_str().unwrap();
@@ -453,7 +469,7 @@ mod tests {
         );
 
         let response = conversion
-            .answer(&review("demo.kopf.dev/v9", vec![greeting("v1", "a")]))
+            .answer(review("demo.kopf.dev/v9", vec![greeting("v1", "a")]))
             .await
             .unwrap();
         let message = response["response"]["result"]["message"].as_str().unwrap();
@@ -462,10 +478,7 @@ mod tests {
             "{message}"
         );
 
-        let error = conversion
-            .answer(&json!({"request": {}}))
-            .await
-            .unwrap_err();
+        let error = conversion.answer(json!({"request": {}})).await.unwrap_err();
         assert_eq!(error.http_status(), 400);
     }
 
@@ -481,7 +494,7 @@ mod tests {
     async fn an_empty_review_is_answered_without_calls() {
         let (hooks, conversion) = conversion(None);
         let response = conversion
-            .answer(&review("demo.kopf.dev/v2", vec![]))
+            .answer(review("demo.kopf.dev/v2", vec![]))
             .await
             .unwrap();
         assert_eq!(response["response"]["result"]["status"], "Success");
@@ -497,7 +510,7 @@ mod tests {
         let converted = json!({"kind": "Greeting", "apiVersion": "demo.kopf.dev/v1",
                                "metadata": {"labels": {"a": "c"}, "annotations": {"x": "y"}},
                                "spec": {"new": 1}});
-        let object = checked(&original, converted, desired).unwrap();
+        let object = checked(&Original::of(&original), converted, desired).unwrap();
         assert_eq!(object["apiVersion"], desired);
         assert_eq!(object["metadata"]["uid"], "uid-a");
         assert_eq!(object["metadata"]["resourceVersion"], "7");
@@ -506,21 +519,21 @@ mod tests {
         assert_eq!(object["spec"], json!({"new": 1}));
 
         let renamed = json!({"kind": "Greeting", "metadata": {"name": "other"}});
-        let error = checked(&original, renamed, desired).unwrap_err();
+        let error = checked(&Original::of(&original), renamed, desired).unwrap_err();
         assert!(
             error.contains("changed metadata.name (from \"a\" to \"other\")"),
             "{error}"
         );
         let rekinded = json!({"kind": "Salute", "metadata": {}});
-        let error = checked(&original, rekinded, desired).unwrap_err();
+        let error = checked(&Original::of(&original), rekinded, desired).unwrap_err();
         assert!(error.contains("changed its kind to \"Salute\""), "{error}");
         let numeric = json!({"kind": "Greeting", "metadata": {"labels": {"n": 1}}});
-        let error = checked(&original, numeric, desired).unwrap_err();
+        let error = checked(&Original::of(&original), numeric, desired).unwrap_err();
         assert!(
             error.contains("metadata.labels[\"n\"] 1: it must be a string"),
             "{error}"
         );
-        let error = checked(&original, json!([1]), desired).unwrap_err();
+        let error = checked(&Original::of(&original), json!([1]), desired).unwrap_err();
         assert!(error.contains("did not make an object"), "{error}");
     }
 }

@@ -31,7 +31,7 @@ impl Webhooks {
         let review: Value = serde_json::from_slice(&request.body)
             .map_err(|e| ReviewError::BadRequest(format!("The review is not JSON: {e}")))?;
         if review.get("kind").and_then(Value::as_str) == Some("ConversionReview") {
-            return self.conversion.answer(&review).await;
+            return self.conversion.answer(review).await;
         }
         let review = Review::from_value(&review)?;
         self.admission.answer_review(request, review).await
