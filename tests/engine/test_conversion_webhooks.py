@@ -228,7 +228,7 @@ def test_the_crds_conversion_follows_the_server_and_is_kept(contacts: None, name
         eventually(lambda: read("grace", namespace, "v2").returncode == 0, timeout=30,
                    what="reads through the restarted server")
 
-        # Changed by somebody else: set again.
+        # Taken away by somebody: set again.
         unset = {"spec": {"conversion": {"strategy": "None", "webhook": None}}}
         kubectl("patch", "crd", CRD, "--type=merge", "-p", json.dumps(unset))
         eventually(lambda: conversion().get("strategy") == "Webhook", timeout=30, what="the webhook set again")
@@ -303,3 +303,30 @@ def test_a_custom_server_passes_conversion_reviews_to_the_webhookfn(contacts: No
     [ada] = answer["response"]["convertedObjects"]
     assert ada["apiVersion"] == "demo.kopf.dev/v2" and ada["spec"] == {"first": "Ada", "last": "Lovelace"}
     assert conversion().get("strategy") == "None", "not managed: the CRD is left alone"
+
+
+HANDLING = """
+
+@kopf.on.create('contacts.demo.kopf.dev')
+def created(spec, logger, **_):
+    logger.info(f"CREATED {spec.get('first')} {spec.get('last')}")
+"""
+
+
+def test_the_operators_own_handlers_wait_for_the_webhook(contacts: None, namespace: str, tmp_path: Path) -> None:
+    """Its handlers read v2 (the preferred version) and patch the objects: before the CRD
+    points at the webhook, the API server would convert them by strategy `None` (relabelled,
+    `name` pruned by v2's schema, and lost from the stored object by the handler's patch)."""
+    create(contact("ada", namespace, name="Ada Lovelace"))
+    script = tmp_path / "operator.py"
+    script.write_text((EXAMPLES / "conversion" / "operator.py").read_text() + HANDLING)
+    operator = OperatorProcess(["run", "-n", namespace, "--standalone", str(script)], cwd=tmp_path)
+    try:
+        output = operator.wait_for(r"Creation is processed")
+    finally:
+        operator.stop()
+    assert output.index("Waiting for the conversion webhooks of contacts.demo.kopf.dev") < output.index("CREATED")
+    assert "CREATED Ada Lovelace" in output
+    assert read_ok("ada", namespace, "v1")["spec"] == {"name": "Ada Lovelace"}, "nothing lost"
+    # Its last writes on exit are converted too: the server stops after the core.
+    assert "conversion webhook for" not in operator.output, operator.output

@@ -388,8 +388,10 @@ pub async fn run(
         watchers: BTreeMap::new(),
         dispatchers: JoinSet::new(),
     };
-    serving.update(plan(&spec, &resources, hooks.as_ref(), true).await);
     let managing = serve_webhooks(&credentials, &spec, &resources, &hooks, &admission, &stop).await;
+    // The CRDs' conversion is taken away (if asked) only after the workers have stopped:
+    // their last writes may need it.
+    let (crds_stop, crds_stopping) = watch::channel(false);
     let managing_crds = (conversion.as_ref())
         .filter(|_| spec.settings.conversion.managed)
         .map(|conversion| {
@@ -398,10 +400,32 @@ pub async fn run(
                 credentials.clone(),
                 conversion.clone(),
                 cleanup,
-                stop.clone(),
+                crds_stopping,
             );
             tasks::spawn(task)
         });
+    // Objects read or patched in another version than the stored one before the CRD points
+    // at the webhook would be converted by strategy `None` (relabelled, their other fields
+    // pruned by the version's schema: lost on the next write). Their watchers wait.
+    if let Some(conversion) = conversion.as_ref().filter(|_| managing_crds.is_some()) {
+        let waiting = async {
+            let pending = conversion
+                .served()
+                .iter()
+                .map(|s| s.crd.name.clone())
+                .collect::<Vec<_>>();
+            if !pending.is_empty() {
+                tracing::info!(target: ENGINE,
+                    "Waiting for the conversion webhooks of {} before serving.", pending.join(", "));
+            }
+            conversion.configured(&pending).await;
+        };
+        tokio::select! {
+            _ = waiting => {}
+            _ = stop.wait_for(|stopped| *stopped) => {}
+        }
+    }
+    serving.update(plan(&spec, &resources, hooks.as_ref(), true).await);
     let (crd_watcher, mut crd_rx) = watch_crds(&credentials, &resources, &settings);
     let mut crd_versions = CrdVersions::default();
     ready();
@@ -452,12 +476,16 @@ pub async fn run(
         crd_watcher.abort();
     }
     // The managed webhook configurations are cleaned up on the stop signal: let that finish.
-    for managing in [managing, managing_crds].into_iter().flatten() {
+    if let Some(managing) = managing {
         let _ = tokio::time::timeout(std::time::Duration::from_secs(10), managing).await;
     }
     // Stopping the watchers ends the streams; the dispatchers then let their workers
     // finish the current cycles (within the exit timeout) and exit by themselves.
     serving.stop().await;
+    crds_stop.send_replace(true);
+    if let Some(managing) = managing_crds {
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(10), managing).await;
+    }
     ha.withdraw().await;
     poster.abort();
     endpoints.stop();

@@ -249,12 +249,14 @@ async def operator(
             if _stopping(done, stop, watchers):
                 break
     finally:
-        if admission_task is not None and not admission_task.done():
-            admission_task.cancel()  # stops listening; the core cleans up the managed webhooks
-            await asyncio.wait({admission_task})
         engine.stop()
         if engine_task is not None and not engine_task.done():
             await asyncio.wait({engine_task}, timeout=settings.process.ultimate_exiting_timeout)
+        # The webhooks are served until the core has stopped: its last requests may need its
+        # own conversions (and reviews keep being answered while its workers finish).
+        if admission_task is not None and not admission_task.done():
+            admission_task.cancel()  # stops listening (the core has cleaned up the managed webhooks)
+            await asyncio.wait({admission_task})
         if bridge is not None:
             bridge.detach()
         for task in watchers:

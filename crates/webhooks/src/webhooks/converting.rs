@@ -12,6 +12,7 @@ use crate::intents::handlers::ConversionHandler;
 use crate::intents::hooks::{ConversionRequest, HandlerCalls};
 use crate::util::logging::ADMISSION;
 use serde_json::{json, Map, Value};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use tokio::sync::watch;
 
@@ -42,6 +43,8 @@ pub struct Conversion {
     handlers: Vec<ConversionHandler>,
     served: watch::Sender<Option<Vec<Arc<Served>>>>,
     client_config: watch::Sender<Option<Value>>,
+    /// The CRDs whose conversion points at the server (with `settings.conversion.managed`).
+    configured: watch::Sender<BTreeSet<String>>,
 }
 
 impl Conversion {
@@ -51,7 +54,26 @@ impl Conversion {
             handlers,
             served: watch::channel(None).0,
             client_config: watch::channel(None).0,
+            configured: watch::channel(BTreeSet::new()).0,
         }
+    }
+
+    /// This CRD's conversion points at the server now.
+    pub(crate) fn mark_configured(&self, name: &str) {
+        self.configured
+            .send_if_modified(|names| names.insert(name.to_owned()));
+    }
+
+    pub(crate) fn is_configured(&self, name: &str) -> bool {
+        self.configured.borrow().contains(name)
+    }
+
+    /// Wait until these CRDs' conversions point at the server.
+    pub async fn configured(&self, names: &[String]) {
+        let mut configured = self.configured.subscribe();
+        let _ = configured
+            .wait_for(|done| names.iter().all(|n| done.contains(n)))
+            .await;
     }
 
     pub fn handlers(&self) -> &[ConversionHandler] {

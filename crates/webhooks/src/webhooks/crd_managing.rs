@@ -1,7 +1,7 @@
 //! `settings.conversion.managed`: the operator points the `spec.conversion` of the CRDs its
 //! conversion handlers serve at its webhook server (strategy `Webhook`, the server's client
-//! config, ConversionReview v1), at start and whenever the server's address or certificate
-//! changes. On exit the webhook stays (a CRD of several versions without it cannot serve its
+//! config, ConversionReview v1), at start, whenever the server's address or certificate
+//! changes, and when somebody takes the webhook away. On exit the webhook stays (a CRD of several versions without it cannot serve its
 //! objects in every version), unless `settings.conversion.cleanup` asks for strategy `None`.
 
 use super::configs::with_handler_id;
@@ -10,11 +10,15 @@ use crate::client::credentials::Credentials;
 use crate::util::errors;
 use crate::util::logging::ADMISSION;
 use serde_json::{json, Value};
-use std::collections::BTreeSet;
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use tokio::sync::watch;
 
 const CRDS_URL: &str = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
+
+/// How long the API server is given to apply a changed conversion before the watchers of its
+/// resource start (its CRD informer and storage re-making take milliseconds: ample).
+const SETTLING: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// Keep the served CRDs' conversion pointed at the server until `stop`, then (if asked)
 /// take it away.
@@ -34,21 +38,34 @@ pub async fn manage(
         _ = ready => {}
         _ = stop.wait_for(|stopped| *stopped) => return,
     }
-    // The CRDs are read again on every change of theirs (the API's rescan): one whose
-    // conversion is already the wanted one is left alone (our own patch causes a rescan),
-    // one changed by others is set again.
-    let mut managed: BTreeSet<String> = BTreeSet::new();
+    // What each CRD was last patched with. The CRDs are read again on every change of theirs
+    // (the API's rescan): a CRD is patched when the server's config changes, and when its
+    // webhook was taken away (strategy `None`); one that points at another server (another
+    // replica's, with a certificate of its own) is left alone: replicas would patch in turns.
+    let mut patched: BTreeMap<String, Value> = BTreeMap::new();
     loop {
         let config = configs.borrow_and_update().clone().unwrap_or_default();
         let crds = served.borrow_and_update().clone().unwrap_or_default();
         for crd in &crds {
-            managed.insert(crd.crd.name.clone());
             let wanted = webhook_conversion(&config, crd);
-            if covers(&crd.conversion, &wanted) {
+            let ours = covers(&crd.conversion, &wanted);
+            let removed = crd.conversion.get("strategy").and_then(Value::as_str) != Some("Webhook");
+            let changed = patched.get(&crd.crd.name) != Some(&wanted);
+            if ours || !(changed || removed) {
+                conversion.mark_configured(&crd.crd.name);
+                patched.insert(crd.crd.name.clone(), wanted);
                 continue;
             }
             tracing::info!(target: ADMISSION, "Reconfiguring the conversion webhook of {}.", crd.crd.name);
-            patch(&credentials, &crd.crd.name, &wanted).await;
+            if patch(&credentials, &crd.crd.name, &wanted).await
+                && !conversion.is_configured(&crd.crd.name)
+            {
+                // The API server applies a CRD's change a moment after it is written (its
+                // storage is re-made): reads before that would still convert by the old way.
+                tokio::time::sleep(SETTLING).await;
+                conversion.mark_configured(&crd.crd.name);
+            }
+            patched.insert(crd.crd.name.clone(), wanted);
         }
         tokio::select! {
             Ok(()) = configs.changed() => {}
@@ -57,7 +74,7 @@ pub async fn manage(
         }
     }
     if cleanup {
-        for name in &managed {
+        for name in patched.keys() {
             tracing::info!(target: ADMISSION, "Cleaning up the conversion webhook of {name}.");
             let none = json!({"strategy": "None", "webhook": null});
             patch(&credentials, name, &none).await;
@@ -94,20 +111,22 @@ fn covers(read: &Value, wanted: &Value) -> bool {
     }
 }
 
-async fn patch(credentials: &Credentials, name: &str, conversion: &Value) {
+async fn patch(credentials: &Credentials, name: &str, conversion: &Value) -> bool {
     let url = format!("{CRDS_URL}/{name}");
     let body = json!({"spec": {"conversion": conversion}});
     match (credentials.merge_patch::<serde::de::IgnoredAny>(&url, &body)).await {
-        Ok(_) => {}
+        Ok(_) => true,
         Err(kube::Error::Api(status)) if status.code == 403 => {
             tracing::error!(target: ADMISSION,
                 "Not enough RBAC permissions to patch the CustomResourceDefinition {name:?}: {}",
                 status.message);
+            false
         }
         Err(error) => {
             tracing::error!(target: ADMISSION,
                 "Cannot update the conversion of the CustomResourceDefinition {name:?}: {}",
                 errors::chain(&error));
+            false
         }
     }
 }
