@@ -30,7 +30,7 @@ import threading
 import time
 import urllib.parse
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -548,6 +548,24 @@ def self_signed(workdir: Path) -> None:
                    check=True, capture_output=True)
 
 
+def timed_reviews(operator: Operator, connection: http.client.HTTPSConnection,
+                  reviews: Iterable[tuple[str, bytes, Callable[[dict[str, Any]], bool]]],
+                  ) -> tuple[list[float], float, float]:
+    """Each review (its path, body and a check of the answer) sent in turn over one connection:
+    the latencies (ms), and the wall and CPU seconds of the operator over them all."""
+    latencies = []
+    cpu_start, started = cpu_seconds(operator.process.pid), time.monotonic()
+    for path, body, check in reviews:
+        sent = time.monotonic()
+        connection.request("POST", path, body=body, headers={"Content-Type": "application/json"})
+        response = connection.getresponse()
+        answer = json.loads(response.read())
+        latencies.append((time.monotonic() - sent) * 1000)
+        if response.status != 200 or not check(answer):
+            raise RuntimeError(f"a bad answer ({response.status}): {answer}")
+    return latencies, time.monotonic() - started, cpu_seconds(operator.process.pid) - cpu_start
+
+
 def admission(run: Run) -> dict[str, Any]:
     """N AdmissionReviews sent one after another over one kept-alive HTTPS connection (half
     of them to the validating handler, half to the mutating one, as the managed webhooks'
@@ -570,27 +588,20 @@ def admission(run: Run) -> dict[str, Any]:
                 return False
         operator.wait_for(ready, timeout=60, what="the webhook server to listen")
         time.sleep(run.warmup)
+        def reviews() -> Iterator[tuple[str, bytes, Callable[[dict[str, Any]], bool]]]:
+            for i in range(run.objects):
+                body = {"apiVersion": "demo.kopf.dev/v1", "kind": "Greeting",
+                        "metadata": {"name": f"g-{i}", "namespace": objs.namespace, "uid": str(uuid.uuid4())},
+                        "spec": {"mood": "grumpy" if i % 10 == 0 else "happy"}}
+                uid = str(uuid.uuid4())
+                review = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+                    "uid": uid, "operation": "UPDATE", "userInfo": {"username": "bench"},
+                    "resource": {"group": "demo.kopf.dev", "version": "v1", "resource": "greetings"},
+                    "object": body, "oldObject": body}}
+                yield ("/check" if i % 2 == 0 else "/stamp", json.dumps(review).encode(),
+                       lambda answer, uid=uid: answer["response"]["uid"] == uid)
         connection = connect()
-        latencies = []
-        cpu_start, started = cpu_seconds(operator.process.pid), time.monotonic()
-        for i in range(run.objects):
-            body = {"apiVersion": "demo.kopf.dev/v1", "kind": "Greeting",
-                    "metadata": {"name": f"g-{i}", "namespace": objs.namespace, "uid": str(uuid.uuid4())},
-                    "spec": {"mood": "grumpy" if i % 10 == 0 else "happy"}}
-            review = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
-                "uid": str(uuid.uuid4()), "operation": "UPDATE", "userInfo": {"username": "bench"},
-                "resource": {"group": "demo.kopf.dev", "version": "v1", "resource": "greetings"},
-                "object": body, "oldObject": body}}
-            path = "/check" if i % 2 == 0 else "/stamp"
-            sent = time.monotonic()
-            connection.request("POST", path, body=json.dumps(review).encode(),
-                               headers={"Content-Type": "application/json"})
-            response = connection.getresponse()
-            answer = json.loads(response.read())
-            latencies.append((time.monotonic() - sent) * 1000)
-            if response.status != 200 or answer["response"]["uid"] != review["request"]["uid"]:
-                raise RuntimeError(f"a bad answer ({response.status}): {answer}")
-        elapsed, cpu = time.monotonic() - started, cpu_seconds(operator.process.pid) - cpu_start
+        latencies, elapsed, cpu = timed_reviews(operator, connection, reviews())
         connection.close()
         rss = peak_rss_mib(operator.process.pid)
         code, _ = operator.terminate()
@@ -635,20 +646,12 @@ def conversion(run: Run) -> dict[str, Any]:
                 return False
         operator.wait_for(ready, timeout=60, what="the webhook server to convert")
         time.sleep(run.warmup)
-        bodies = [json.dumps(review_of(run.objects)).encode() for _ in range(reviews)]
+        def converted(answer: dict[str, Any]) -> bool:
+            objects = answer["response"].get("convertedObjects") or []
+            return len(objects) == run.objects and objects[0]["spec"]["first"] == "First0"
+        bodies = [(path, json.dumps(review_of(run.objects)).encode(), converted) for _ in range(reviews)]
         connection = connect()
-        latencies = []
-        cpu_start, started = cpu_seconds(operator.process.pid), time.monotonic()
-        for body in bodies:
-            sent = time.monotonic()
-            connection.request("POST", path, body=body, headers={"Content-Type": "application/json"})
-            response = connection.getresponse()
-            answer = json.loads(response.read())
-            latencies.append((time.monotonic() - sent) * 1000)
-            converted = answer["response"].get("convertedObjects") or []
-            if response.status != 200 or len(converted) != run.objects or converted[0]["spec"]["first"] != "First0":
-                raise RuntimeError(f"a bad answer ({response.status}): {answer}")
-        elapsed, cpu = time.monotonic() - started, cpu_seconds(operator.process.pid) - cpu_start
+        latencies, elapsed, cpu = timed_reviews(operator, connection, bodies)
         connection.close()
         rss = peak_rss_mib(operator.process.pid)
         code, _ = operator.terminate()

@@ -116,7 +116,9 @@ class ObjectMemos:
         the base that is not kept: for calls about objects the operator may never see go
         (conversions), which would otherwise keep a memo per object for ever."""
         with self._lock:
-            memo = self._kept.get(key) or self._in_use(key)
+            memo = self._kept.get(key)  # (not `or`: an empty memo is falsy)
+            if memo is None:
+                memo = self._in_use(key)
         return memo if memo is not None else copy.copy(self._base)
 
     def _in_use(self, key: str) -> _ObjectMemo | None:

@@ -89,10 +89,8 @@ impl Operator {
         // Always: a configured webhook server runs even with no admission handlers (as Kopf).
         let admission = Arc::new(Admission::new(hooks.clone(), spec.webhooks.clone()));
         let conversion = Arc::new(Conversion::new(hooks.clone(), spec.conversions.clone()));
-        *self.webhooks.lock().expect("not poisoned") = Some(Arc::new(Webhooks {
-            admission: admission.clone(),
-            conversion: conversion.clone(),
-        }));
+        let webhooks = Arc::new(Webhooks::new(admission, conversion));
+        *self.webhooks.lock().expect("not poisoned") = Some(webhooks.clone());
         pyo3_async_runtimes::tokio::future_into_py(
             py,
             async move {
@@ -116,8 +114,7 @@ impl Operator {
                     Embedding {
                         hooks,
                         indices,
-                        admission: Some(admission),
-                        conversion: Some(conversion),
+                        webhooks: Some(webhooks),
                     },
                     stop,
                     events,

@@ -102,3 +102,15 @@ def test_a_forgotten_memo_is_not_kept_when_stored_in_later() -> None:
     memos.forget('uid-a')
     memo.late = True
     assert len(memos) == 0 and memos.of('uid-a') == {}
+
+
+def test_a_conversions_memo_is_the_objects_own_if_kept_else_not_kept() -> None:
+    memos = ObjectMemos(kopf.Memo())
+    kept = memos.of("u1")
+    kept.x = 1  # written to: kept for the object
+    assert memos.existing("u1") is kept
+    in_use = memos.of("u3")  # not written to, but held by a running handler
+    assert memos.existing("u3") is in_use
+    empty = memos.existing("u2")
+    assert empty is not memos.existing("u2"), "a fresh copy each time: nothing is kept"
+    assert len(memos) == 1

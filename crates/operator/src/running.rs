@@ -33,8 +33,8 @@ use crate::util::dicts::FieldPath;
 use crate::util::errors;
 use crate::util::logging::ENGINE;
 use crate::util::tasks;
-use crate::webhooks::admitting::{Admission, Served};
-use crate::webhooks::converting::Conversion;
+use crate::webhooks::admitting::Served;
+use crate::webhooks::routing::Webhooks;
 use crate::webhooks::{crd_managing, managing};
 use serde::Deserialize;
 use std::collections::{BTreeMap, BTreeSet};
@@ -325,10 +325,8 @@ pub struct Embedding {
     pub hooks: Arc<dyn Hooks>,
     /// The indices that its handlers read while the core fills them.
     pub indices: Arc<Indices>,
-    /// Its admission handlers (if any), which the webhook server calls.
-    pub admission: Option<Arc<Admission>>,
-    /// Its conversion handlers (if any), which the webhook server calls.
-    pub conversion: Option<Arc<Conversion>>,
+    /// Its admission and conversion handlers, which the webhook server calls (if any).
+    pub webhooks: Option<Arc<Webhooks>>,
 }
 
 /// Run until `stop` becomes true; `ready` is called once all watchers are started.
@@ -339,8 +337,7 @@ pub async fn run(
     Embedding {
         hooks,
         indices,
-        admission,
-        conversion,
+        webhooks,
     }: Embedding,
     mut stop: watch::Receiver<bool>,
     events: mpsc::UnboundedReceiver<K8sEvent>,
@@ -353,6 +350,8 @@ pub async fn run(
         hooks.custom_storages(),
     )?;
     let endpoints = Endpoints::start(&spec, &hooks).await?;
+    let admission = webhooks.as_ref().map(|w| w.admission.clone());
+    let conversion = webhooks.as_ref().map(|w| w.conversion.clone());
     let groups = spec.api_groups();
     let resources = discover(&credentials, server, groups.as_ref()).await?;
     if let Some(conversion) = &conversion {
@@ -388,17 +387,18 @@ pub async fn run(
         watchers: BTreeMap::new(),
         dispatchers: JoinSet::new(),
     };
-    let managing = serve_webhooks(&credentials, &spec, &resources, &hooks, &admission, &stop).await;
+    let managing = serve_webhooks(&credentials, &spec, &resources, &hooks, &webhooks, &stop).await;
     // The CRDs' conversion is taken away (if asked) only after the workers have stopped:
     // their last writes may need it.
     let (crds_stop, crds_stopping) = watch::channel(false);
-    let managing_crds = (conversion.as_ref())
+    let managing_crds = (webhooks.as_ref())
         .filter(|_| spec.settings.conversion.managed)
-        .map(|conversion| {
+        .map(|webhooks| {
             let cleanup = spec.settings.conversion.cleanup;
             let task = crd_managing::manage(
                 credentials.clone(),
-                conversion.clone(),
+                webhooks.conversion.clone(),
+                webhooks.watch_client_config(),
                 cleanup,
                 crds_stopping,
             );
@@ -410,7 +410,8 @@ pub async fn run(
     if let Some(conversion) = conversion.as_ref().filter(|_| managing_crds.is_some()) {
         let waiting = async {
             let pending = conversion
-                .served()
+                .served
+                .get()
                 .iter()
                 .map(|s| s.crd.name.clone())
                 .collect::<Vec<_>>();
@@ -458,7 +459,7 @@ pub async fn run(
                     Ok(resources) => {
                         serving.update(plan(&spec, &resources, hooks.as_ref(), false).await);
                         if let Some(admission) = &admission {
-                            admission.serve(webhook_resources(&spec, &resources, hooks.as_ref()).await);
+                            admission.served.set(webhook_resources(&spec, &resources, hooks.as_ref()).await);
                         }
                         if let Some(conversion) = &conversion {
                             match conversions::served(&credentials, &spec.conversions, &resources, false).await {
@@ -656,15 +657,19 @@ async fn serve_webhooks(
     spec: &OperatorSpec,
     resources: &[Resource],
     hooks: &Arc<dyn Hooks>,
-    admission: &Option<Arc<Admission>>,
+    webhooks: &Option<Arc<Webhooks>>,
     stop: &watch::Receiver<bool>,
 ) -> Option<tokio::task::JoinHandle<()>> {
-    let admission = admission.as_ref()?;
-    admission.serve(webhook_resources(spec, resources, hooks.as_ref()).await);
+    let webhooks = webhooks.as_ref()?;
+    let admission = &webhooks.admission;
+    admission
+        .served
+        .set(webhook_resources(spec, resources, hooks.as_ref()).await);
     let name = spec.admission_managed.as_ref()?;
     let task = managing::manage(
         credentials.clone(),
         admission.clone(),
+        webhooks.watch_client_config(),
         name.clone(),
         stop.clone(),
     );

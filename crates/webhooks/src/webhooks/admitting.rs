@@ -3,6 +3,7 @@
 //! trip to Python), each called once in order, as Kopf does (no retries: any error
 //! rejects), then the response with their warnings and their mutations as a JSON-patch.
 
+use super::known::Known;
 use super::reviews::{respond, Review, ReviewError};
 use super::serving::{AdmissionRequest, Reviewer};
 use crate::client::resources::Resource;
@@ -15,19 +16,16 @@ use crate::util::dicts;
 use futures::future::BoxFuture;
 use serde_json::Value;
 use std::sync::Arc;
-use tokio::sync::watch;
 
 /// Each served resource with the handlers (positions in `Admission::handlers`) selecting it.
 pub type Served = Vec<(Arc<Resource>, Vec<usize>)>;
 
-/// The operator's admission handlers, the resources they serve, and where the apiserver
-/// reaches them (the webhook server's client config, for the managed configurations).
+/// The operator's admission handlers and the resources they serve.
 pub struct Admission {
     hooks: Arc<dyn HandlerCalls>,
     handlers: Vec<WebhookHandler>,
-    /// None until the API is discovered; replaced when the cluster's resources change.
-    served: watch::Sender<Option<Served>>,
-    client_config: watch::Sender<Option<Value>>,
+    /// The resources served, each with its handlers' positions.
+    pub served: Known<Served>,
 }
 
 impl Admission {
@@ -35,42 +33,12 @@ impl Admission {
         Self {
             hooks,
             handlers,
-            served: watch::channel(None).0,
-            client_config: watch::channel(None).0,
+            served: Known::new(),
         }
     }
 
     pub fn handlers(&self) -> &[WebhookHandler] {
         &self.handlers
-    }
-
-    /// The resources served from now on, each with its handlers' positions.
-    pub fn serve(&self, served: Served) {
-        self.served.send_replace(Some(served));
-    }
-
-    pub fn served(&self) -> Served {
-        self.served.borrow().clone().unwrap_or_default()
-    }
-
-    /// Changes of the served resources (none until the API is discovered).
-    pub(crate) fn watch_served(&self) -> watch::Receiver<Option<Served>> {
-        self.served.subscribe()
-    }
-
-    /// Wait until the API is discovered: requests before it would find no resources.
-    pub async fn discovered(&self) {
-        let mut served = self.served.subscribe();
-        let _ = served.wait_for(Option::is_some).await;
-    }
-
-    /// Where the webhook server is reachable now (as it yields it).
-    pub fn configure(&self, client_config: Value) {
-        self.client_config.send_replace(Some(client_config));
-    }
-
-    pub(crate) fn watch_client_config(&self) -> watch::Receiver<Option<Value>> {
-        self.client_config.subscribe()
     }
 
     async fn answer(&self, request: AdmissionRequest) -> Result<Value, ReviewError> {
@@ -84,7 +52,7 @@ impl Admission {
         request: AdmissionRequest,
         review: Review,
     ) -> Result<Value, ReviewError> {
-        let served = self.served();
+        let served = self.served.get();
         let resources: Vec<Arc<Resource>> = served.iter().map(|(r, _)| r.clone()).collect();
         let resource = review.find_resource(&resources)?.clone();
         review.check()?;
@@ -244,7 +212,9 @@ mod tests {
             "index": 1, "id": "mutate1", "reason": "mutating",
             "labels": [["somelabel", {"kind": "equals", "value": "somevalue"}]]}));
         let admission = Admission::new(hooks.clone(), vec![validate, mutate]);
-        admission.serve(vec![(testing::resource(), vec![0, 1])]);
+        admission
+            .served
+            .set(vec![(testing::resource(), vec![0, 1])]);
         (hooks, admission)
     }
 

@@ -5,6 +5,7 @@
 //! API server forbids a conversion to change (kind, name, namespace, uid, any metadata but
 //! labels and annotations) is checked here and refused with the reason.
 
+use super::known::Known;
 use super::reviews::ReviewError;
 use super::versions::{self, Crd, Step};
 use crate::client::resources::Resource;
@@ -36,13 +37,12 @@ pub struct Served {
     pub conversion: Value,
 }
 
-/// The operator's conversion handlers, the custom resources they serve, and where the API
-/// server reaches the webhook (for the managed CRDs).
+/// The operator's conversion handlers and the custom resources they serve.
 pub struct Conversion {
     hooks: Arc<dyn HandlerCalls>,
     handlers: Vec<ConversionHandler>,
-    served: watch::Sender<Option<Vec<Arc<Served>>>>,
-    client_config: watch::Sender<Option<Value>>,
+    /// The custom resources served.
+    pub served: Known<Vec<Arc<Served>>>,
     /// The CRDs whose conversion points at the server (with `settings.conversion.managed`).
     configured: watch::Sender<BTreeSet<String>>,
 }
@@ -52,10 +52,18 @@ impl Conversion {
         Self {
             hooks,
             handlers,
-            served: watch::channel(None).0,
-            client_config: watch::channel(None).0,
+            served: Known::new(),
             configured: watch::channel(BTreeSet::new()).0,
         }
+    }
+
+    pub fn handlers(&self) -> &[ConversionHandler] {
+        &self.handlers
+    }
+
+    /// The custom resources served from now on.
+    pub fn serve(&self, served: Vec<Served>) {
+        self.served.set(served.into_iter().map(Arc::new).collect());
     }
 
     /// This CRD's conversion points at the server now.
@@ -74,39 +82,6 @@ impl Conversion {
         let _ = configured
             .wait_for(|done| names.iter().all(|n| done.contains(n)))
             .await;
-    }
-
-    pub fn handlers(&self) -> &[ConversionHandler] {
-        &self.handlers
-    }
-
-    /// The custom resources served from now on.
-    pub fn serve(&self, served: Vec<Served>) {
-        self.served
-            .send_replace(Some(served.into_iter().map(Arc::new).collect()));
-    }
-
-    pub fn served(&self) -> Vec<Arc<Served>> {
-        self.served.borrow().clone().unwrap_or_default()
-    }
-
-    pub(crate) fn watch_served(&self) -> watch::Receiver<Option<Vec<Arc<Served>>>> {
-        self.served.subscribe()
-    }
-
-    /// Wait until the custom resources are known: reviews before it would find none.
-    pub async fn discovered(&self) {
-        let mut served = self.served.subscribe();
-        let _ = served.wait_for(Option::is_some).await;
-    }
-
-    /// Where the webhook server is reachable now (as it yields it).
-    pub fn configure(&self, client_config: Value) {
-        self.client_config.send_replace(Some(client_config));
-    }
-
-    pub(crate) fn watch_client_config(&self) -> watch::Receiver<Option<Value>> {
-        self.client_config.subscribe()
     }
 
     /// The response to a ConversionReview (a `Failed` one if the objects cannot be
@@ -153,7 +128,7 @@ impl Conversion {
     fn find(&self, request: &Request, objects: &[Value]) -> Result<Arc<Served>, String> {
         let first = objects.first();
         let kind = (first.and_then(|o| o.get("kind")).and_then(Value::as_str)).unwrap_or_default();
-        (self.served().into_iter())
+        (self.served.get().into_iter())
             .find(|s| s.crd.group == request.group && s.crd.kind == kind)
             .ok_or_else(|| {
                 format!(
@@ -199,7 +174,7 @@ impl Conversion {
         }
         let desired = format!("{}/{version}", served.crd.group);
         for ((at, original), object) in originals.into_iter().zip(converted) {
-            objects[at] = checked(&original, object, &desired)?;
+            objects[at] = checked(original, object, &desired)?;
         }
         Ok(objects)
     }
@@ -247,7 +222,7 @@ fn chain(served: &Served, object: &Value, version: &str) -> Result<Vec<usize>, S
 
 /// The converted object as the API server takes it: in the desired version, and with what
 /// the conversion may not change kept as it was; or why it cannot be taken.
-fn checked(original: &Original, converted: Value, desired: &str) -> Result<Value, String> {
+fn checked(original: Original, converted: Value, desired: &str) -> Result<Value, String> {
     let name = &original.described;
     let Value::Object(mut converted) = converted else {
         return Err(format!("The conversion of {name} did not make an object."));
@@ -258,7 +233,7 @@ fn checked(original: &Original, converted: Value, desired: &str) -> Result<Value
             converted.get("kind").unwrap_or(&Value::Null)
         ));
     }
-    let before = &original.metadata;
+    let mut metadata = original.metadata;
     let after = match converted.remove("metadata") {
         None | Some(Value::Null) => Map::new(),
         Some(Value::Object(after)) => after,
@@ -268,16 +243,15 @@ fn checked(original: &Original, converted: Value, desired: &str) -> Result<Value
             ))
         }
     };
-    let mut metadata = before.clone();
     for (key, value) in &after {
         match key.as_str() {
             "labels" | "annotations" => {}
-            _ if before.get(key) == Some(value) => {}
+            _ if metadata.get(key) == Some(value) => {}
             _ => {
                 return Err(format!(
                     "The conversion of {name} changed metadata.{key} (from {} to {value}): a \
                      conversion may change only the labels and annotations.",
-                    before.get(key).unwrap_or(&Value::Null),
+                    metadata.get(key).unwrap_or(&Value::Null),
                 ))
             }
         }
@@ -375,16 +349,8 @@ impl Request {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::webhooks::versions::step;
     use kopf_engine::engine::testing::{self, FakeHooks};
-
-    fn step(source: &str, target: &str, handler: usize) -> Step {
-        Step {
-            source: source.into(),
-            target: target.into(),
-            handler,
-            id: format!("{source}_to_{target}"),
-        }
-    }
 
     fn conversion(problem: Option<&str>) -> (Arc<FakeHooks>, Conversion) {
         let hooks = FakeHooks::new(testing::Daemon::Returning);
@@ -532,7 +498,7 @@ mod tests {
         let converted = json!({"kind": "Greeting", "apiVersion": "demo.kopf.dev/v1",
                                "metadata": {"labels": {"a": "c"}, "annotations": {"x": "y"}},
                                "spec": {"new": 1}});
-        let object = checked(&Original::of(&original), converted, desired).unwrap();
+        let object = checked(Original::of(&original), converted, desired).unwrap();
         assert_eq!(object["apiVersion"], desired);
         assert_eq!(object["metadata"]["uid"], "uid-a");
         assert_eq!(object["metadata"]["resourceVersion"], "7");
@@ -541,21 +507,21 @@ mod tests {
         assert_eq!(object["spec"], json!({"new": 1}));
 
         let renamed = json!({"kind": "Greeting", "metadata": {"name": "other"}});
-        let error = checked(&Original::of(&original), renamed, desired).unwrap_err();
+        let error = checked(Original::of(&original), renamed, desired).unwrap_err();
         assert!(
             error.contains("changed metadata.name (from \"a\" to \"other\")"),
             "{error}"
         );
         let rekinded = json!({"kind": "Salute", "metadata": {}});
-        let error = checked(&Original::of(&original), rekinded, desired).unwrap_err();
+        let error = checked(Original::of(&original), rekinded, desired).unwrap_err();
         assert!(error.contains("changed its kind to \"Salute\""), "{error}");
         let numeric = json!({"kind": "Greeting", "metadata": {"labels": {"n": 1}}});
-        let error = checked(&Original::of(&original), numeric, desired).unwrap_err();
+        let error = checked(Original::of(&original), numeric, desired).unwrap_err();
         assert!(
             error.contains("metadata.labels[\"n\"] 1: it must be a string"),
             "{error}"
         );
-        let error = checked(&Original::of(&original), json!([1]), desired).unwrap_err();
+        let error = checked(Original::of(&original), json!([1]), desired).unwrap_err();
         assert!(error.contains("did not make an object"), "{error}");
     }
 }

@@ -6,6 +6,7 @@
 
 use super::configs::with_handler_id;
 use super::converting::{Conversion, Served, PATH};
+use super::managing::until_known;
 use crate::client::credentials::Credentials;
 use crate::util::errors;
 use crate::util::logging::ADMISSION;
@@ -25,18 +26,13 @@ const SETTLING: std::time::Duration = std::time::Duration::from_secs(2);
 pub async fn manage(
     credentials: Arc<Credentials>,
     conversion: Arc<Conversion>,
+    mut configs: watch::Receiver<Option<Value>>,
     cleanup: bool,
     mut stop: watch::Receiver<bool>,
 ) {
-    let mut configs = conversion.watch_client_config();
-    let mut served = conversion.watch_served();
-    let ready = async {
-        let _ = configs.wait_for(Option::is_some).await;
-        let _ = served.wait_for(Option::is_some).await;
-    };
-    tokio::select! {
-        _ = ready => {}
-        _ = stop.wait_for(|stopped| *stopped) => return,
+    let mut served = conversion.served.watch();
+    if !until_known(&mut configs, &mut served, &mut stop).await {
+        return;
     }
     // What each CRD was last patched with. The CRDs are read again on every change of theirs
     // (the API's rescan): a CRD is patched when the server's config changes, and when its

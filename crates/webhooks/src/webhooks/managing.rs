@@ -41,18 +41,13 @@ const MANAGED: [Managed; 2] = [
 pub async fn manage(
     credentials: Arc<Credentials>,
     admission: Arc<Admission>,
+    mut configs: watch::Receiver<Option<Value>>,
     name: String,
     mut stop: watch::Receiver<bool>,
 ) {
-    let mut configs = admission.watch_client_config();
-    let mut served = admission.watch_served();
-    let ready = async {
-        let _ = configs.wait_for(Option::is_some).await;
-        let _ = served.wait_for(Option::is_some).await;
-    };
-    tokio::select! {
-        _ = ready => {}
-        _ = stop.wait_for(|stopped| *stopped) => return,
+    let mut served = admission.served.watch();
+    if !until_known(&mut configs, &mut served, &mut stop).await {
+        return;
     }
     for managed in &MANAGED {
         if let Err(problem) = create(&credentials, managed, &name).await {
@@ -83,6 +78,23 @@ pub async fn manage(
     }
 }
 
+/// Wait until the server's client config and what is served are known; false if the
+/// operator stops first.
+pub(crate) async fn until_known<T>(
+    configs: &mut watch::Receiver<Option<Value>>,
+    served: &mut watch::Receiver<Option<T>>,
+    stop: &mut watch::Receiver<bool>,
+) -> bool {
+    let known = async {
+        let _ = configs.wait_for(Option::is_some).await;
+        let _ = served.wait_for(Option::is_some).await;
+    };
+    tokio::select! {
+        _ = known => true,
+        _ = stop.wait_for(|stopped| *stopped) => false,
+    }
+}
+
 fn webhooks_of(
     admission: &Admission,
     reason: WebhookType,
@@ -90,7 +102,7 @@ fn webhooks_of(
     config: &Value,
     persistent_only: bool,
 ) -> Vec<Value> {
-    let served = admission.served();
+    let served = admission.served.get();
     let handlers: Vec<(&WebhookHandler, Vec<&crate::client::resources::Resource>)> =
         (admission.handlers().iter().enumerate())
             .filter(|(_, h)| h.reason == reason)

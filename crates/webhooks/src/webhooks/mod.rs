@@ -10,6 +10,7 @@ pub mod certificates;
 pub mod configs;
 pub mod converting;
 pub mod crd_managing;
+pub mod known;
 pub mod managing;
 pub mod reviews;
 pub mod routing;

@@ -9,22 +9,39 @@ use super::serving::{AdmissionRequest, Reviewer};
 use futures::future::BoxFuture;
 use serde_json::Value;
 use std::sync::Arc;
+use tokio::sync::watch;
 
 pub struct Webhooks {
     pub admission: Arc<Admission>,
     pub conversion: Arc<Conversion>,
+    /// Where the API server reaches the server, as it yields it (none until it listens).
+    client_config: watch::Sender<Option<Value>>,
 }
 
 impl Webhooks {
+    pub fn new(admission: Arc<Admission>, conversion: Arc<Conversion>) -> Self {
+        Self {
+            admission,
+            conversion,
+            client_config: watch::channel(None).0,
+        }
+    }
+
     /// Wait until the API is discovered: requests before it would find no resources.
     pub async fn discovered(&self) {
-        tokio::join!(self.admission.discovered(), self.conversion.discovered());
+        tokio::join!(
+            self.admission.served.known(),
+            self.conversion.served.known()
+        );
     }
 
     /// Where the webhook server is reachable now: for the managed configurations and CRDs.
     pub fn configure(&self, client_config: Value) {
-        self.conversion.configure(client_config.clone());
-        self.admission.configure(client_config);
+        self.client_config.send_replace(Some(client_config));
+    }
+
+    pub fn watch_client_config(&self) -> watch::Receiver<Option<Value>> {
+        self.client_config.subscribe()
     }
 
     async fn route(&self, request: AdmissionRequest) -> Result<Value, ReviewError> {

@@ -129,19 +129,21 @@ pub fn check(crd: &Crd, steps: &[Step]) -> Result<(), String> {
     ))
 }
 
+/// A step of the tests, by a handler named `{source}_to_{target}`.
+#[cfg(test)]
+pub(crate) fn step(source: &str, target: &str, handler: usize) -> Step {
+    Step {
+        source: source.into(),
+        target: target.into(),
+        handler,
+        id: format!("{source}_to_{target}"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
-
-    fn step(source: &str, target: &str, handler: usize) -> Step {
-        Step {
-            source: source.into(),
-            target: target.into(),
-            handler,
-            id: format!("{source}_to_{target}"),
-        }
-    }
 
     fn crd(versions: &[&str], served: &[&str]) -> Crd {
         Crd {
