@@ -330,3 +330,14 @@ def test_the_operators_own_handlers_wait_for_the_webhook(contacts: None, namespa
     assert read_ok("ada", namespace, "v1")["spec"] == {"name": "Ada Lovelace"}, "nothing lost"
     # Its last writes on exit are converted too: the server stops after the core.
     assert "conversion webhook for" not in operator.output, operator.output
+
+
+def test_a_cleanup_without_managing_is_refused(contacts: None, namespace: str, tmp_path: Path) -> None:
+    script = write_script(tmp_path, STEPS.replace("settings.conversion.managed = True",
+                                                  "settings.conversion.cleanup = True"))
+    operator = OperatorProcess(["run", "-n", namespace, "--standalone", str(script)], cwd=tmp_path)
+    code = operator.process.wait(timeout=60)
+    operator.stop()
+    assert code != 0
+    assert "settings.conversion.cleanup cleans up only what the operator manages" in operator.output, \
+        operator.output

@@ -101,6 +101,13 @@ def _check_posting(settings: OperatorSettings) -> None:
         raise OperatorError(str(e)) from None
 
 
+def _check_conversion(settings: OperatorSettings) -> None:
+    """A cleanup of CRDs that the operator does not manage could not happen: refused."""
+    if settings.conversion.cleanup and not settings.conversion.managed:
+        raise OperatorError("settings.conversion.cleanup cleans up only what the operator manages: "
+                            "set settings.conversion.managed = True too, or leave cleanup off.")
+
+
 async def operator(
         *,
         lifecycle: Any = None,
@@ -217,6 +224,7 @@ async def operator(
         _webhooks.check_configured(settings.admission.server, registry._webhooks, registry._conversions)
         _check_sharding(settings)
         _check_posting(settings)
+        _check_conversion(settings)
         _webhooks.connection_var.set(connection)
         running = engine.run(json.dumps(spec), json.dumps(connection), bridge, storages)
         engine_task = asyncio.create_task(_as_coroutine(running))
