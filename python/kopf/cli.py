@@ -229,6 +229,58 @@ def verify(paths: Collection[str], modules: Collection[str], **options: Any) -> 
     click.echo("All the permissions that the handlers need are granted.")
 
 
+@main.group()
+def olm() -> None:
+    """ Operator Lifecycle Manager bundles generated from the handlers (not in Kopf). """
+
+
+@olm.command(name='generate')
+@click.option('--image', required=True, help="the operator's image: `kopf run` as its entrypoint, the handlers in it")
+@click.option('--version', 'bundle_version', required=True, help="the bundle's version (semantic: X.Y.Z)")
+@click.option('--channel', default='alpha', show_default=True, help="the channel (and the CSV's maturity)")
+@click.option('--output', type=click.Path(file_okay=False), default='bundle', show_default=True)
+@click.option('--crd', 'crds', multiple=True, type=click.Path(exists=True, dir_okay=False),
+              help="a CRD file of a resource the handlers serve (all of them are needed)")
+@click.option('--previous-version', type=str, default=None, help="the version this one replaces")
+@click.option('--package', type=str, default=None, help="the package's name (else pyproject.toml's project)")
+@click.option('--project', type=click.Path(dir_okay=False), default='pyproject.toml', show_default=True,
+              help="where the package's metadata comes from, if present")
+@click.option('--icon', type=click.Path(exists=True, dir_okay=False), default=None)
+@click.option('--in-image', 'in_image', multiple=True,
+              help="the handlers' paths in the image (default: /operator/ and each path's file name)")
+@_rbac_options
+def olm_generate(paths: Collection[str], modules: Collection[str], image: str, bundle_version: str, channel: str,
+                 output: str, crds: Collection[str], previous_version: str | None, package: str | None,
+                 project: str, icon: str | None, in_image: Collection[str], **options: Any) -> None:
+    """ Write an OLM bundle (registry+v1): the CSV with the Deployment and permissions, the CRDs, metadata. """
+    from pathlib import Path  # (not at the top: operators that never run this do not import it)
+
+    from kopf import _olm
+    try:
+        meta, missing = _olm.package_of(name=package, project=Path(project), icon=Path(icon) if icon else None)
+    except ValueError as e:
+        raise click.UsageError(str(e)) from None
+    if missing:
+        click.echo(f"Warning: the package's metadata has no {', '.join(missing)} (pyproject.toml's [project] "
+                   f"or the options): OperatorHub shows them.", err=True)
+    entries = list(in_image) or [f"/operator/{Path(path).name}" for path in paths]
+    entries += [arg for module in modules for arg in ('-m', module)]
+    run_options = ['--standalone'] if options['standalone'] else ['--peering', options['peering_name']]
+    if options['lease_name']:
+        run_options += ['--lease', options['lease_name']]
+    if options.get('shards'):
+        run_options += ['--shards', options['shards']]
+    bundle = _olm.Options(image=image, version=bundle_version, channel=channel, output=Path(output),
+                          crds=[Path(crd) for crd in crds], previous_version=previous_version, package=meta,
+                          entries=entries, run_options=run_options)
+    try:
+        written = _rbac_run(_olm.generate, paths=paths, modules=modules, options=bundle, **options)
+    except ValueError as e:
+        raise click.ClickException(str(e)) from None
+    for path in written:
+        click.echo(path)
+
+
 def command() -> None:
     """The ``kopf`` command (and ``python -m kopf``): ``main()``, then the process exits as
     Python would (non-daemon threads awaited, ``atexit`` functions run, streams flushed) but

@@ -1,0 +1,290 @@
+"""``kopf olm generate`` (not in Kopf): an Operator Lifecycle Manager bundle (``registry+v1``,
+OperatorHub's format) from what the operator's code says: the ClusterServiceVersion with the
+operator's Deployment (the image running ``kopf run`` with the options given) and its
+permissions (the rules of ``kopf rbac generate``), the CRDs it owns, the bundle's metadata and
+its Dockerfile.
+
+Install modes: an operator generated for namespaces (``-n``) watches the namespaces that OLM's
+OperatorGroup targets (its ``olm.targetNamespaces`` annotation, read into ``kopf run``'s
+``$KOPF_RUN_NAMESPACES``): its own or another single one, or all of them (OLM then grants its
+namespaced permissions cluster-wide); several are not offered, as a list of namespaces is a
+pattern that the engine watches cluster-wide. One generated for all namespaces (``-A``) is
+installed for all namespaces only.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import datetime
+import logging
+import mimetypes
+import re
+import tomllib
+from collections.abc import Collection
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from kopf._handlers import OperatorRegistry
+from kopf._rbac import Plan, Rule, _connect, _plan
+from kopf._settings import OperatorSettings
+
+logger = logging.getLogger('kopf._core.engines.olm')
+
+LIVENESS_PORT = 8080
+# What the API server calls a semantic version (OLM refuses any other `spec.version`).
+SEMVER = re.compile(r'(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?')
+
+
+@dataclasses.dataclass
+class Package:
+    """What OperatorHub shows of the operator: from ``pyproject.toml`` where present."""
+    name: str
+    display_name: str
+    description: str
+    maintainers: list[dict[str, str]]
+    links: list[dict[str, str]]
+    provider: str | None
+    keywords: list[str]
+    icon: Path | None
+
+
+def package_of(*, name: str | None, project: Path | None, icon: Path | None) -> tuple[Package, list[str]]:
+    """The package's metadata, and what is missing from it (for a warning)."""
+    found: dict[str, Any] = {}
+    if project is not None and project.is_file():
+        found = tomllib.loads(project.read_text()).get('project', {})
+    real_name = name or found.get('name')
+    if not real_name:
+        raise ValueError("The bundle's package has no name: give --package NAME (or run where pyproject.toml "
+                         "names the project).")
+    real_name = re.sub(r'[^a-z0-9-]+', '-', str(real_name).lower()).strip('-')
+    people = [*found.get('maintainers', []), *found.get('authors', [])]
+    maintainers = [{'name': p['name'], 'email': p.get('email', '')} for p in people if p.get('name')]
+    links = [{'name': str(key), 'url': str(url)} for key, url in found.get('urls', {}).items()]
+    package = Package(
+        name=real_name,
+        display_name=str(found.get('name') or real_name),
+        description=str(found.get('description') or ''),
+        maintainers=maintainers,
+        links=links,
+        provider=maintainers[0]['name'] if maintainers else None,
+        keywords=[str(k) for k in found.get('keywords', [])],
+        icon=icon,
+    )
+    missing = [what for what, present in [('a description', package.description), ('maintainers', maintainers),
+                                          ('links', links), ('keywords', package.keywords), ('an icon', icon)]
+               if not present]
+    return package, missing
+
+
+@dataclasses.dataclass
+class Options:
+    """What the bundle is made of, besides the handlers."""
+    image: str
+    version: str
+    channel: str
+    output: Path
+    crds: list[Path]
+    previous_version: str | None
+    package: Package
+    entries: list[str]  # `kopf run`'s targets in the image: paths, or `-m MODULE`
+    run_options: list[str]  # `kopf run`'s options (peering, Lease)
+
+
+def bundle(plan: Plan, options: Options, *, clusterwide: bool, served_crds: Collection[str]) -> dict[str, str]:
+    """The bundle's files (relative path → text)."""
+    if not SEMVER.fullmatch(options.version):
+        raise ValueError(f"--version {options.version!r} is not a semantic version (X.Y.Z).")
+    if options.previous_version is not None and not SEMVER.fullmatch(options.previous_version):
+        raise ValueError(f"--previous-version {options.previous_version!r} is not a semantic version (X.Y.Z).")
+    crds = [_read_crd(path) for path in options.crds]
+    names = {crd['metadata']['name'] for crd in crds}
+    missing = sorted(set(served_crds) - names)
+    if missing:
+        raise ValueError(f"The handlers serve CRDs that no --crd file defines: {', '.join(missing)}.")
+    package = options.package
+    csv_name = f"{package.name}.v{options.version}"
+    files = {f"manifests/{package.name}.clusterserviceversion.yaml": _dump(_csv(plan, options, crds, clusterwide))}
+    for crd, path in zip(crds, options.crds, strict=True):
+        files[f"manifests/{crd['metadata']['name']}.crd.yaml"] = path.read_text()
+    labels = _labels(package.name, options.channel)
+    files['metadata/annotations.yaml'] = _dump({'annotations': labels})
+    files['bundle.Dockerfile'] = '\n'.join([
+        "# The bundle's image (`docker build -f bundle.Dockerfile -t BUNDLE-IMAGE .`), by `kopf olm generate`.",
+        "FROM scratch",
+        *(f"LABEL {key}={value}" for key, value in labels.items()),
+        "COPY manifests /manifests/",
+        "COPY metadata /metadata/",
+        "",
+    ])
+    logger.debug(f"The bundle of {csv_name}: {', '.join(sorted(files))}")
+    return files
+
+
+def _labels(package: str, channel: str) -> dict[str, str]:
+    return {
+        'operators.operatorframework.io.bundle.mediatype.v1': 'registry+v1',
+        'operators.operatorframework.io.bundle.manifests.v1': 'manifests/',
+        'operators.operatorframework.io.bundle.metadata.v1': 'metadata/',
+        'operators.operatorframework.io.bundle.package.v1': package,
+        'operators.operatorframework.io.bundle.channels.v1': channel,
+        'operators.operatorframework.io.bundle.channel.default.v1': channel,
+    }
+
+
+def _read_crd(path: Path) -> dict[str, Any]:
+    try:
+        crd = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as e:
+        raise ValueError(f"--crd {path}: cannot be read: {e}") from e
+    if not isinstance(crd, dict) or crd.get('kind') != 'CustomResourceDefinition':
+        raise ValueError(f"--crd {path}: not a CustomResourceDefinition (one per file).")
+    return crd
+
+
+def _owned(crd: dict[str, Any]) -> list[dict[str, str]]:
+    """The CSV's entries of a CRD: one per served version, described by its schema."""
+    spec = crd['spec']
+    kind = spec['names']['kind']
+    entries = []
+    for version in spec.get('versions', []):
+        if not version.get('served', True):
+            continue
+        schema = version.get('schema', {}).get('openAPIV3Schema', {})
+        description = schema.get('description') or f"A {kind} ({spec['group']}/{version['name']})."
+        entries.append({'name': crd['metadata']['name'], 'version': version['name'], 'kind': kind,
+                        'displayName': kind, 'description': description})
+    return entries
+
+
+def _rules(rules: list[Rule]) -> list[dict[str, Any]]:
+    return [{'apiGroups': [rule.group], 'resources': [rule.resource], 'verbs': sorted(rule.verbs)}
+            for rule in rules]
+
+
+def _csv(plan: Plan, options: Options, crds: list[dict[str, Any]], clusterwide: bool) -> dict[str, Any]:
+    package = options.package
+    account = plan.account
+    namespaced: list[Rule] = [rule for rules in plan.namespaced_rules().values() for rule in rules]
+    # The same rule in several namespaces is one rule here: OLM grants it in each target namespace.
+    merged: dict[tuple[str, str], Rule] = {}
+    for rule in namespaced:
+        kept = merged.setdefault((rule.group, rule.resource), Rule(rule.group, rule.resource, None))
+        for verb, whos in rule.verbs.items():
+            kept.verbs.setdefault(verb, set()).update(whos)
+    container: dict[str, Any] = {
+        'name': 'operator',
+        'image': options.image,
+        'args': [*options.run_options, '--liveness', f'http://0.0.0.0:{LIVENESS_PORT}/healthz',
+                 *(['--all-namespaces'] if clusterwide else []), *options.entries],
+        'env': [{'name': 'POD_NAMESPACE', 'valueFrom': {'fieldRef': {'fieldPath': 'metadata.namespace'}}}],
+        'ports': [{'name': 'liveness', 'containerPort': LIVENESS_PORT}],
+        'livenessProbe': {'httpGet': {'path': '/healthz', 'port': LIVENESS_PORT}, 'periodSeconds': 10},
+    }
+    if not clusterwide:
+        container['env'].append({'name': 'KOPF_RUN_NAMESPACES', 'valueFrom': {
+            'fieldRef': {'fieldPath': "metadata.annotations['olm.targetNamespaces']"}}})
+    labels = {'app.kubernetes.io/name': package.name}
+    deployment = {
+        'name': package.name,
+        'spec': {
+            'replicas': 1,
+            'selector': {'matchLabels': labels},
+            'template': {'metadata': {'labels': labels},
+                         'spec': {'serviceAccountName': account, 'containers': [container]}},
+        },
+    }
+    install: dict[str, Any] = {'deployments': [deployment]}
+    if plan.cluster_rules():
+        install['clusterPermissions'] = [{'serviceAccountName': account, 'rules': _rules(plan.cluster_rules())}]
+    if merged:
+        install['permissions'] = [{'serviceAccountName': account, 'rules': _rules(list(merged.values()))}]
+    spec: dict[str, Any] = {
+        'displayName': package.display_name,
+        'description': package.description or f"{package.display_name}, an operator in Python (kopf).",
+        'version': options.version,
+        'maturity': options.channel,
+        'minKubeVersion': '1.25.0',
+        **({'keywords': package.keywords} if package.keywords else {}),
+        **({'maintainers': package.maintainers} if package.maintainers else {}),
+        **({'provider': {'name': package.provider}} if package.provider else {}),
+        **({'links': package.links} if package.links else {}),
+        'installModes': [
+            {'type': 'OwnNamespace', 'supported': not clusterwide},
+            {'type': 'SingleNamespace', 'supported': not clusterwide},
+            {'type': 'MultiNamespace', 'supported': False},
+            {'type': 'AllNamespaces', 'supported': True},
+        ],
+        'customresourcedefinitions': {'owned': [entry for crd in crds for entry in _owned(crd)]},
+        'install': {'strategy': 'deployment', 'spec': install},
+    }
+    if options.previous_version is not None:
+        spec['replaces'] = f"{package.name}.v{options.previous_version}"
+    if package.icon is not None:
+        media = mimetypes.guess_type(package.icon.name)[0] or 'image/png'
+        spec['icon'] = [{'base64data': base64.b64encode(package.icon.read_bytes()).decode(), 'mediatype': media}]
+    return {
+        'apiVersion': 'operators.coreos.com/v1alpha1',
+        'kind': 'ClusterServiceVersion',
+        'metadata': {
+            'name': f"{package.name}.v{options.version}",
+            'namespace': 'placeholder',
+            'annotations': {
+                'capabilities': 'Basic Install',
+                'containerImage': options.image,
+                'createdAt': datetime.datetime.now(datetime.UTC).strftime('%Y-%m-%dT%H:%M:%SZ'),
+                'operators.operatorframework.io/builder': 'kopf-rs',
+                'alm-examples': '[]',
+            },
+        },
+        'spec': spec,
+    }
+
+
+class _Dumper(yaml.SafeDumper):
+    """Block YAML without anchors: a bundle is read by people and by other tools' parsers."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
+def _dump(document: dict[str, Any]) -> str:
+    return yaml.dump(document, Dumper=_Dumper, sort_keys=False, default_flow_style=False, width=120)
+
+
+def served_crds(registry: OperatorRegistry, plan: Plan) -> list[str]:
+    """The custom resources whose rules the plan has (their CRDs go into the bundle)."""
+    del registry  # (the plan's rules name them all)
+    names = {f"{rule.resource.split('/')[0]}.{rule.group}" for rule in plan.rules.values()
+             if '.' in rule.group and rule.group not in _ENGINES_OWN}
+    return sorted(names)
+
+
+# The engine's own groups (peering, CRDs): not the operator's custom resources.
+_ENGINES_OWN = frozenset({'apiextensions.k8s.io', 'kopf.dev', 'zalando.org', 'coordination.k8s.io',
+                          'admissionregistration.k8s.io', 'rbac.authorization.k8s.io', 'events.k8s.io'})
+
+
+async def generate(*, registry: OperatorRegistry, options: Options, **plan_options: Any) -> list[str]:
+    """Write the bundle; the paths written."""
+    webhooks = [f"{h}" for h in [*registry._webhooks, *registry._conversions]]
+    if webhooks:
+        # OLM would have to serve them (its webhook definitions, its certificates): not written
+        # yet, and a bundle without them would install an operator whose webhooks never run.
+        raise ValueError(f"The bundle cannot serve webhooks yet ({', '.join(webhooks)}): OLM's webhook "
+                         f"definitions are not generated.")
+    settings = OperatorSettings()
+    connection = await _connect(registry, settings)
+    plan = await _plan(registry, settings, connection, **plan_options)
+    files = bundle(plan, options, clusterwide=plan_options['clusterwide'],
+                   served_crds=served_crds(registry, plan))
+    written = []
+    for relative, text in files.items():
+        path = options.output / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        written.append(str(path))
+    return written
