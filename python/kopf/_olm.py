@@ -255,9 +255,8 @@ def _dump(document: dict[str, Any]) -> str:
     return yaml.dump(document, Dumper=_Dumper, sort_keys=False, default_flow_style=False, width=120)
 
 
-def served_crds(registry: OperatorRegistry, plan: Plan) -> list[str]:
+def served_crds(plan: Plan) -> list[str]:
     """The custom resources whose rules the plan has (their CRDs go into the bundle)."""
-    del registry  # (the plan's rules name them all)
     names = {f"{rule.resource.split('/')[0]}.{rule.group}" for rule in plan.rules.values()
              if '.' in rule.group and rule.group not in _ENGINES_OWN}
     return sorted(names)
@@ -280,7 +279,11 @@ async def generate(*, registry: OperatorRegistry, options: Options, **plan_optio
     connection = await _connect(registry, settings)
     plan = await _plan(registry, settings, connection, **plan_options)
     files = bundle(plan, options, clusterwide=plan_options['clusterwide'],
-                   served_crds=served_crds(registry, plan))
+                   served_crds=served_crds(plan))
+    # A bundle is written whole: what an earlier one left (a CRD since removed) goes.
+    for folder in ('manifests', 'metadata'):
+        for stale in (options.output / folder).glob('*.yaml'):
+            stale.unlink()
     written = []
     for relative, text in files.items():
         path = options.output / relative
@@ -288,3 +291,179 @@ async def generate(*, registry: OperatorRegistry, options: Options, **plan_optio
         path.write_text(text)
         written.append(str(path))
     return written
+
+
+# -- kopf olm verify ------------------------------------------------------------------------------
+# The checks of operator-framework's default bundle validators (its `pkg/validation`: the CSV's,
+# the CRDs', the bundle's), on the files as written, without a cluster. Not made here: the
+# bundle's compressed size, and the struct-level checks of fields that only its Go types know.
+
+_DNS_SUBDOMAIN = re.compile(r'[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')
+_LABEL_VALUE = re.compile(r'(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')
+_INSTALL_MODES = ('OwnNamespace', 'SingleNamespace', 'MultiNamespace', 'AllNamespaces')
+_MEDIATYPE = 'operators.operatorframework.io.bundle.mediatype.v1'
+
+
+def verify(directory: Path) -> tuple[list[str], list[str]]:
+    """The bundle's errors and warnings, each a line saying which file and what."""
+    errors: list[str] = []
+    warnings: list[str] = []
+    _verify_annotations(directory / 'metadata' / 'annotations.yaml', errors)
+    documents: list[tuple[Path, dict[str, Any]]] = []
+    for path in sorted((directory / 'manifests').glob('*')):
+        if path.suffix not in ('.yaml', '.yml', '.json'):
+            continue
+        try:
+            documents += [(path, doc) for doc in yaml.safe_load_all(path.read_text()) if isinstance(doc, dict)]
+        except yaml.YAMLError as e:
+            errors.append(f"{path.name}: not YAML: {e}")
+    if not (directory / 'manifests').is_dir():
+        errors.append("manifests/: absent")
+    csvs = [(path, doc) for path, doc in documents if doc.get('kind') == 'ClusterServiceVersion']
+    crds = [(path, doc) for path, doc in documents if doc.get('kind') == 'CustomResourceDefinition']
+    if len(csvs) != 1:
+        errors.append(f"manifests/: {len(csvs)} ClusterServiceVersions, not one")
+    for path, crd in crds:
+        _verify_crd(path, crd, errors)
+    for path, csv in csvs[:1]:
+        _verify_csv(path, csv, errors, warnings)
+        _verify_owned(path, csv, crds, errors)
+    return errors, warnings
+
+
+def _verify_annotations(path: Path, errors: list[str]) -> None:
+    try:
+        annotations = (yaml.safe_load(path.read_text()) or {}).get('annotations') or {}
+    except (OSError, yaml.YAMLError, AttributeError) as e:
+        errors.append(f"metadata/annotations.yaml: cannot be read: {e}")
+        return
+    if annotations.get(_MEDIATYPE) != 'registry+v1':
+        errors.append(f"metadata/annotations.yaml: {_MEDIATYPE} is not registry+v1")
+    for key in ('package', 'channels'):
+        if not annotations.get(f'operators.operatorframework.io.bundle.{key}.v1'):
+            errors.append(f"metadata/annotations.yaml: no {key}")
+    channels = str(annotations.get('operators.operatorframework.io.bundle.channels.v1') or '').split(',')
+    default = annotations.get('operators.operatorframework.io.bundle.channel.default.v1')
+    if default and default not in channels:
+        errors.append(f"metadata/annotations.yaml: the default channel {default!r} is not one of {channels}")
+
+
+def _csv_name_problem(name: Any) -> str | None:
+    if not isinstance(name, str) or not name:
+        return "is empty"
+    if not _DNS_SUBDOMAIN.fullmatch(name) or len(name) > 253:
+        return f"{name!r} is not a DNS-1123 subdomain"
+    if len(name) > 63 or not _LABEL_VALUE.fullmatch(name):
+        return f"{name!r} is not a valid label value (63 characters at most)"
+    return None
+
+
+def _verify_csv(path: Path, csv: dict[str, Any], errors: list[str], warnings: list[str]) -> None:
+    where = path.name
+    if csv.get('apiVersion') != 'operators.coreos.com/v1alpha1':
+        errors.append(f"{where}: apiVersion is not operators.coreos.com/v1alpha1")
+    metadata, spec = csv.get('metadata') or {}, csv.get('spec') or {}
+    if (problem := _csv_name_problem(metadata.get('name'))) is not None:
+        errors.append(f"{where}: metadata.name {problem}")
+    if spec.get('replaces') and (problem := _csv_name_problem(spec['replaces'])) is not None:
+        errors.append(f"{where}: spec.replaces {problem}")
+    if not SEMVER.fullmatch(str(spec.get('version', ''))):
+        errors.append(f"{where}: spec.version {spec.get('version')!r} is not a semantic version")
+    for field in ('displayName', 'description'):
+        if not spec.get(field):
+            errors.append(f"{where}: spec.{field} is empty")
+    if 'minKubeVersion' not in spec:
+        warnings.append(f"{where}: spec.minKubeVersion is not set")
+    elif not SEMVER.fullmatch(str(spec['minKubeVersion'])):
+        errors.append(f"{where}: spec.minKubeVersion {spec['minKubeVersion']!r} is not a semantic version")
+    modes = spec.get('installModes') or []
+    types = [mode.get('type') for mode in modes]
+    if not modes:
+        errors.append(f"{where}: spec.installModes: none")
+    elif len(set(types)) != len(types):
+        errors.append(f"{where}: spec.installModes: duplicates")
+    elif unknown := [t for t in types if t not in _INSTALL_MODES]:
+        errors.append(f"{where}: spec.installModes: unknown types {unknown}")
+    elif not any(mode.get('supported') for mode in modes):
+        errors.append(f"{where}: spec.installModes: none is supported")
+    install = spec.get('install') or {}
+    deployments = (install.get('spec') or {}).get('deployments') or []
+    if install.get('strategy') != 'deployment' or not deployments:
+        errors.append(f"{where}: spec.install: not a deployment strategy with deployments")
+    for deployment in deployments:
+        if not deployment.get('name') or not (deployment.get('spec') or {}).get('template'):
+            errors.append(f"{where}: spec.install: a deployment without a name or a pod template")
+    for kind in ('permissions', 'clusterPermissions'):
+        for entry in (install.get('spec') or {}).get(kind) or []:
+            if not entry.get('serviceAccountName'):
+                errors.append(f"{where}: spec.install.spec.{kind}: an entry without a serviceAccountName")
+            for rule in entry.get('rules') or []:
+                if not rule.get('verbs') or not (rule.get('resources') or rule.get('nonResourceURLs')):
+                    errors.append(f"{where}: spec.install.spec.{kind}: a rule without verbs or resources")
+    owned = (spec.get('customresourcedefinitions') or {}).get('owned') or []
+    examples = _examples(csv, where, errors)
+    for entry in owned:
+        group = str(entry.get('name', '')).partition('.')[2]
+        if (group, entry.get('version'), entry.get('kind')) not in examples:
+            warnings.append(f"{where}: {group}/{entry.get('version')}, Kind={entry.get('kind')}: "
+                            f"provided API should have an example annotation (alm-examples)")
+
+
+def _examples(csv: dict[str, Any], where: str, errors: list[str]) -> set[tuple[str, Any, Any]]:
+    text = ((csv.get('metadata') or {}).get('annotations') or {}).get('alm-examples')
+    if not text:
+        return set()
+    try:
+        examples = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        errors.append(f"{where}: alm-examples is not JSON: {e}")
+        return set()
+    found = set()
+    for example in examples or []:
+        if isinstance(example, dict):
+            group, _, version = str(example.get('apiVersion', '')).rpartition('/')
+            found.add((group, version, example.get('kind')))
+    return found
+
+
+def _crd_keys(crd: dict[str, Any]) -> set[tuple[str, str, str]]:
+    spec = crd.get('spec') or {}
+    kind = (spec.get('names') or {}).get('kind', '')
+    return {(spec.get('group', ''), version.get('name', ''), kind) for version in spec.get('versions') or []}
+
+
+def _verify_crd(path: Path, crd: dict[str, Any], errors: list[str]) -> None:
+    spec = crd.get('spec') or {}
+    names = spec.get('names') or {}
+    if crd.get('apiVersion') != 'apiextensions.k8s.io/v1':
+        errors.append(f"{path.name}: not an apiextensions.k8s.io/v1 CustomResourceDefinition")
+    if (crd.get('metadata') or {}).get('name') != f"{names.get('plural')}.{spec.get('group')}":
+        errors.append(f"{path.name}: metadata.name is not spec.names.plural + '.' + spec.group")
+    versions = spec.get('versions') or []
+    if sum(1 for version in versions if version.get('storage')) != 1:
+        errors.append(f"{path.name}: not exactly one stored version")
+
+
+def _verify_owned(path: Path, csv: dict[str, Any], crds: list[tuple[Path, dict[str, Any]]],
+                  errors: list[str]) -> None:
+    spec = csv.get('spec') or {}
+    definitions = spec.get('customresourcedefinitions') or {}
+    in_bundle: dict[tuple[str, str, str], Path] = {}
+    for crd_path, crd in crds:
+        for key in _crd_keys(crd):
+            if key in in_bundle:
+                errors.append(f"{crd_path.name}: a duplicate CRD {key}")
+            in_bundle[key] = crd_path
+    # Owned versions must be in the bundle; the bundle's CRDs must be owned (any of their
+    # versions: the others of an owned one may be left out of the CSV).
+    owned_kinds = set()
+    for entry in definitions.get('owned') or []:
+        key = (str(entry.get('name', '')).partition('.')[2], entry.get('version', ''), entry.get('kind', ''))
+        if key not in in_bundle:
+            errors.append(f"{path.name}: the owned CRD {entry.get('name')} ({key[1]}, {key[2]}) is not in the bundle")
+        else:
+            owned_kinds.add((key[0], key[2]))
+    for (group, version, kind), crd_path in sorted(in_bundle.items()):
+        if (group, kind) not in owned_kinds:
+            errors.append(f"{crd_path.name}: the CRD's {group}/{version}, Kind={kind} is in the bundle but not "
+                          f"owned by the CSV")

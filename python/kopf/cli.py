@@ -238,7 +238,8 @@ def olm() -> None:
 @click.option('--image', required=True, help="the operator's image: `kopf run` as its entrypoint, the handlers in it")
 @click.option('--version', 'bundle_version', required=True, help="the bundle's version (semantic: X.Y.Z)")
 @click.option('--channel', default='alpha', show_default=True, help="the channel (and the CSV's maturity)")
-@click.option('--output', type=click.Path(file_okay=False), default='bundle', show_default=True)
+@click.option('--output', type=click.Path(file_okay=False), default='bundle', show_default=True,
+              help="the bundle's folder (its manifests/ and metadata/ are written whole)")
 @click.option('--crd', 'crds', multiple=True, type=click.Path(exists=True, dir_okay=False),
               help="a CRD file of a resource the handlers serve (all of them are needed)")
 @click.option('--previous-version', type=str, default=None, help="the version this one replaces")
@@ -279,6 +280,28 @@ def olm_generate(paths: Collection[str], modules: Collection[str], image: str, b
         raise click.ClickException(str(e)) from None
     for path in written:
         click.echo(path)
+    errors, warnings = _olm.verify(Path(output))  # what `kopf olm verify` would say of it
+    for line in [*(f"Error: {e}" for e in errors), *(f"Warning: {w}" for w in warnings)]:
+        click.echo(line, err=True)
+    if errors:
+        raise SystemExit(1)
+
+
+@olm.command(name='verify')
+@click.argument('directory', type=click.Path(exists=True, file_okay=False))
+def olm_verify(directory: str) -> None:
+    """ Check a bundle as OLM's own validators do (its files only); exit 1 on errors. """
+    from pathlib import Path  # (not at the top: operators that never run this do not import it)
+
+    from kopf import _olm
+    errors, warnings = _olm.verify(Path(directory))
+    for line in errors:
+        click.echo(f"Error: {line}")
+    for line in warnings:
+        click.echo(f"Warning: {line}")
+    if errors:
+        raise SystemExit(1)
+    click.echo(f"The bundle in {directory} is valid ({len(warnings)} warnings).")
 
 
 def command() -> None:

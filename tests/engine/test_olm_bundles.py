@@ -119,9 +119,13 @@ def test_a_namespaced_operators_bundle_passes_operator_frameworks_validator(crd:
 
 
 def test_a_cluster_wide_operator_is_installed_for_all_namespaces(crd: None, tmp_path: Path) -> None:
+    # What an earlier bundle left there (a CRD since removed) is not kept.
+    (tmp_path / "bundle" / "manifests").mkdir(parents=True)
+    (tmp_path / "bundle" / "manifests" / "stale.crd.yaml").write_text(CRD.read_text().replace("greeting", "stale"))
     bundle = generate(tmp_path, str(OPERATING), "--version", "0.1.0", "--package", "greeter", "--crd", str(CRD),
                       "-A", "--standalone", "--previous-version", "0.0.9")
     assert [line for line in operator_verify(bundle) if "level=error" in line] == []
+    assert not (bundle / "manifests" / "stale.crd.yaml").exists()
     spec = csv_of(bundle)["spec"]
     assert [mode["type"] for mode in spec["installModes"] if mode["supported"]] == ["AllNamespaces"]
     assert spec["replaces"] == "greeter.v0.0.9"
