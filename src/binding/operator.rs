@@ -88,7 +88,7 @@ impl Operator {
         let indices = self.indices.clone();
         // Always: a configured webhook server runs even with no admission handlers (as Kopf).
         let admission = Arc::new(Admission::new(hooks.clone(), spec.webhooks.clone()));
-        let conversion = Arc::new(Conversion::new(hooks.clone(), spec.conversions.clone()));
+        let conversion = Arc::new(Conversion::new(hooks.clone()));
         let webhooks = Arc::new(Webhooks::new(admission, conversion));
         *self.webhooks.lock().expect("not poisoned") = Some(webhooks.clone());
         pyo3_async_runtimes::tokio::future_into_py(

@@ -6,30 +6,16 @@
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
-import pytest
 import yaml
 from conftest import EXAMPLES, kopf_cli, kubectl
+from olm import failures, operator_verify
 from operators import write_script
 
 OPERATING = EXAMPLES / "operating" / "operator.py"
 CRD = EXAMPLES / "crd.yaml"
-
-
-def operator_verify(bundle: Path, *flags: str) -> list[str]:
-    """The validator's errors and warnings about the bundle, as its log lines."""
-    tool = os.environ.get("KOPF_RS_OPERATOR_VERIFY") or shutil.which("operator-verify")
-    if not tool:
-        pytest.fail("operator-verify is not installed: tests/run builds it (with Go) and sets KOPF_RS_OPERATOR_VERIFY")
-    result = subprocess.run([tool, "manifests", str(bundle), *flags], capture_output=True, text=True, timeout=60,
-                            check=False)
-    assert result.returncode == 0, result.stderr
-    return [line for line in result.stderr.splitlines() if "level=" in line]
 
 
 def generate(tmp_path: Path, *args: str) -> Path:
@@ -80,11 +66,11 @@ def test_a_namespaced_operators_bundle_passes_operator_frameworks_validator(crd:
     bundle = generate(tmp_path, str(OPERATING), "--version", "1.2.3", "--crd", str(CRD), *options)
     # The default validators: nothing but the missing example of the CRD's objects.
     findings = operator_verify(bundle)
-    assert [line for line in findings if "level=error" in line] == [], findings
+    assert failures(findings) == [], findings
     assert all("example annotation" in line for line in findings), findings
     # OperatorHub's validator too: only the missing icon (and its own deprecation notice).
     hub = operator_verify(bundle, "--operatorhub_validate")
-    assert [line for line in hub if "level=error" in line] == [], hub
+    assert failures(hub) == [], hub
 
     csv = csv_of(bundle)
     assert csv["metadata"]["name"] == "greeter-operator.v1.2.3"
@@ -124,7 +110,7 @@ def test_a_cluster_wide_operator_is_installed_for_all_namespaces(crd: None, tmp_
     (tmp_path / "bundle" / "manifests" / "stale.crd.yaml").write_text(CRD.read_text().replace("greeting", "stale"))
     bundle = generate(tmp_path, str(OPERATING), "--version", "0.1.0", "--package", "greeter", "--crd", str(CRD),
                       "-A", "--standalone", "--previous-version", "0.0.9")
-    assert [line for line in operator_verify(bundle) if "level=error" in line] == []
+    assert failures(operator_verify(bundle)) == []
     assert not (bundle / "manifests" / "stale.crd.yaml").exists()
     spec = csv_of(bundle)["spec"]
     assert [mode["type"] for mode in spec["installModes"] if mode["supported"]] == ["AllNamespaces"]

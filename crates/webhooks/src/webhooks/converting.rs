@@ -9,7 +9,6 @@ use super::known::Known;
 use super::reviews::ReviewError;
 use super::versions::{self, Crd, Step};
 use crate::client::resources::Resource;
-use crate::intents::handlers::ConversionHandler;
 use crate::intents::hooks::{ConversionRequest, HandlerCalls};
 use crate::util::logging::ADMISSION;
 use serde_json::{json, Map, Value};
@@ -40,25 +39,19 @@ pub struct Served {
 /// The operator's conversion handlers and the custom resources they serve.
 pub struct Conversion {
     hooks: Arc<dyn HandlerCalls>,
-    handlers: Vec<ConversionHandler>,
-    /// The custom resources served.
+    /// The custom resources served (with their steps: the handlers' positions and versions).
     pub served: Known<Vec<Arc<Served>>>,
     /// The CRDs whose conversion points at the server (with `settings.conversion.managed`).
     configured: watch::Sender<BTreeSet<String>>,
 }
 
 impl Conversion {
-    pub fn new(hooks: Arc<dyn HandlerCalls>, handlers: Vec<ConversionHandler>) -> Self {
+    pub fn new(hooks: Arc<dyn HandlerCalls>) -> Self {
         Self {
             hooks,
-            handlers,
             served: Known::new(),
             configured: watch::channel(BTreeSet::new()).0,
         }
-    }
-
-    pub fn handlers(&self) -> &[ConversionHandler] {
-        &self.handlers
     }
 
     /// The custom resources served from now on.
@@ -205,16 +198,17 @@ fn chain(served: &Served, object: &Value, version: &str) -> Result<Vec<usize>, S
         .and_then(Value::as_str)
         .unwrap_or_default();
     let (group, own) = api_version.rsplit_once('/').unwrap_or(("", api_version));
-    let name = describe(object);
     if group != served.crd.group {
         return Err(format!(
-            "{name} is of {api_version:?}, not of {}.",
+            "{} is of {api_version:?}, not of {}.",
+            describe(object),
             served.crd.group
         ));
     }
     versions::path(&served.steps, own, version).ok_or_else(|| {
         format!(
-            "No chain of @kopf.on.convert steps leads {name} from {own} to {version} in {}.",
+            "No chain of @kopf.on.convert steps leads {} from {own} to {version} in {}.",
+            describe(object),
             served.crd.name
         )
     })
@@ -354,7 +348,7 @@ mod tests {
 
     fn conversion(problem: Option<&str>) -> (Arc<FakeHooks>, Conversion) {
         let hooks = FakeHooks::new(testing::Daemon::Returning);
-        let conversion = Conversion::new(hooks.clone(), vec![]);
+        let conversion = Conversion::new(hooks.clone());
         let crd = Crd {
             name: "greetings.demo.kopf.dev".into(),
             group: "demo.kopf.dev".into(),
