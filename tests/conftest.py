@@ -75,6 +75,18 @@ def crd(cluster: dict[str, str]) -> None:
     kubectl("wait", "--for=condition=Established", "crd/greetings.demo.kopf.dev", "--timeout=30s")
 
 
+@pytest.fixture()
+def contacts(cluster: dict[str, str]) -> Iterator[None]:
+    """The conversion example's CRD (`contacts.demo.kopf.dev`, examples/conversion), new for each
+    test (its conversion as an operator leaves it is gone)."""
+    name = "contacts.demo.kopf.dev"
+    kubectl("delete", "crd", name, "--ignore-not-found", "--timeout=60s")
+    kubectl("apply", "-f", str(EXAMPLES / "conversion" / "crd.yaml"))
+    kubectl("wait", "--for=condition=Established", f"crd/{name}", "--timeout=30s")
+    yield
+    kubectl("delete", "crd", name, "--ignore-not-found", "--wait=false")
+
+
 @pytest.fixture(scope="session")
 def peering_crds(cluster: dict[str, str]) -> None:
     kubectl("apply", "-f", str(EXAMPLES / "peering.yaml"))

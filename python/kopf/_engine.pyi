@@ -134,6 +134,11 @@ class EventStream:
 
 def discover(connection: str) -> Awaitable[str]: ...
 def review_access(connection: str, attributes: str) -> Awaitable[str]: ...
+def read_crds(connection: str, names: list[str]) -> Awaitable[str]:
+    """The CRDs of these names as JSON, ``null`` for an absent one."""
+def webhooks_for_manager(handlers: str, conversion_crds: list[str], name_suffix: str) -> str:
+    """The webhooks as another manager (OLM) writes them: JSON ``{admission: [webhook], conversion: {crd: path}}``
+    of the admission handlers ``[[handler, [resources]], ...]`` and the CRDs with conversions."""
 def touch_peering(connection: str, request: str) -> Awaitable[str]:
     """Write (or with lifetime 0, remove) our record in the peering objects: JSON ``[[where, found], ...]``."""
 

@@ -1,15 +1,21 @@
 """``kopf olm generate`` (not in Kopf): an Operator Lifecycle Manager bundle (``registry+v1``,
 OperatorHub's format) from what the operator's code says: the ClusterServiceVersion with the
 operator's Deployment (the image running ``kopf run`` with the options given) and its
-permissions (the rules of ``kopf rbac generate``), the CRDs it owns, the bundle's metadata and
-its Dockerfile.
+permissions (the rules of ``kopf rbac generate``), the CRDs it owns (from files, else as the
+cluster has them), the webhooks of its admission and conversion handlers, the bundle's
+metadata and its Dockerfile.
 
 Install modes: an operator generated for namespaces (``-n``) watches the namespaces that OLM's
 OperatorGroup targets (its ``olm.targetNamespaces`` annotation, read into ``kopf run``'s
 ``$KOPF_RUN_NAMESPACES``): its own or another single one, or all of them (OLM then grants its
 namespaced permissions cluster-wide); several are not offered, as a list of namespaces is a
 pattern that the engine watches cluster-wide. One generated for all namespaces (``-A``) is
-installed for all namespaces only.
+installed for all namespaces only, as OLM requires of conversion webhooks.
+
+Webhooks: OLM creates their configurations (and the CRDs' conversion) from the CSV's webhook
+definitions, a Service in front of the Deployment, and the serving certificate it mounts in the
+pod; the pod's ``$KOPF_OLM_WEBHOOK_PORT`` makes the engine serve there with that certificate
+and leave the configuration to OLM (``kopf._webhooks.serve_as_olm_configures``).
 """
 
 from __future__ import annotations
@@ -17,23 +23,29 @@ from __future__ import annotations
 import base64
 import dataclasses
 import datetime
+import json
 import logging
 import mimetypes
 import re
 import tomllib
-from collections.abc import Collection
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from kopf._handlers import OperatorRegistry
-from kopf._rbac import Plan, Rule, _connect, _plan
+from kopf._bridge import services
+from kopf._bridge.protocol import ResourceInfo
+from kopf._handlers import OperatorRegistry, WebhookType
+from kopf._rbac import Plan, Rule, _connect, _discover, plan
+from kopf._references import Resource
 from kopf._settings import OperatorSettings
+from kopf._webhooks import OLM_PORT_VARIABLE
 
 logger = logging.getLogger('kopf._core.engines.olm')
 
 LIVENESS_PORT = 8080
+WEBHOOK_PORT = 9443  # the webhook server's, in the pod (OLM's Service: 443 → it)
 # What the API server calls a semantic version (OLM refuses any other `spec.version`).
 SEMVER = re.compile(r'(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?')
 
@@ -92,24 +104,52 @@ class Options:
     package: Package
     entries: list[str]  # `kopf run`'s targets in the image: paths, or `-m MODULE`
     run_options: list[str]  # `kopf run`'s options (peering, Lease)
+    examples: list[Path] = dataclasses.field(default_factory=list)  # objects for `alm-examples`
 
 
-def bundle(plan: Plan, options: Options, *, clusterwide: bool, served_crds: Collection[str]) -> dict[str, str]:
+def read_examples(paths: Sequence[Path], crds: Sequence[Crd]) -> list[dict[str, Any]]:
+    """The ``--example`` files' objects (OperatorHub's "create" forms start from them): each of
+    a kind and version that a bundled CRD serves."""
+    served = {(f"{crd.body['spec']['group']}/{version['name']}", crd.body['spec']['names']['kind'])
+              for crd in crds for version in crd.body['spec'].get('versions', [])}
+    examples = []
+    for path in paths:
+        try:
+            documents = [doc for doc in yaml.safe_load_all(path.read_text()) if doc is not None]
+        except (OSError, yaml.YAMLError) as e:
+            raise ValueError(f"--example {path}: cannot be read: {e}") from e
+        for doc in documents:
+            if not isinstance(doc, dict) or (doc.get('apiVersion'), doc.get('kind')) not in served:
+                what = f"{doc.get('apiVersion')}, {doc.get('kind')}" if isinstance(doc, dict) else "not an object"
+                raise ValueError(f"--example {path}: {what}: not a kind and version of the bundle's CRDs.")
+            examples.append(doc)
+    return examples
+
+
+@dataclasses.dataclass
+class Crd:
+    """A CRD of the bundle: its object, and its text as written (a ``--crd`` file's, unchanged)."""
+    body: dict[str, Any]
+    text: str
+
+    @property
+    def name(self) -> str:
+        return str(self.body['metadata']['name'])
+
+
+def bundle(plan: Plan, options: Options, *, clusterwide: bool, crds: Sequence[Crd],
+           webhooks: Sequence[dict[str, Any]] = ()) -> dict[str, str]:
     """The bundle's files (relative path → text)."""
     if not SEMVER.fullmatch(options.version):
         raise ValueError(f"--version {options.version!r} is not a semantic version (X.Y.Z).")
     if options.previous_version is not None and not SEMVER.fullmatch(options.previous_version):
         raise ValueError(f"--previous-version {options.previous_version!r} is not a semantic version (X.Y.Z).")
-    crds = [_read_crd(path) for path in options.crds]
-    names = {crd['metadata']['name'] for crd in crds}
-    missing = sorted(set(served_crds) - names)
-    if missing:
-        raise ValueError(f"The handlers serve CRDs that no --crd file defines: {', '.join(missing)}.")
     package = options.package
     csv_name = f"{package.name}.v{options.version}"
-    files = {f"manifests/{package.name}.clusterserviceversion.yaml": _dump(_csv(plan, options, crds, clusterwide))}
-    for crd, path in zip(crds, options.crds, strict=True):
-        files[f"manifests/{crd['metadata']['name']}.crd.yaml"] = path.read_text()
+    csv = _csv(plan, options, crds, clusterwide, list(webhooks))
+    files = {f"manifests/{package.name}.clusterserviceversion.yaml": _dump(csv)}
+    for crd in crds:
+        files[f"manifests/{crd.name}.crd.yaml"] = crd.text
     labels = _labels(package.name, options.channel)
     files['metadata/annotations.yaml'] = _dump({'annotations': labels})
     files['bundle.Dockerfile'] = '\n'.join([
@@ -135,14 +175,38 @@ def _labels(package: str, channel: str) -> dict[str, str]:
     }
 
 
-def _read_crd(path: Path) -> dict[str, Any]:
+def read_crd(path: Path) -> Crd:
+    """A ``--crd`` file's CRD."""
     try:
-        crd = yaml.safe_load(path.read_text())
+        text = path.read_text()
+        crd = yaml.safe_load(text)
     except (OSError, yaml.YAMLError) as e:
         raise ValueError(f"--crd {path}: cannot be read: {e}") from e
     if not isinstance(crd, dict) or crd.get('kind') != 'CustomResourceDefinition':
         raise ValueError(f"--crd {path}: not a CustomResourceDefinition (one per file).")
-    return crd
+    return Crd(crd, text)
+
+
+def crd_as_read(crd: dict[str, Any]) -> Crd:
+    """A CRD as the cluster has it, as a bundle carries it: its definition only (not its status,
+    nor the server's and kubectl's records), and no conversion webhook of a development
+    server: OLM points the CRD at the operator's own service where the bundle says so."""
+    metadata = crd['metadata']
+    annotations = {key: value for key, value in (metadata.get('annotations') or {}).items()
+                   if key != 'kubectl.kubernetes.io/last-applied-configuration'}
+    spec = dict(crd['spec'])
+    if (spec.get('conversion') or {}).get('strategy') == 'Webhook':
+        spec['conversion'] = {'strategy': 'None'}
+    body = {
+        'apiVersion': 'apiextensions.k8s.io/v1',
+        'kind': 'CustomResourceDefinition',
+        'metadata': {'name': metadata['name'],
+                     **({'labels': metadata['labels']} if metadata.get('labels') else {}),
+                     **({'annotations': annotations} if annotations else {})},
+        'spec': spec,
+    }
+    header = f"# {metadata['name']} as the cluster had it, by `kopf olm generate` (no --crd file gave it).\n"
+    return Crd(body, header + _dump(body))
 
 
 def _owned(crd: dict[str, Any]) -> list[dict[str, str]]:
@@ -165,7 +229,8 @@ def _rules(rules: list[Rule]) -> list[dict[str, Any]]:
             for rule in rules]
 
 
-def _csv(plan: Plan, options: Options, crds: list[dict[str, Any]], clusterwide: bool) -> dict[str, Any]:
+def _csv(plan: Plan, options: Options, crds: Sequence[Crd], clusterwide: bool,
+         webhooks: list[dict[str, Any]]) -> dict[str, Any]:
     package = options.package
     account = plan.account
     namespaced: list[Rule] = [rule for rules in plan.namespaced_rules().values() for rule in rules]
@@ -187,6 +252,11 @@ def _csv(plan: Plan, options: Options, crds: list[dict[str, Any]], clusterwide: 
     if not clusterwide:
         container['env'].append({'name': 'KOPF_RUN_NAMESPACES', 'valueFrom': {
             'fieldRef': {'fieldPath': "metadata.annotations['olm.targetNamespaces']"}}})
+    if webhooks:
+        # OLM's Service sends the reviews to this port; the engine serves them there (see
+        # `kopf._webhooks.serve_as_olm_configures`) with the certificate OLM mounts.
+        container['env'].append({'name': OLM_PORT_VARIABLE, 'value': str(WEBHOOK_PORT)})
+        container['ports'].append({'name': 'webhooks', 'containerPort': WEBHOOK_PORT})
     labels = {'app.kubernetes.io/name': package.name}
     deployment = {
         'name': package.name,
@@ -218,8 +288,9 @@ def _csv(plan: Plan, options: Options, crds: list[dict[str, Any]], clusterwide: 
             {'type': 'MultiNamespace', 'supported': False},
             {'type': 'AllNamespaces', 'supported': True},
         ],
-        'customresourcedefinitions': {'owned': [entry for crd in crds for entry in _owned(crd)]},
+        'customresourcedefinitions': {'owned': [entry for crd in crds for entry in _owned(crd.body)]},
         'install': {'strategy': 'deployment', 'spec': install},
+        **({'webhookdefinitions': webhooks} if webhooks else {}),
     }
     if options.previous_version is not None:
         spec['replaces'] = f"{package.name}.v{options.previous_version}"
@@ -237,7 +308,7 @@ def _csv(plan: Plan, options: Options, crds: list[dict[str, Any]], clusterwide: 
                 'containerImage': options.image,
                 'createdAt': datetime.datetime.now(datetime.UTC).strftime('%Y-%m-%dT%H:%M:%SZ'),
                 'operators.operatorframework.io/builder': 'kopf-rs',
-                'alm-examples': '[]',
+                'alm-examples': json.dumps(read_examples(options.examples, crds), indent=2),
             },
         },
         'spec': spec,
@@ -255,6 +326,13 @@ def _dump(document: dict[str, Any]) -> str:
     return yaml.dump(document, Dumper=_Dumper, sort_keys=False, default_flow_style=False, width=120)
 
 
+def _crd_name(resource: Resource) -> str | None:
+    """The CRD of a custom resource (not of the engine's own groups); None for built-in ones."""
+    if '.' not in resource.group or resource.group in _ENGINES_OWN:
+        return None
+    return f"{resource.plural}.{resource.group}"
+
+
 def served_crds(plan: Plan) -> list[str]:
     """The custom resources whose rules the plan has (their CRDs go into the bundle)."""
     names = {f"{rule.resource.split('/')[0]}.{rule.group}" for rule in plan.rules.values()
@@ -267,19 +345,76 @@ _ENGINES_OWN = frozenset({'apiextensions.k8s.io', 'kopf.dev', 'zalando.org', 'co
                           'admissionregistration.k8s.io', 'rbac.authorization.k8s.io', 'events.k8s.io'})
 
 
+def webhook_definitions(registry: OperatorRegistry, found: list[ResourceInfo],
+                        package: str) -> tuple[list[dict[str, Any]], set[str]]:
+    """The CSV's webhook definitions (OLM creates the configurations and the Service, and mounts
+    the certificate), and the CRDs that the webhooks serve."""
+    resources = [(info, Resource.from_engine(info)) for info in found]
+    handlers: list[tuple[dict[str, Any], list[ResourceInfo]]] = []
+    crds: set[str] = set()
+    for index, handler in enumerate(registry._webhooks):
+        selector = handler.selector
+        served = [(info, resource) for info, resource in resources if selector and selector.check(resource)]
+        if not served:
+            raise ValueError(f"{handler} serves no resource that the cluster serves (its CRD not applied?): "
+                             f"its webhook would have no rules.")
+        handlers.append(({'index': index, **handler.webhook_for_engine()}, [info for info, _ in served]))
+        crds |= {name for _, resource in served if (name := _crd_name(resource)) is not None}
+    converted = set()
+    for conversion in registry._conversions:
+        served_names = {_crd_name(resource) for _, resource in resources if conversion.selector.check(resource)}
+        converted |= {name for name in served_names if name is not None}
+        if not served_names - {None}:
+            raise ValueError(f"{conversion} converts no custom resource that the cluster serves (its CRD "
+                             f"not applied?).")
+    # The names of OLM's webhooks need three segments: the handler's, the package's, kopf.dev.
+    made = json.loads(services.webhooks_for_manager(json.dumps(handlers), sorted(converted), f"{package}.kopf.dev"))
+    definitions: list[dict[str, Any]] = []
+    for webhook, handler in zip(made['admission'], registry._webhooks, strict=True):
+        kind = 'ValidatingAdmissionWebhook' if handler.reason == WebhookType.VALIDATING else 'MutatingAdmissionWebhook'
+        definitions.append({
+            'type': kind, 'generateName': webhook['name'], 'deploymentName': package,
+            'containerPort': 443, 'targetPort': WEBHOOK_PORT,
+            'webhookPath': webhook['clientConfig']['service']['path'],
+            **{key: webhook[key] for key in ('rules', 'sideEffects', 'failurePolicy', 'matchPolicy',
+                                             'timeoutSeconds', 'admissionReviewVersions')},
+            **({'objectSelector': webhook['objectSelector']} if webhook['objectSelector'] else {}),
+        })
+    for crd, path in made['conversion'].items():
+        definitions.append({
+            'type': 'ConversionWebhook', 'generateName': f"{crd}.{package}.kopf.dev", 'deploymentName': package,
+            'containerPort': 443, 'targetPort': WEBHOOK_PORT, 'webhookPath': path, 'conversionCRDs': [crd],
+            'sideEffects': 'None', 'admissionReviewVersions': ['v1'],
+        })
+    return definitions, crds | converted
+
+
 async def generate(*, registry: OperatorRegistry, options: Options, **plan_options: Any) -> list[str]:
     """Write the bundle; the paths written."""
-    webhooks = [f"{h}" for h in [*registry._webhooks, *registry._conversions]]
-    if webhooks:
-        # OLM would have to serve them (its webhook definitions, its certificates): not written
-        # yet, and a bundle without them would install an operator whose webhooks never run.
-        raise ValueError(f"The bundle cannot serve webhooks yet ({', '.join(webhooks)}): OLM's webhook "
-                         f"definitions are not generated.")
+    clusterwide = plan_options['clusterwide']
+    if registry._conversions and not clusterwide:
+        raise ValueError("OLM installs an operator with conversion webhooks for all namespaces only (a CRD "
+                         "converts the objects of every namespace): generate its bundle with -A.")
     settings = OperatorSettings()
     connection = await _connect(registry, settings)
-    plan = await _plan(registry, settings, connection, **plan_options)
-    files = bundle(plan, options, clusterwide=plan_options['clusterwide'],
-                   served_crds=served_crds(plan))
+    found = await _discover(connection)
+    resources = [Resource.from_engine(info) for info in found]
+    the_plan = plan(registry=registry, resources=resources, settings=settings, olm=True, **plan_options)
+    webhooks, webhook_crds = webhook_definitions(registry, found, options.package.name)
+    crds = [read_crd(path) for path in options.crds]
+    absent = sorted(({*served_crds(the_plan), *webhook_crds}) - {crd.name for crd in crds})
+    if absent:
+        try:
+            read = json.loads(await services.read_crds(connection, absent))
+        except RuntimeError as e:
+            raise ValueError(f"The CRDs that no --crd file gives cannot be read: {e}") from None
+        unknown = [name for name, crd in zip(absent, read, strict=True) if crd is None]
+        if unknown:
+            raise ValueError(f"The handlers serve CRDs that neither a --crd file nor the cluster defines: "
+                             f"{', '.join(unknown)}.")
+        crds += [crd_as_read(crd) for crd in read]
+        logger.info(f"The CRDs as the cluster has them (no --crd file): {', '.join(absent)}")
+    files = bundle(the_plan, options, clusterwide=clusterwide, crds=crds, webhooks=webhooks)
     # A bundle is written whole: what an earlier one left (a CRD since removed) goes.
     for folder in ('manifests', 'metadata'):
         for stale in (options.output / folder).glob('*.yaml'):
@@ -326,7 +461,8 @@ def verify(directory: Path) -> tuple[list[str], list[str]]:
     for path, crd in crds:
         _verify_crd(path, crd, errors)
     for path, csv in csvs[:1]:
-        _verify_csv(path, csv, errors, warnings)
+        crd_names = [str((crd.get('metadata') or {}).get('name')) for _, crd in crds]
+        _verify_csv(path, csv, crd_names, errors, warnings)
         _verify_owned(path, csv, crds, errors)
     return errors, warnings
 
@@ -358,7 +494,8 @@ def _csv_name_problem(name: Any) -> str | None:
     return None
 
 
-def _verify_csv(path: Path, csv: dict[str, Any], errors: list[str], warnings: list[str]) -> None:
+def _verify_csv(path: Path, csv: dict[str, Any], crd_names: list[str], errors: list[str],
+                warnings: list[str]) -> None:
     where = path.name
     if csv.get('apiVersion') != 'operators.coreos.com/v1alpha1':
         errors.append(f"{where}: apiVersion is not operators.coreos.com/v1alpha1")
@@ -400,6 +537,7 @@ def _verify_csv(path: Path, csv: dict[str, Any], errors: list[str], warnings: li
             for rule in entry.get('rules') or []:
                 if not rule.get('verbs') or not (rule.get('resources') or rule.get('nonResourceURLs')):
                     errors.append(f"{where}: spec.install.spec.{kind}: a rule without verbs or resources")
+    _verify_webhooks(where, spec, [d.get('name') for d in deployments], crd_names, errors)
     owned = (spec.get('customresourcedefinitions') or {}).get('owned') or []
     examples = _examples(csv, where, errors)
     for entry in owned:
@@ -407,6 +545,40 @@ def _verify_csv(path: Path, csv: dict[str, Any], errors: list[str], warnings: li
         if (group, entry.get('version'), entry.get('kind')) not in examples:
             warnings.append(f"{where}: {group}/{entry.get('version')}, Kind={entry.get('kind')}: "
                             f"provided API should have an example annotation (alm-examples)")
+
+
+_WEBHOOK_TYPES = ('ValidatingAdmissionWebhook', 'MutatingAdmissionWebhook', 'ConversionWebhook')
+
+
+def _verify_webhooks(where: str, spec: dict[str, Any], deployments: list[Any], crds: list[str],
+                     errors: list[str]) -> None:
+    """The validators' one check of webhook definitions (conversions need the AllNamespaces mode
+    alone), and those that OLM makes when it installs them (fields, the deployment named)."""
+    for at, webhook in enumerate(spec.get('webhookdefinitions') or []):
+        field = f"{where}: spec.webhookdefinitions[{at}]"
+        if webhook.get('type') not in _WEBHOOK_TYPES:
+            errors.append(f"{field}: type {webhook.get('type')!r} is not one of {', '.join(_WEBHOOK_TYPES)}")
+        name = str(webhook.get('generateName') or '')
+        if not _DNS_SUBDOMAIN.fullmatch(name) or len(name) > 253 or name.count('.') < 2:
+            errors.append(f"{field}: generateName {name!r} is not a DNS name of three labels or more")
+        if webhook.get('deploymentName') not in deployments:
+            errors.append(f"{field}: deploymentName {webhook.get('deploymentName')!r} is not a deployment of "
+                          f"spec.install")
+        if not 0 < int(webhook.get('containerPort', 443)) < 65536:
+            errors.append(f"{field}: containerPort {webhook.get('containerPort')!r} is not a port")
+        if webhook.get('sideEffects') not in ('None', 'NoneOnDryRun'):
+            errors.append(f"{field}: sideEffects is neither None nor NoneOnDryRun")
+        if not webhook.get('admissionReviewVersions'):
+            errors.append(f"{field}: no admissionReviewVersions")
+        if webhook.get('type') == 'ConversionWebhook' and not webhook.get('conversionCRDs'):
+            errors.append(f"{field}: a ConversionWebhook without conversionCRDs")
+        if webhook.get('conversionCRDs'):
+            modes = {mode.get('type'): mode.get('supported') for mode in spec.get('installModes') or []}
+            if not modes.get('AllNamespaces') or any(on for mode, on in modes.items() if mode != 'AllNamespaces'):
+                errors.append(f"{field}: only AllNamespaces InstallModeType is supported when conversionCRDs is "
+                              f"present")
+            if absent := sorted(set(webhook['conversionCRDs']) - set(crds)):
+                errors.append(f"{field}: conversionCRDs not in the bundle: {', '.join(absent)}")
 
 
 def _examples(csv: dict[str, Any], where: str, errors: list[str]) -> set[tuple[str, Any, Any]]:

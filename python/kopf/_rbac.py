@@ -19,6 +19,7 @@ from typing import Any
 
 from kopf._activities import authenticate
 from kopf._bridge import services
+from kopf._bridge.protocol import ResourceInfo
 from kopf._bridge.running import specific_namespaces
 from kopf._errors import OperatorError
 from kopf._handlers import OperatorRegistry, TimerHandler, WebhookType
@@ -80,8 +81,9 @@ def _order(item: tuple[tuple[str | None, str, str], Rule]) -> tuple[str, str, st
 def plan(*, registry: OperatorRegistry, resources: list[Resource], namespaces: Collection[str],
          clusterwide: bool, standalone: bool, peering_name: str, lease_name: str | None,
          lease_namespace: str, account: str, account_namespace: str, shards: str | None = None,
-         settings: OperatorSettings | None = None) -> Plan:
-    """The rules, as the engine started with these options would need them."""
+         settings: OperatorSettings | None = None, olm: bool = False) -> Plan:
+    """The rules, as the engine started with these options would need them (``olm``: in a pod
+    of an OLM bundle, where OLM configures the webhooks and the CRDs' conversion)."""
     settings = settings if settings is not None else OperatorSettings()
     result = Plan(account=account, account_namespace=account_namespace)
     specific = None if clusterwide else specific_namespaces(namespaces)
@@ -149,7 +151,7 @@ def plan(*, registry: OperatorRegistry, resources: list[Resource], namespaces: C
                     f"automatic sharding: the replicas' Leases of the group {group!r} "
                     f"(or the Lease {group}-leader where the API server cannot shard)")
 
-    kinds = {h.reason for h in registry._webhooks}
+    kinds = {h.reason for h in registry._webhooks} if not olm else set()
     for kind in sorted(kinds):
         plural = 'validatingwebhookconfigurations' if kind == WebhookType.VALIDATING else \
             'mutatingwebhookconfigurations'
@@ -158,8 +160,9 @@ def plan(*, registry: OperatorRegistry, resources: list[Resource], namespaces: C
                     f"admission handlers {ids} (the configuration kept by settings.admission.managed)")
     if registry._conversions:
         ids = ', '.join(repr(h.id) for h in registry._conversions)
-        verbs = ['get', 'patch'] if settings.conversion.managed else ['get']
-        why = " and their spec.conversion kept by settings.conversion.managed" if settings.conversion.managed else ""
+        managed = settings.conversion.managed and not olm
+        verbs = ['get', 'patch'] if managed else ['get']
+        why = " and their spec.conversion kept by settings.conversion.managed" if managed else ""
         result.need('apiextensions.k8s.io', 'customresourcedefinitions', [None], verbs,
                     f"conversion handlers {ids} (their CRDs' versions read{why})")
     return result
@@ -220,13 +223,16 @@ async def _connect(registry: OperatorRegistry, settings: OperatorSettings) -> st
     return json.dumps(connection)
 
 
-async def _plan(registry: OperatorRegistry, settings: OperatorSettings, connection: str,
-                **options: Any) -> Plan:
+async def _discover(connection: str) -> list[ResourceInfo]:
     try:
-        found = json.loads(await services.discover(connection))
+        return json.loads(await services.discover(connection))  # type: ignore[no-any-return]
     except RuntimeError as e:
         raise OperatorError(str(e)) from None
-    resources = [Resource.from_engine(data) for data in found]
+
+
+async def _plan(registry: OperatorRegistry, settings: OperatorSettings, connection: str,
+                **options: Any) -> Plan:
+    resources = [Resource.from_engine(data) for data in await _discover(connection)]
     return plan(registry=registry, resources=resources, settings=settings, **options)
 
 

@@ -20,10 +20,11 @@ import logging
 import os
 import ssl
 import urllib.parse
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Collection, Iterable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Collection, Iterable, Mapping
 from typing import Any, Literal, Protocol, Self, TypedDict
 
 from kopf._bridge import services
+from kopf._errors import OperatorError
 
 logger = logging.getLogger('kopf._kits.webhooks')
 
@@ -419,6 +420,45 @@ async def serve(server: Any, engine: Any) -> None:
     else:
         async for client_config in server(fn):
             engine.webhooks_configured(json.dumps(client_config))
+
+
+# An operator installed by OLM (the Operator Lifecycle Manager) from a bundle with webhook
+# definitions (`kopf olm generate`): its pod has this variable (the server's port), and OLM's
+# serving certificate mounted in this folder (overridable for tests).
+OLM_PORT_VARIABLE = 'KOPF_OLM_WEBHOOK_PORT'
+OLM_CERTIFICATES_VARIABLE = 'KOPF_OLM_CERTIFICATES'
+OLM_CERTIFICATES = '/apiserver.local.config/certificates'
+
+
+def serve_as_olm_configures(settings: Any, environ: Mapping[str, str] = os.environ) -> None:
+    """In an OLM bundle's pod: serve the webhooks where OLM's Service sends the reviews, with
+    OLM's certificate, and leave their configuration (the webhook configurations, the CRDs'
+    conversion) to OLM, whatever the startup handlers chose: two managers of the same
+    configuration would undo each other's changes, and the bundle grants no rights for it."""
+    port_text = environ.get(OLM_PORT_VARIABLE)
+    if port_text is None:
+        return
+    if not port_text.isdigit() or not 0 < int(port_text) < 65536:
+        raise OperatorError(f"${OLM_PORT_VARIABLE}={port_text!r} is not a port number.")
+    folder = environ.get(OLM_CERTIFICATES_VARIABLE) or OLM_CERTIFICATES
+    certfile, pkeyfile = os.path.join(folder, 'apiserver.crt'), os.path.join(folder, 'apiserver.key')
+    absent = [path for path in (certfile, pkeyfile) if not os.path.isfile(path)]
+    if absent:
+        raise OperatorError(f"${OLM_PORT_VARIABLE} is set (a pod of an OLM bundle), but OLM's serving "
+                            f"certificate is not mounted: {', '.join(absent)} absent.")
+    chosen = {'settings.admission.server': settings.admission.server,
+              'settings.admission.managed': settings.admission.managed,
+              'settings.conversion.managed': settings.conversion.managed or None,
+              'settings.conversion.cleanup': settings.conversion.cleanup or None}
+    settings.admission.server = WebhookServer(addr='0.0.0.0', port=int(port_text),
+                                              certfile=certfile, pkeyfile=pkeyfile)
+    settings.admission.managed = None
+    settings.conversion.managed = False
+    settings.conversion.cleanup = False
+    overridden = ', '.join(f"{name}={value!r}" for name, value in chosen.items() if value is not None)
+    logger.info(f"Serving the webhooks on port {port_text} with OLM's certificate from {folder}; OLM "
+                f"configures them (${OLM_PORT_VARIABLE}: a pod of an OLM bundle)"
+                + (f"; instead of {overridden}" if overridden else "") + ".")
 
 
 def check_configured(server: Any, handlers: Collection[Any], conversions: Collection[Any] = ()) -> None:

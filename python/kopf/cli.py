@@ -247,12 +247,15 @@ def olm() -> None:
 @click.option('--project', type=click.Path(dir_okay=False), default='pyproject.toml', show_default=True,
               help="where the package's metadata comes from, if present")
 @click.option('--icon', type=click.Path(exists=True, dir_okay=False), default=None)
+@click.option('--example', 'examples', multiple=True, type=click.Path(exists=True, dir_okay=False),
+              help="objects of the CRDs (YAML) that OperatorHub offers as templates (alm-examples)")
 @click.option('--in-image', 'in_image', multiple=True,
               help="the handlers' paths in the image (default: /operator/ and each path's file name)")
 @_rbac_options
 def olm_generate(paths: Collection[str], modules: Collection[str], image: str, bundle_version: str, channel: str,
                  output: str, crds: Collection[str], previous_version: str | None, package: str | None,
-                 project: str, icon: str | None, in_image: Collection[str], **options: Any) -> None:
+                 project: str, icon: str | None, in_image: Collection[str], examples: Collection[str],
+                 **options: Any) -> None:
     """ Write an OLM bundle (registry+v1): the CSV with the Deployment and permissions, the CRDs, metadata. """
     from pathlib import Path  # (not at the top: operators that never run this do not import it)
 
@@ -273,7 +276,7 @@ def olm_generate(paths: Collection[str], modules: Collection[str], image: str, b
         run_options += ['--shards', options['shards']]
     bundle = _olm.Options(image=image, version=bundle_version, channel=channel, output=Path(output),
                           crds=[Path(crd) for crd in crds], previous_version=previous_version, package=meta,
-                          entries=entries, run_options=run_options)
+                          entries=entries, run_options=run_options, examples=[Path(e) for e in examples])
     try:
         written = _rbac_run(_olm.generate, paths=paths, modules=modules, options=bundle, **options)
     except ValueError as e:

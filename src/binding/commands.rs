@@ -1,5 +1,6 @@
 //! One-shot commands of the CLI that only talk to the API: `kopf freeze` and `kopf resume`;
-//! `kopf rbac generate` (the served resources) and `kopf rbac verify` (access reviews).
+//! `kopf rbac generate` (the served resources) and `kopf rbac verify` (access reviews);
+//! `kopf olm generate` (the CRDs read).
 
 use crate::client::connection::{self, ConnectionInfo};
 use crate::client::credentials::Credentials;
@@ -69,6 +70,30 @@ pub fn review_access<'py>(
             allowed.push(answer.pointer("/status/allowed") == Some(&serde_json::Value::Bool(true)));
         }
         Ok(serde_json::to_string(&allowed).expect("booleans serialise"))
+    })
+}
+
+/// The CRDs of these names as the server has them (`kopf olm generate` without `--crd`
+/// files); an awaitable of their JSON list, `null` for one that is absent.
+#[pyfunction]
+pub fn read_crds<'py>(
+    py: Python<'py>,
+    connection: &str,
+    names: Vec<String>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let info = connection_info(connection)?;
+    pyo3_async_runtimes::tokio::future_into_py(py, async move {
+        let client =
+            connection::client(&info, None).map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
+        let credentials = Credentials::fixed(client);
+        let mut found = Vec::with_capacity(names.len());
+        for name in names {
+            let url = format!("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}");
+            let crd = (credentials.get_if_present(&url).await)
+                .map_err(|e| PyRuntimeError::new_err(format!("GET {url}: {e}")))?;
+            found.push(crd.unwrap_or_default());
+        }
+        Ok(serde_json::to_string(&found).expect("objects serialise"))
     })
 }
 

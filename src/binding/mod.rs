@@ -40,6 +40,8 @@ fn _engine(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(commands::discover, m)?)?;
     m.add_function(wrap_pyfunction!(commands::review_access, m)?)?;
     m.add_function(wrap_pyfunction!(webhooks::describe_certificate, m)?)?;
+    m.add_function(wrap_pyfunction!(webhooks::webhooks_for_manager, m)?)?;
+    m.add_function(wrap_pyfunction!(commands::read_crds, m)?)?;
     m.add_function(wrap_pyfunction!(check_cron, m)?)?;
     m.add_function(wrap_pyfunction!(log_pattern_matches, m)?)?;
     m.add_function(wrap_pyfunction!(parse_kubeconfig, m)?)?;

@@ -3,10 +3,12 @@
 //! tell the core where the apiserver reaches the webhooks. Reviews run in the core, handlers
 //! in Python.
 
-use crate::webhooks::certificates;
+use crate::client::resources::Resource;
+use crate::intents::handlers::WebhookHandler;
 use crate::webhooks::routing::Webhooks;
 use crate::webhooks::serving::{self, AdmissionRequest, Reviewer, Server, ServerSpec};
 use crate::webhooks::tls::{self, ClientVerification, VerifyMode};
+use crate::webhooks::{certificates, configs, converting};
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
@@ -145,6 +147,33 @@ pub fn describe_certificate(pem: &[u8]) -> String {
     use rustls::pki_types::pem::PemObject;
     let cert = rustls::pki_types::CertificateDer::from_pem_slice(pem).ok();
     tls::describe_peer(cert.as_ref()).to_string()
+}
+
+/// The webhooks as another manager (OLM) configures them (`kopf olm generate`): from a JSON
+/// list of admission handlers as `[handler, [resources it serves]]` and the CRDs with
+/// conversions, a JSON object of `admission` webhooks and `conversion` paths by CRD.
+#[pyfunction]
+pub fn webhooks_for_manager(
+    handlers: &str,
+    conversion_crds: Vec<String>,
+    name_suffix: &str,
+) -> PyResult<String> {
+    let handlers: Vec<(WebhookHandler, Vec<Resource>)> = serde_json::from_str(handlers)
+        .map_err(|e| PyValueError::new_err(format!("invalid webhook handlers: {e}")))?;
+    let served: Vec<(&WebhookHandler, Vec<&Resource>)> = (handlers.iter())
+        .map(|(handler, resources)| (handler, resources.iter().collect()))
+        .collect();
+    let paths: serde_json::Map<String, serde_json::Value> = (conversion_crds.into_iter())
+        .map(|crd| {
+            let path = converting::root_path(&crd);
+            (crd, path.into())
+        })
+        .collect();
+    let webhooks = serde_json::json!({
+        "admission": configs::for_other_manager(&served, name_suffix),
+        "conversion": paths,
+    });
+    Ok(webhooks.to_string())
 }
 
 /// A review that a custom server received: `(200, response)` or `(HTTP status, message)`.

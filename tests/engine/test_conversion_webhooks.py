@@ -13,27 +13,15 @@ import base64
 import json
 import shutil
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
 from conftest import EXAMPLES, kubectl, kubectl_json
 from operators import OperatorProcess, eventually, write_script
 from test_metrics import free_port, scrape, value
 
 CRD = "contacts.demo.kopf.dev"
 RECONFIGURED = r"Reconfiguring the conversion webhook of contacts\.demo\.kopf\.dev"
-
-
-@pytest.fixture()
-def contacts(cluster: dict[str, str]) -> Iterator[None]:
-    """The example's CRD, new for each test (its conversion as the operator leaves it is gone)."""
-    kubectl("delete", "crd", CRD, "--ignore-not-found", "--timeout=60s")
-    kubectl("apply", "-f", str(EXAMPLES / "conversion" / "crd.yaml"))
-    kubectl("wait", "--for=condition=Established", f"crd/{CRD}", "--timeout=30s")
-    yield
-    kubectl("delete", "crd", CRD, "--ignore-not-found", "--wait=false")
 
 
 def contact(called: str, namespace: str, version: str = "v1", **spec: Any) -> dict[str, Any]:

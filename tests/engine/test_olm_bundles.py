@@ -1,18 +1,27 @@
 """`kopf olm generate`: OLM bundles of operators, checked by operator-framework's own validator
 (`operator-verify manifests`, built by tests/run from the Go module proxy) and against what
 `kopf rbac generate` says the handlers need; the CSV's Deployment taken by the API server
-(`--dry-run=server`). Kopf has no OLM bundles: nothing to compare with side by side."""
+(`--dry-run=server`), and its `kopf run` started as OLM starts it (its arguments and
+environment, OLM's certificate, OLM's webhook configuration and CRD conversion as the bundle's
+webhook definitions say): admission and conversion reviews answered. Kopf has no OLM bundles:
+nothing to compare with side by side."""
 
 from __future__ import annotations
 
+import base64
 import json
+import shutil
+import subprocess
 from pathlib import Path
 from typing import Any
 
 import yaml
-from conftest import EXAMPLES, kopf_cli, kubectl
+from conftest import EXAMPLES, apply, kopf_cli, kubectl
 from olm import failures, operator_verify
-from operators import write_script
+from operators import OperatorProcess, eventually, write_script
+from test_conversion_webhooks import CRD as CONTACTS
+from test_conversion_webhooks import certificate, contact, conversion, create, read, read_ok
+from test_metrics import free_port
 
 OPERATING = EXAMPLES / "operating" / "operator.py"
 CRD = EXAMPLES / "crd.yaml"
@@ -63,11 +72,16 @@ Homepage = "https://example.com/greeter"
 def test_a_namespaced_operators_bundle_passes_operator_frameworks_validator(crd: None, tmp_path: Path) -> None:
     (tmp_path / "pyproject.toml").write_text(PROJECT)
     options = ("-n", "default", "--standalone", "--name", "greeter")
-    bundle = generate(tmp_path, str(OPERATING), "--version", "1.2.3", "--crd", str(CRD), *options)
-    # The default validators: nothing but the missing example of the CRD's objects.
+    example = tmp_path / "hello.yaml"
+    example.write_text(yaml.safe_dump(greeting("default", "hello", "Hello!")))
+    bundle = generate(tmp_path, str(OPERATING), "--version", "1.2.3", "--crd", str(CRD), "--example", str(example),
+                      *options)
+    # The default validators: nothing at all (the CRD's objects have their example).
     findings = operator_verify(bundle)
     assert failures(findings) == [], findings
-    assert all("example annotation" in line for line in findings), findings
+    assert not any("example annotation" in line for line in findings), findings
+    assert json.loads(csv_of(bundle)["metadata"]["annotations"]["alm-examples"]) == [greeting("default", "hello",
+                                                                                            "Hello!")]
     # OperatorHub's validator too: only the missing icon (and its own deprecation notice).
     hub = operator_verify(bundle, "--operatorhub_validate")
     assert failures(hub) == [], hub
@@ -129,11 +143,168 @@ def test_what_cannot_make_a_bundle_is_refused_with_the_reason(crd: None, tmp_pat
         assert result.returncode != 0
         return result.stderr
 
-    assert "no --crd file defines: greetings.demo.kopf.dev" in refused(str(OPERATING), "--version", "1.0.0", "-A")
     assert "'1.0' is not a semantic version" in refused(str(OPERATING), "--version", "1.0", "--crd", str(CRD))
-    hooks = write_script(tmp_path, "import kopf\n\n@kopf.on.validate('greetings')\ndef check(**_): pass\n")
-    assert "cannot serve webhooks yet (Webhook 'check')" in refused(str(hooks), "--version", "1.0.0",
-                                                                      "--crd", str(CRD))
+    stray = tmp_path / "stray.yaml"
+    stray.write_text("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n")
+    assert f"--example {stray}: v1, ConfigMap: not a kind and version of the bundle's CRDs" in refused(
+        str(OPERATING), "--version", "1.0.0", "--crd", str(CRD), "--example", str(stray))
+    converting = EXAMPLES / "conversion" / "operator.py"
+    assert "conversion webhooks for all namespaces only" in refused(str(converting), "--version", "1.0.0",
+                                                                    "-n", "default")
+    lost = write_script(tmp_path, "import kopf\n\n@kopf.on.validate('nothings.nowhere.dev')\ndef check(**_): pass\n")
+    assert "Webhook 'check' serves no resource that the cluster serves" in refused(str(lost), "--version", "1.0.0")
     no_name = kopf_cli("olm", "generate", "--image", "x:1", "--version", "1.0.0", "--project",
                        str(tmp_path / "none.toml"), str(OPERATING))
     assert no_name.returncode != 0 and "give --package NAME" in no_name.stderr
+
+
+def test_a_crd_that_no_file_gives_is_read_from_the_cluster(crd: None, tmp_path: Path) -> None:
+    bundle = generate(tmp_path, str(OPERATING), "--version", "1.0.0", "--package", "greeter", "-A", "--standalone")
+    assert failures(operator_verify(bundle)) == []
+    text = (bundle / "manifests" / "greetings.demo.kopf.dev.crd.yaml").read_text()
+    assert text.startswith("# greetings.demo.kopf.dev as the cluster had it")
+    bundled, applied = yaml.safe_load(text), yaml.safe_load(CRD.read_text())
+    # Its definition only: no status, no server's records; the spec as applied (plus its defaults).
+    assert set(bundled) == {"apiVersion", "kind", "metadata", "spec"}
+    assert bundled["metadata"] == {"name": "greetings.demo.kopf.dev"}
+    assert bundled["spec"]["names"]["kind"] == applied["spec"]["names"]["kind"]
+    assert [v["name"] for v in bundled["spec"]["versions"]] == [v["name"] for v in applied["spec"]["versions"]]
+
+
+VALIDATING = """
+import kopf
+
+@kopf.on.startup()
+def configure(settings, **_):
+    # In development: a local server whose configuration the operator keeps. In the bundle's pod,
+    # OLM's service and certificate, and OLM's configuration.
+    settings.admission.server = kopf.WebhookAutoServer()
+    settings.admission.managed = 'greeter.example.com'
+
+@kopf.on.validate('greetings', operations=['CREATE'])
+def polite(spec, **_):
+    if spec.get('greeting') == 'go away':
+        raise kopf.AdmissionError("Greetings are polite here.")
+"""
+
+
+def run_as_olm_does(bundle: Path, tmp_path: Path, script: Path, namespace: str | None) -> tuple[OperatorProcess, int]:
+    """The CSV's Deployment's `kopf run` as OLM starts it: its arguments and environment, OLM's
+    certificate mounted (here, a folder given by $KOPF_OLM_CERTIFICATES), the target namespace
+    from OLM's annotation; on free ports (the pod's own are taken by other tests)."""
+    [deployment] = csv_of(bundle)["spec"]["install"]["spec"]["deployments"]
+    [container] = deployment["spec"]["template"]["spec"]["containers"]
+    certs = tmp_path / "certs"
+    certs.mkdir()
+    cert, key = certificate(tmp_path, "olm")
+    shutil.copy(cert, certs / "apiserver.crt")
+    shutil.copy(key, certs / "apiserver.key")
+    port, liveness = free_port(), free_port()
+    args = [arg.replace(":8080/", f":{liveness}/") for arg in container["args"]]
+    args = [str(script) if arg.startswith("/operator/") else arg for arg in args]
+    env = {"KOPF_OLM_CERTIFICATES": str(certs), "POD_NAMESPACE": namespace or "default"}
+    for item in container["env"]:
+        if "value" in item:
+            env[item["name"]] = item["value"]
+        elif item["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.annotations['olm.targetNamespaces']":
+            env[item["name"]] = namespace or ""
+    assert env["KOPF_OLM_WEBHOOK_PORT"] == "9443"
+    env["KOPF_OLM_WEBHOOK_PORT"] = str(port)
+    return OperatorProcess(["run", *args], cwd=tmp_path, env=env), port
+
+
+def test_admission_handlers_are_served_as_olm_configures_them(crd: None, namespace: str, tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_text(PROJECT)
+    script = write_script(tmp_path, VALIDATING)
+    bundle = generate(tmp_path, str(script), "--version", "1.0.0", "--crd", str(CRD), "-n", namespace,
+                      "--standalone", "--name", "greeter")
+    assert failures(operator_verify(bundle)) == []
+    spec = csv_of(bundle)["spec"]
+    [webhook] = spec["webhookdefinitions"]
+    assert webhook == {
+        "type": "ValidatingAdmissionWebhook", "generateName": "polite.greeter-operator.kopf.dev",
+        "deploymentName": "greeter-operator", "containerPort": 443, "targetPort": 9443, "webhookPath": "/polite",
+        "rules": [{"apiGroups": ["demo.kopf.dev"], "apiVersions": ["v1"], "resources": ["greetings"],
+                   "operations": ["CREATE"], "scope": "*"}],
+        "sideEffects": "None", "failurePolicy": "Fail", "matchPolicy": "Equivalent", "timeoutSeconds": 30,
+        "admissionReviewVersions": ["v1", "v1beta1"],
+    }
+    assert spec["install"]["spec"]["deployments"][0]["name"] == webhook["deploymentName"]
+    # OLM writes the webhook configuration: the operator needs no rights for it.
+    groups = {rule["apiGroups"][0] for kind in ("permissions", "clusterPermissions")
+              for entry in spec["install"]["spec"].get(kind, []) for rule in entry["rules"]}
+    assert "admissionregistration.k8s.io" not in groups
+
+    operator, port = run_as_olm_does(bundle, tmp_path, script, namespace)
+    name = f"olm-{namespace}"
+    try:
+        operator.wait_for(rf"Serving the webhooks on port {port} with OLM's certificate from .*; OLM configures "
+                          r"them \(\$KOPF_OLM_WEBHOOK_PORT: a pod of an OLM bundle\); instead of "
+                          r"settings.admission.server=<kopf.*WebhookAutoServer.*>, "
+                          r"settings.admission.managed='greeter.example.com'\.")
+        ca_bundle = base64.b64encode((tmp_path / "certs" / "apiserver.crt").read_bytes()).decode()
+        # What OLM creates from the definition (its Service's address here: the operator's port).
+        configuration = {key: value for key, value in webhook.items() if key not in (
+            "type", "generateName", "deploymentName", "containerPort", "targetPort", "webhookPath")}
+        apply({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
+               "metadata": {"name": name}, "webhooks": [{
+                   **configuration, "name": webhook["generateName"],
+                   "clientConfig": {"url": f"https://127.0.0.1:{port}{webhook['webhookPath']}", "caBundle": ca_bundle},
+                   "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}}}]})
+
+        def refused() -> str | None:
+            result = subprocess.run(["kubectl", "create", "-f", "-"], input=json.dumps(greeting(namespace, "rude")),
+                                    capture_output=True, text=True, timeout=30, check=False)
+            return result.stderr if result.returncode != 0 else None
+        assert "Greetings are polite here." in eventually(refused, what="the webhook refuses")
+        kubectl("create", "-f", "-", input=json.dumps(greeting(namespace, "kind", "hello")))
+        # The operator kept no configuration of its own (settings.admission.managed was OLM's).
+        assert kubectl("get", "validatingwebhookconfigurations", "-o", "name").count("greeter.example.com") == 0
+        # The liveness probe of the Deployment answers.
+        probe = csv_of(bundle)["spec"]["install"]["spec"]["deployments"][0]["spec"]["template"]["spec"]
+        assert probe["containers"][0]["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    finally:
+        kubectl("delete", "validatingwebhookconfiguration", name, "--ignore-not-found")
+        operator.stop()
+
+
+def greeting(namespace: str, called: str, text: str = "go away") -> dict[str, Any]:
+    return {"apiVersion": "demo.kopf.dev/v1", "kind": "Greeting", "metadata": {"name": called, "namespace": namespace},
+            "spec": {"greeting": text}}
+
+
+def test_conversions_are_served_as_olm_configures_them(contacts: None, namespace: str, tmp_path: Path) -> None:
+    script = tmp_path / "operator.py"
+    shutil.copy(EXAMPLES / "conversion" / "operator.py", script)
+    # The CRD from the cluster (no --crd): the example's, unpointed.
+    bundle = generate(tmp_path, str(script), "--version", "2.0.0", "--package", "contacts", "-A", "--standalone")
+    assert failures(operator_verify(bundle)) == []
+    spec = csv_of(bundle)["spec"]
+    assert spec["webhookdefinitions"] == [{
+        "type": "ConversionWebhook", "generateName": f"{CONTACTS}.contacts.kopf.dev", "deploymentName": "contacts",
+        "containerPort": 443, "targetPort": 9443, "webhookPath": f"/conversion/{CONTACTS}",
+        "conversionCRDs": [CONTACTS], "sideEffects": "None", "admissionReviewVersions": ["v1"],
+    }]
+    assert [mode["type"] for mode in spec["installModes"] if mode["supported"]] == ["AllNamespaces"]
+    assert (bundle / "manifests" / f"{CONTACTS}.crd.yaml").exists()
+    # The operator reads the CRDs' versions, and writes none (OLM points them at the webhook).
+    crd_rules = {verb for entry in spec["install"]["spec"]["clusterPermissions"] for rule in entry["rules"]
+                 if rule["resources"] == ["customresourcedefinitions"] for verb in rule["verbs"]}
+    assert "patch" not in crd_rules and "get" in crd_rules
+
+    operator, port = run_as_olm_does(bundle, tmp_path, script, None)
+    try:
+        operator.wait_for(r"OLM configures them .*; instead of .*settings.conversion.managed=True")
+        ca_bundle = base64.b64encode((tmp_path / "certs" / "apiserver.crt").read_bytes()).decode()
+        # What OLM writes into the CRD from the definition.
+        kubectl("patch", "crd", CONTACTS, "--type=merge", "-p", json.dumps({"spec": {"conversion": {
+            "strategy": "Webhook", "webhook": {"conversionReviewVersions": ["v1"], "clientConfig": {
+                "url": f"https://127.0.0.1:{port}{spec['webhookdefinitions'][0]['webhookPath']}",
+                "caBundle": ca_bundle}}}}}))
+        create(contact("ada", namespace, name="Ada Lovelace"))  # stored as v1: no conversion yet
+        read_v2 = eventually(lambda: read("ada", namespace, "v2").returncode == 0 and read_ok("ada", namespace, "v2"),
+                             what="the contact read as v2")
+        assert read_v2["spec"] == {"first": "Ada", "last": "Lovelace"}
+        assert conversion()["webhook"]["clientConfig"]["url"].startswith("https://127.0.0.1:"), "left as OLM set it"
+    finally:
+        operator.stop()

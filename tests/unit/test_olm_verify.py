@@ -32,7 +32,7 @@ def written(tmp_path: Path) -> Path:
     options = _olm.Options(image='example.com/greeter:1.0.0', version='1.0.0', channel='alpha',
                            output=tmp_path / 'bundle', crds=[EXAMPLES / 'crd.yaml'], previous_version=None,
                            package=package, entries=['/operator/handlers.py'], run_options=['--standalone'])
-    files = _olm.bundle(plan, options, clusterwide=False, served_crds=['greetings.demo.kopf.dev'])
+    files = _olm.bundle(plan, options, clusterwide=False, crds=[_olm.read_crd(EXAMPLES / 'crd.yaml')])
     for relative, text in files.items():
         (options.output / relative).parent.mkdir(parents=True, exist_ok=True)
         (options.output / relative).write_text(text)
@@ -79,6 +79,13 @@ def with_duplicate_install_modes(bundle: Path) -> None:
     edit_csv(bundle, lambda csv: csv["spec"]["installModes"].append({"type": "AllNamespaces", "supported": True}))
 
 
+def with_a_conversion_in_one_namespace(bundle: Path) -> None:
+    edit_csv(bundle, lambda csv: csv["spec"].update(webhookdefinitions=[{
+        "type": "ConversionWebhook", "generateName": "greetings.greeter.kopf.dev", "deploymentName": "greeter",
+        "containerPort": 443, "targetPort": 9443, "webhookPath": "/conversion/greetings.demo.kopf.dev",
+        "conversionCRDs": ["greetings.demo.kopf.dev"], "sideEffects": "None", "admissionReviewVersions": ["v1"]}]))
+
+
 @pytest.mark.parametrize("breaking, ours, theirs", [
     (without_the_crd, "the owned CRD greetings.demo.kopf.dev (v1, Greeting) is not in the bundle",
      "not found in bundle"),
@@ -86,6 +93,8 @@ def with_duplicate_install_modes(bundle: Path) -> None:
     (with_no_install_mode, "spec.installModes: none is supported", "none of InstallModeTypes are supported"),
     (with_an_unowned_crd, "Kind=Greeting is in the bundle but not owned by the CSV", "not defined in CSV"),
     (with_a_bad_name, "metadata.name 'Greeter_Operator.v1.0.0' is not a DNS-1123 subdomain", "metadata.name"),
+    (with_a_conversion_in_one_namespace, "only AllNamespaces InstallModeType is supported when conversionCRDs",
+     "only AllNamespaces InstallModeType is supported when conversionCRDs"),
 ])
 def test_a_broken_bundle_is_refused_by_both_for_the_same_reason(
         tmp_path: Path, breaking: Callable[[Path], None], ours: str, theirs: str) -> None:
@@ -108,6 +117,33 @@ def test_ours_is_stricter_where_olm_would_fail_later(tmp_path: Path) -> None:
     assert any("spec.version '1.0' is not a semantic version" in error for error in errors), errors
     assert any("spec.installModes: duplicates" in error for error in errors), errors
     assert failures(operator_verify(bundle)) == []
+
+
+def test_webhook_definitions_are_checked_as_olm_installs_them(tmp_path: Path) -> None:
+    """What operator-verify does not check but OLM refuses at install: the deployment named, the
+    webhook's fields, the converted CRD in the bundle."""
+    bundle = written(tmp_path)
+    edit_csv(bundle, lambda csv: csv["spec"].update(webhookdefinitions=[
+        {"type": "ValidatingAdmissionWebhook", "generateName": "check.greeter", "deploymentName": "other",
+         "containerPort": 70000, "sideEffects": "Some", "admissionReviewVersions": []},
+        {"type": "ConversionWebhook", "generateName": "c.greeter.kopf.dev", "deploymentName": "greeter",
+         "sideEffects": "None", "admissionReviewVersions": ["v1"], "conversionCRDs": ["absent.demo.kopf.dev"]},
+        {"type": "Ignoring", "generateName": "x.greeter.kopf.dev", "deploymentName": "greeter",
+         "sideEffects": "None", "admissionReviewVersions": ["v1"]},
+    ]))
+    errors, _ = _olm.verify(bundle)
+    first, second, third = (f"greeter.clusterserviceversion.yaml: spec.webhookdefinitions[{at}]" for at in range(3))
+    assert errors == [
+        f"{first}: generateName 'check.greeter' is not a DNS name of three labels or more",
+        f"{first}: deploymentName 'other' is not a deployment of spec.install",
+        f"{first}: containerPort 70000 is not a port",
+        f"{first}: sideEffects is neither None nor NoneOnDryRun",
+        f"{first}: no admissionReviewVersions",
+        f"{second}: only AllNamespaces InstallModeType is supported when conversionCRDs is present",
+        f"{second}: conversionCRDs not in the bundle: absent.demo.kopf.dev",
+        f"{third}: type 'Ignoring' is not one of ValidatingAdmissionWebhook, MutatingAdmissionWebhook, "
+        "ConversionWebhook",
+    ]
 
 
 def test_the_command_prints_what_it_finds_and_fails_on_errors(tmp_path: Path) -> None:

@@ -205,6 +205,7 @@ async def operator(
             logger.warning("Startup activity is only partially executed due to cancellation.")
             return  # (no cleanup activity after a startup that has not finished, as in Kopf)
         started = True
+        _webhooks.serve_as_olm_configures(settings)
         login = asyncio.create_task(authenticate(registry=registry, settings=settings, memo=memo,
                                                  indices=indices), name='initial authentication')
         if not await _unless_stopped(login, stop, watchers):

@@ -376,6 +376,18 @@ impl Credentials {
         .await
     }
 
+    /// A GET of one object: `None` if it is absent (404).
+    pub async fn get_if_present(
+        &self,
+        url: &str,
+    ) -> Result<Option<serde_json::Value>, kube::Error> {
+        match self.get(url).await {
+            Ok(object) => Ok(Some(object)),
+            Err(kube::Error::Api(e)) if e.code == 404 => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
     /// A GET whose body is read as it arrives (a large listing); opening it is what is
     /// retried. Each read must bring bytes within `read_timeout()`.
     pub(crate) async fn get_stream(

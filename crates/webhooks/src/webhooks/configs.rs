@@ -24,6 +24,17 @@ pub(crate) fn build_webhooks(
         .collect()
 }
 
+/// The webhooks as another manager of webhook configurations (OLM, from a bundle's CSV)
+/// writes them: each handler's with its own path (`/<id>`) on the manager's service, whose
+/// name, port and certificate the manager chooses.
+pub fn for_other_manager(
+    handlers: &[(&WebhookHandler, Vec<&Resource>)],
+    name_suffix: &str,
+) -> Vec<Value> {
+    let service = json!({"service": {"path": ""}});
+    build_webhooks(handlers, name_suffix, &service, false)
+}
+
 fn webhook(
     handler: &WebhookHandler,
     resources: &[&Resource],
@@ -221,6 +232,18 @@ mod tests {
         assert_eq!(hook["clientConfig"]["service"]["path"], "/hooks/fn/sub_1");
         let plain = handler(json!({}));
         assert!(build_webhooks(&[(&plain, vec![&kex])], "", &config, true).is_empty());
+    }
+
+    #[test]
+    fn another_manager_gets_each_handlers_path() {
+        let h = handler(json!({"id": "check/one"}));
+        let kex = resource("kopf.dev", "v1", "kopfexamples");
+        let hooks = for_other_manager(&[(&h, vec![&kex])], "greeter.kopf.dev");
+        assert_eq!(hooks[0]["name"], "check.one.greeter.kopf.dev");
+        assert_eq!(
+            hooks[0]["clientConfig"],
+            json!({"service": {"path": "/check/one"}})
+        );
     }
 
     #[test]

@@ -20,6 +20,12 @@ use tokio::sync::watch;
 /// (the name only shows in the server's logs: the objects' kind tells the CRD).
 pub const PATH: &str = "conversion/";
 
+/// The path of a CRD's reviews on a server at the root of its host (where another manager of
+/// the CRDs' conversion, OLM, points them at its own service).
+pub fn root_path(crd_name: &str) -> String {
+    format!("/{PATH}{crd_name}")
+}
+
 /// A custom resource whose conversions are served.
 #[derive(Debug, Clone)]
 pub struct Served {
