@@ -1,7 +1,7 @@
 """`kopf olm generate`: OLM bundles of operators, checked by operator-framework's own validator
 (`operator-verify manifests`, built by tests/run from the Go module proxy) and against what
 `kopf rbac generate` says the handlers need; the CSV's Deployment taken by the API server
-(`--dry-run=server`), and its `kopf run` started as OLM starts it (its arguments and
+(`--dry-run=server`) and its pod run on kwok's node; its `kopf run` started as OLM starts it (its arguments and
 environment, OLM's certificate, OLM's webhook configuration and CRD conversion as the bundle's
 webhook definitions say): admission and conversion reviews answered. Kopf has no OLM bundles:
 nothing to compare with side by side."""
@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from conftest import EXAMPLES, apply, kopf_cli, kubectl
+from conftest import EXAMPLES, apply, kopf_cli, kubectl, kubectl_json
+from kwok import pod_status
 from olm import failures, operator_verify
 from operators import OperatorProcess, eventually, write_script
 from test_conversion_webhooks import CRD as CONTACTS
@@ -69,18 +70,19 @@ Homepage = "https://example.com/greeter"
 """
 
 
-def test_a_namespaced_operators_bundle_passes_operator_frameworks_validator(crd: None, tmp_path: Path) -> None:
+def test_a_namespaced_operators_bundle_passes_operator_frameworks_validator(
+        crd: None, namespace: str, tmp_path: Path) -> None:
     (tmp_path / "pyproject.toml").write_text(PROJECT)
-    options = ("-n", "default", "--standalone", "--name", "greeter")
+    options = ("-n", namespace, "--standalone", "--name", "greeter")
     example = tmp_path / "hello.yaml"
-    example.write_text(yaml.safe_dump(greeting("default", "hello", "Hello!")))
+    example.write_text(yaml.safe_dump(greeting(namespace, "hello", "Hello!")))
     bundle = generate(tmp_path, str(OPERATING), "--version", "1.2.3", "--crd", str(CRD), "--example", str(example),
                       *options)
     # The default validators: nothing at all (the CRD's objects have their example).
     findings = operator_verify(bundle)
     assert failures(findings) == [], findings
     assert not any("example annotation" in line for line in findings), findings
-    assert json.loads(csv_of(bundle)["metadata"]["annotations"]["alm-examples"]) == [greeting("default", "hello",
+    assert json.loads(csv_of(bundle)["metadata"]["annotations"]["alm-examples"]) == [greeting(namespace, "hello",
                                                                                             "Hello!")]
     # OperatorHub's validator too: only the missing icon (and its own deprecation notice).
     hub = operator_verify(bundle, "--operatorhub_validate")
@@ -114,8 +116,19 @@ def test_a_namespaced_operators_bundle_passes_operator_frameworks_validator(crd:
 
     # The API server takes the Deployment as it is.
     manifest = {"apiVersion": "apps/v1", "kind": "Deployment",
-                "metadata": {"name": deployment["name"], "namespace": "default"}, "spec": deployment["spec"]}
+                "metadata": {"name": deployment["name"], "namespace": namespace}, "spec": deployment["spec"]}
     kubectl("apply", "--dry-run=server", "-f", "-", input=json.dumps(manifest))
+    # Its pod (made here from the template, as the deployment controller that the test cluster
+    # lacks would make it; OLM annotates it with the target namespaces) is scheduled onto
+    # kwok's node and runs, under the account that OLM creates for the permissions.
+    template = deployment["spec"]["template"]
+    apply([{"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "greeter", "namespace": namespace}},
+           {"apiVersion": "v1", "kind": "Pod", "spec": template["spec"], "metadata": {
+               **template["metadata"], "name": "greeter-operator-0", "namespace": namespace,
+               "annotations": {"olm.targetNamespaces": namespace}}}])
+    eventually(lambda: pod_status("greeter-operator-0", namespace).get("phase") == "Running",
+               what="the operator's pod running")
+    assert kubectl_json("get", "pod", "greeter-operator-0", "-n", namespace)["spec"]["nodeName"]
 
 
 def test_a_cluster_wide_operator_is_installed_for_all_namespaces(crd: None, tmp_path: Path) -> None:
