@@ -88,14 +88,12 @@ def declared_uses(path: Path, before: list[str]) -> set[str] | None:
     return set(re.findall(r"`(\w+)`", match[1]))
 
 
-def readme_problems(readme: Path = ROOT / "README.md") -> Iterable[str]:
-    """The README's table of layers ("Where things happen") in the floor plan's order."""
-    _, _, section = readme.read_text().partition("## Where things happen")
-    section = section.split("\n## ", 1)[0]
-    listed = re.findall(r"^\| `(\w+)(?:/|\.rs)` \|", section, re.M)
+def architecture_problems(page: Path = ROOT / "docs" / "architecture.md") -> Iterable[str]:
+    """The documentation's table of layers (docs/architecture.md) in the floor plan's order."""
+    listed = re.findall(r"^\| `(\w+)(?:/|\.rs)` \|", page.read_text(), re.M)
     planned = [name for names in LAYERS for name in names]
     if listed != planned:
-        yield f"README.md's table of layers lists {listed}, the floor plan (src/lib.rs) {planned}"
+        yield f"docs/architecture.md's table of layers lists {listed}, the floor plan (src/lib.rs) {planned}"
 
 
 def declaration_problems(graph: dict[str, set[str]]) -> Iterable[str]:
@@ -312,7 +310,7 @@ def main() -> int:
     problems += [f"Rust layering: {v}" for v in layer_violations(rust_graph)]
     problems += [f"Rust floor plan: {v}" for v in declaration_problems(rust_graph)]
     problems += [f"Rust floor plan: {v}" for v in crate_problems()]
-    problems += [f"Rust floor plan: {v}" for v in readme_problems()]
+    problems += [f"Rust floor plan: {v}" for v in architecture_problems()]
     problems += [f"Python import cycle: {' <-> '.join(c)}" for c in cycles(python_graph)]
     problems += [f"Python floor plan: {v}" for v in python_plan_problems(python_graph)]
     if "-v" in sys.argv[1:]:

@@ -141,6 +141,7 @@ class DaemonStopped:
 
     # Kopf's contract, kept on purpose: only the sync/async checkers that handlers get can wait.
     def wait(self, timeout: float | None = None) -> Any:
+        """Wait until the daemon is told to stop, or for ``timeout`` seconds: true if it is stopped."""
         raise NotImplementedError("Use the stopped kwarg of a daemon or a timer to wait.")
 
     def __await__(self) -> Generator[None, None, Any]:

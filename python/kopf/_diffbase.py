@@ -38,6 +38,8 @@ class DiffBaseStorage(conventions.StorageKeyMarkingConvention,
         self.ignored_fields = list(ignored_fields or [])
 
     def build(self, *, body: Body, extra_fields: Iterable[FieldSpec] | None = None) -> BodyEssence:
+        """The essence of the object: what a change is judged by (its spec, labels, annotations
+        other than the engine's own and kubectl's, ``extra_fields``), less ``ignored_fields``."""
         essence: dict[str, Any] = {key: copy.deepcopy(value) for key, value in body.items()
                                    if key not in ('apiVersion', 'kind', 'metadata', 'status')}
         conventions.cherrypick(body, essence, [('metadata', 'labels'), ('metadata', 'annotations')])

@@ -15,7 +15,9 @@ class MetaFilterToken(enum.Enum):
 
 
 PRESENT = MetaFilterToken.PRESENT
+"""A filter's value for a label, annotation or field that must be there, whatever its value."""
 ABSENT = MetaFilterToken.ABSENT
+"""A filter's value for a label, annotation or field that must not be there."""
 
 FilterFn = Callable[..., bool]
 

@@ -26,6 +26,7 @@ class Activity(enum.StrEnum):
 
 
 class Reason(enum.StrEnum):
+    """Why a change handler is called: the ``reason`` kwarg."""
     CREATE = 'create'
     UPDATE = 'update'
     DELETE = 'delete'

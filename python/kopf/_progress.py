@@ -63,9 +63,11 @@ class ProgressStorage(conventions.StorageStanzaCleaner, metaclass=abc.ABCMeta):
 
     @abc.abstractmethod
     def clear(self, *, essence: BodyEssence) -> BodyEssence:
+        """The essence without this storage's own fields (so that they do not count as a change)."""
         return copy.deepcopy(essence)
 
     def flush(self) -> None:
+        """Write what is kept in memory, if anything (nothing for the storages of the objects)."""
         pass
 
 
@@ -154,6 +156,7 @@ class StatusProgressStorage(conventions.StatusFieldConvention, ProgressStorage):
 
     @property
     def touch_field(self) -> tuple[str, ...]:
+        """The status field that ``touch()`` sets to make the object change (a new event)."""
         return self._touch_field
 
     @touch_field.setter

@@ -22,6 +22,7 @@ class Marker(enum.Enum):
 
 
 EVERYTHING = Marker.EVERYTHING
+"""A resource selector for every resource the cluster serves (but Events), e.g. ``@kopf.on.event(kopf.EVERYTHING)``."""
 
 # "kopfexamples.v1.kopf.dev": a conventional version after the first dot.
 _GROUP_VERSION = re.compile(r'^[^.]*\.v\d+(?:(?:alpha|beta)\d+)?(?:\..*)?$')
@@ -63,6 +64,7 @@ class Resource:
 
     @property
     def api_version(self) -> str:
+        """``group/version``, or the version alone for the core group."""
         return f'{self.group}/{self.version}' if self.group else self.version
 
     def get_url(self, *, server: str | None = None, namespace: str | None = None,
@@ -88,6 +90,7 @@ class Resource:
 
     @classmethod
     def from_engine(cls, data: ResourceInfo) -> Resource:
+        """A resource as the core discovered it."""
         return cls(
             group=data['group'], version=data['version'], plural=data['plural'], kind=data['kind'],
             singular=data['singular'], shortcuts=frozenset(data['shortcuts']),

@@ -10,20 +10,29 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMappin
 from typing import Any, Literal, NamedTuple, NewType, Self, TypedDict, cast
 
 RawBody = MutableMapping[str, Any]
+"""An object as the API sends it: a mapping of its fields, not wrapped in views."""
 BodyEssence = Mapping[str, Any]
+"""What of an object a change is judged by (its spec, labels, annotations; not the engine's own)."""
 RawEventType = Literal[None, 'ADDED', 'MODIFIED', 'DELETED']
+"""A watch event's type; ``None`` for an object of the initial listing."""
 FieldPath = tuple[str, ...]
+"""A field's place in an object, key by key: ``('spec', 'replicas')``."""
 FieldSpec = str | FieldPath | list[str]
+"""A field as the decorators take it: dotted (``'spec.replicas'``) or key by key."""
 HandlerId = NewType('HandlerId', str)
+"""A handler's id: its function's name or ``id=``, with its parents' for sub-handlers."""
 PatchFn = Callable[[RawBody], None]
+"""A function that changes an object in place, as a JSON-patch is computed from (``Patch.fns``)."""
 
 
 class RawEvent(TypedDict, total=True):
+    """A watch event as the API sends it: its type and the object (``on.event``'s ``event``)."""
     type: str | None
     object: RawBody
 
 
 class ObjectReference(TypedDict, total=False):
+    """What names an object to another (an Event's ``involvedObject``)."""
     apiVersion: str
     kind: str
     namespace: str | None
@@ -32,6 +41,7 @@ class ObjectReference(TypedDict, total=False):
 
 
 class OwnerReference(TypedDict, total=False):
+    """An entry of ``metadata.ownerReferences``, as ``kopf.append_owner_reference`` writes it."""
     controller: bool
     blockOwnerDeletion: bool
     apiVersion: str
@@ -170,19 +180,19 @@ _STATUS = ('status',)
 
 
 class Labels(MappingView):
-    pass
+    """``metadata.labels`` of an object, read-only and live (the ``labels`` kwarg)."""
 
 
 class Annotations(MappingView):
-    pass
+    """``metadata.annotations`` of an object, read-only and live (the ``annotations`` kwarg)."""
 
 
 class Spec(MappingView):
-    pass
+    """``spec`` of an object, read-only and live (the ``spec`` kwarg)."""
 
 
 class Status(MappingView):
-    pass
+    """``status`` of an object, read-only and live (the ``status`` kwarg)."""
 
 
 class Meta(MappingView):
@@ -198,6 +208,7 @@ class Meta(MappingView):
 
     @property
     def labels(self) -> Labels:
+        """``metadata.labels``, as a live view."""
         labels = self._labels
         if labels is None:
             labels = self._labels = Labels._at(self._src, _LABELS)
@@ -205,6 +216,7 @@ class Meta(MappingView):
 
     @property
     def annotations(self) -> Annotations:
+        """``metadata.annotations``, as a live view."""
         annotations = self._annotations
         if annotations is None:
             annotations = self._annotations = Annotations._at(self._src, _ANNOTATIONS)
@@ -212,22 +224,27 @@ class Meta(MappingView):
 
     @property
     def uid(self) -> str | None:
+        """``metadata.uid``, or ``None``."""
         return self.get('uid')
 
     @property
     def name(self) -> str | None:
+        """``metadata.name``, or ``None``."""
         return self.get('name')
 
     @property
     def namespace(self) -> str | None:
+        """``metadata.namespace``; ``None`` for a cluster-scoped object."""
         return self.get('namespace')
 
     @property
     def creation_timestamp(self) -> str | None:
+        """``metadata.creationTimestamp`` as the API wrote it (text), or ``None``."""
         return self.get('creationTimestamp')
 
     @property
     def deletion_timestamp(self) -> str | None:
+        """``metadata.deletionTimestamp`` (text): set once the object is being deleted."""
         return self.get('deletionTimestamp')
 
 
@@ -261,18 +278,22 @@ class Body(MappingView):
 
     @property
     def metadata(self) -> Meta:
+        """``metadata``, as a live view with shortcuts (the same as ``meta``)."""
         return self._meta
 
     @property
     def meta(self) -> Meta:
+        """``metadata``, as a live view with shortcuts."""
         return self._meta
 
     @property
     def spec(self) -> Spec:
+        """``spec``, as a live read-only view."""
         return self._spec
 
     @property
     def status(self) -> Status:
+        """``status``, as a live read-only view."""
         return self._status
 
 
@@ -315,10 +336,12 @@ class Patch(dict[str, Any]):
 
     @property
     def fns(self) -> list[PatchFn]:
+        """Functions to apply to the object in place, in order, with the patch (a JSON-patch is made of them)."""
         return self._fns
 
     @property
     def metadata(self) -> MetaPatch:
+        """The patch's ``metadata``, for writing (the same as ``meta``)."""
         return self.meta
 
     @functools.cached_property
@@ -409,6 +432,7 @@ def _pointer(key: str) -> str:
 
 
 class DiffOperation(enum.StrEnum):
+    """What happened to a field in a change: added, changed, or removed."""
     ADD = 'add'
     CHANGE = 'change'
     REMOVE = 'remove'
@@ -431,6 +455,7 @@ class DiffItem(NamedTuple):
 
     @property
     def op(self) -> DiffOperation:
+        """Whether the field was added, changed or removed."""
         return self.operation
 
 

@@ -33,17 +33,22 @@ connection_var: contextvars.ContextVar[dict[str, Any]] = contextvars.ContextVar(
 
 StrPath = str | os.PathLike[str]
 Headers = dict[str, str]
+"""An admission request's HTTP headers (the ``headers`` kwarg of admission handlers)."""
 SSLPeer = dict[str, Any]
+"""The client's certificate as ``ssl.SSLSocket.getpeercert()`` describes it (the ``sslpeer`` kwarg)."""
 Operation = Literal['CREATE', 'UPDATE', 'DELETE', 'CONNECT']
+"""An admission request's operation (the ``operation`` kwarg)."""
 
 
 class UserInfo(TypedDict):
+    """Who makes an admission request (the ``userinfo`` kwarg)."""
     username: str
     uid: str
     groups: list[str]
 
 
 class WebhookClientConfigService(TypedDict, total=False):
+    """The service of a webhook's client config (where the API server sends the reviews)."""
     namespace: str | None
     name: str | None
     path: str | None
@@ -66,6 +71,7 @@ class WebhookFn(Protocol):
 
 
 WebhookServerProtocol = Callable[[WebhookFn], AsyncIterator[WebhookClientConfig]]
+"""What ``settings.admission.server`` is: called with the reviewing function, it yields client configs."""
 
 
 class WebhookError(Exception):

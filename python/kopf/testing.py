@@ -75,36 +75,45 @@ class KopfRunner(contextlib.AbstractContextManager["KopfRunner"]):
 
     @property
     def future(self) -> concurrent.futures.Future[click.testing.Result]:
+        """The operator's thread's future: its result or exception once it has exited."""
         return self._future
 
     @property
     def output(self) -> str:
+        """What the operator printed and logged, as text (stdout and stderr together, as click's runner had it)."""
         return self.future.result().output
 
     @property
     def stdout(self) -> str:
+        """What the operator printed to stdout, as text."""
         return self.future.result().stdout
 
     @property
     def stdout_bytes(self) -> bytes:
+        """What the operator printed to stdout, as bytes."""
         return self.future.result().stdout_bytes
 
     @property
     def stderr(self) -> str:
+        """What the operator printed to stderr, as text."""
         return self.future.result().stderr
 
     @property
     def stderr_bytes(self) -> bytes:
+        """What the operator printed to stderr, as bytes."""
         return self.future.result().stderr_bytes or b''
 
     @property
     def exit_code(self) -> int:
+        """The operator's exit code (0: it ended normally)."""
         return self.future.result().exit_code
 
     @property
     def exception(self) -> BaseException:
+        """The exception that ended the operator, if any."""
         return self.future.result().exception  # type: ignore[return-value]
 
     @property
     def exc_info(self) -> Any:
+        """The ``sys.exc_info()`` triple of that exception, if any."""
         return self.future.result().exc_info

@@ -46,6 +46,7 @@ fn _engine(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(log_pattern_matches, m)?)?;
     m.add_function(wrap_pyfunction!(parse_kubeconfig, m)?)?;
     m.add_function(wrap_pyfunction!(settings_as_read, m)?)?;
+    m.add_function(wrap_pyfunction!(metrics_described, m)?)?;
     m.add_function(wrap_pyfunction!(protocol::protocol_samples, m)?)?;
     m.add_function(wrap_pyfunction!(protocol::invoked_as_read, m)?)?;
     m.add_function(wrap_pyfunction!(protocol::converted_as_read, m)?)?;
@@ -80,6 +81,12 @@ fn parse_kubeconfig(py: Python<'_>, text: &str) -> PyResult<Py<PyAny>> {
         .detach(|| crate::client::kubeconfigs::parse(text))
         .map_err(pyo3::exceptions::PyValueError::new_err)?;
     Ok(values::to_python(py, &value)?.unbind())
+}
+
+/// The metrics' exposition of a fresh operator (names, types, help), for the documentation.
+#[pyfunction]
+fn metrics_described() -> String {
+    crate::metrics::Metrics::described()
 }
 
 /// The settings (`OperatorSettings.for_engine()`, as JSON) as the core reads them, as JSON:

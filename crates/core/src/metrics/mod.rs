@@ -14,7 +14,8 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
-use prometheus_client::registry::Registry;
+use prometheus_client::metrics::TypedMetric;
+use prometheus_client::registry::{Metric, Registry};
 use std::sync::OnceLock;
 use std::time::Duration;
 
@@ -144,9 +145,31 @@ pub struct LogCounters {
     pub matched: Counter,
 }
 
+/// Registers a metric, and describes it as the exposition does (its family's name).
+fn register<M: Metric + TypedMetric>(
+    registry: &mut Registry,
+    described: &mut String,
+    name: &str,
+    help: &str,
+    metric: M,
+) {
+    let kind = M::TYPE.as_str();
+    described.push_str(&format!(
+        "# HELP kopf_{name} {help}.\n# TYPE kopf_{name} {kind}\n"
+    ));
+    registry.register(name, help, metric);
+}
+
 impl Metrics {
     fn new() -> Self {
+        Metrics::with_descriptions().0
+    }
+
+    /// The metrics, and their names, types and help as the exposition gives them (an empty
+    /// family writes nothing there, so a fresh operator's exposition does not tell them).
+    fn with_descriptions() -> (Self, String) {
         let mut registry = Registry::with_prefix("kopf");
+        let mut described = String::new();
         let metrics = Metrics {
             registry: Registry::default(),
             handler_calls: Family::default(),
@@ -171,111 +194,158 @@ impl Metrics {
             conversion_duration: Family::new_with_constructor(seconds),
         };
         let m = &metrics;
-        registry.register(
+        register(
+            &mut registry,
+            &mut described,
             "handler_calls",
             "Handler calls by resource, handler, kind and outcome",
             m.handler_calls.clone(),
         );
-        registry.register(
+        register(
+            &mut registry,
+            &mut described,
             "handler_duration_seconds",
             "How long handler calls took",
             m.handler_duration.clone(),
         );
-        registry.register(
+        register(
+            &mut registry,
+            &mut described,
             "handler_retries",
             "Handler calls that were retries of a failed one",
             m.handler_retries.clone(),
         );
-        registry.register(
+        register(
+            &mut registry,
+            &mut described,
             "objects_watched",
             "Objects known from the watch streams, by resource",
             m.objects_watched.clone(),
         );
-        registry.register(
+        register(
+            &mut registry,
+            &mut described,
             "events_queued",
             "Watch events waiting in the objects' queues, by resource",
             m.events_queued.clone(),
         );
-        registry.register(
+        register(
+            &mut registry,
+            &mut described,
             "events_collapsed",
             "Watch events superseded by a later one of the same object before processing",
             m.events_collapsed.clone(),
         );
-        registry.register(
+        register(
+            &mut registry,
+            &mut described,
             "watch_restarts",
             "Watch streams re-opened, by resource and cause",
             m.watch_restarts.clone(),
         );
-        registry.register(
+        register(
+            &mut registry,
+            &mut described,
             "relists",
             "Resources listed again (410 Gone, resuming from a pause), by resource and cause",
             m.relists.clone(),
         );
-        registry.register(
+        register(
+            &mut registry,
+            &mut described,
             "api_requests",
             "Requests to the API server by verb and status code (2xx: any success; \
              timeout, error: no response)",
             m.api_requests.clone(),
         );
-        registry.register(
+        register(
+            &mut registry,
+            &mut described,
             "api_request_duration_seconds",
             "How long requests to the API server took (to the response's headers)",
             m.api_duration.clone(),
         );
-        registry.register(
+        register(
+            &mut registry,
+            &mut described,
             "daemons_running",
             "Daemons running, by resource",
             m.daemons_running.clone(),
         );
-        registry.register(
+        register(
+            &mut registry,
+            &mut described,
             "timers_running",
             "Timers running, by resource",
             m.timers_running.clone(),
         );
-        registry.register(
+        register(
+            &mut registry,
+            &mut described,
             "timer_lateness_seconds",
             "How late timer calls started after their scheduled instant",
             m.timer_lateness.clone(),
         );
-        registry.register(
+        register(
+            &mut registry,
+            &mut described,
             "paused",
             "1 while the operator is paused (by peering or the leader Lease), else 0",
             m.paused.clone(),
         );
-        registry.register(
+        register(
+            &mut registry,
+            &mut described,
             "admission_requests",
             "Admission handler calls by resource, webhook, kind and outcome",
             m.admission_requests.clone(),
         );
-        registry.register(
+        register(
+            &mut registry,
+            &mut described,
             "log_lines_read",
             "Lines of containers' logs read for log handlers, by resource",
             m.log_lines_read.clone(),
         );
-        registry.register(
+        register(
+            &mut registry,
+            &mut described,
             "log_lines_matched",
             "Lines of containers' logs that a log handler matched, by resource",
             m.log_lines_matched.clone(),
         );
-        registry.register(
+        register(
+            &mut registry,
+            &mut described,
             "log_streams",
             "Containers' logs being followed for log handlers, by resource",
             m.log_streams.clone(),
         );
-        registry.register(
+        register(
+            &mut registry,
+            &mut described,
             "conversions",
             "Objects of conversion reviews, by resource and outcome (success, failed)",
             m.conversions.clone(),
         );
-        registry.register(
+        register(
+            &mut registry,
+            &mut described,
             "conversion_duration_seconds",
             "How long conversion reviews took, by resource",
             m.conversion_duration.clone(),
         );
-        Metrics {
+        let metrics = Metrics {
             registry,
             ..metrics
-        }
+        };
+        (metrics, described)
+    }
+
+    /// Every metric's `# HELP` and `# TYPE` lines, as the exposition writes them once the
+    /// metric has values (the documentation's reference is made from them).
+    pub fn described() -> String {
+        Metrics::with_descriptions().1
     }
 
     /// The exposition, in the OpenMetrics text format.
@@ -471,5 +541,17 @@ mod tests {
         );
         assert!(text.contains("kopf_paused 1"), "{text}");
         assert!(text.ends_with("# EOF\n"), "{text}");
+        // The documentation's description of each family is the exposition's own.
+        let described = Metrics::described();
+        for line in text
+            .lines()
+            .filter(|line| line.starts_with("# ") && line != &"# EOF")
+        {
+            assert!(
+                described.contains(&format!("{line}\n")),
+                "{line}\n{described}"
+            );
+        }
+        assert_eq!(described.matches("# TYPE ").count(), 20, "{described}");
     }
 }
