@@ -153,7 +153,7 @@ def kubeconfig_entries(paths: Sequence[str]) -> tuple[Any, Any, Any]:
     inner = {'contexts': 'context', 'clusters': 'cluster', 'users': 'user'}
     for path in paths:  # the first file that names an item wins, as in kubectl
         with open(path, encoding='utf-8') as f:
-            # The core's YAML parser (kube's), not PyYAML: its import was ~1.4 MiB of memory.
+            # The core's YAML parser (kube's), not PyYAML, whose import costs memory.
             try:
                 config = services.parse_kubeconfig(f.read()) or {}
             except ValueError as e:  # (PyYAML's error would name the file too)

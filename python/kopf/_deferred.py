@@ -1,10 +1,10 @@
 """Standard modules that an operator imports but rarely uses, loaded when first used.
 
 ``asyncio`` imports ``ssl`` for its TLS transports, and ``hashlib`` loads OpenSSL's hashes.
-Together they map OpenSSL's libcrypto and build its tables: about 5 MiB of every operator
-process, used by none of them unless a handler speaks TLS or hashes in Python itself. The
-core talks to the API server and serves webhooks with rustls, so Python's TLS is the
-handlers' business only.
+Together they map OpenSSL's libcrypto and build its tables in every operator process
+(docs/benchmarks.md, "Figures behind the code"), used by none of them unless a handler
+speaks TLS or hashes in Python itself. The core talks to the API server and serves
+webhooks with rustls, so Python's TLS is the handlers' business only.
 
 Before ``kopf`` imports ``asyncio``, those modules are put into ``sys.modules`` unexecuted.
 The first read of any of their attributes (``ssl.SSLContext``, ``from ssl import ...``,

@@ -43,8 +43,8 @@ PLACEHOLDERS = frozenset({'kopf._cogs.aiokits', 'kopf._cogs.clients', 'kopf._cor
 
 
 # The import system asks finders and loaders only for these methods: `importlib.abc`'s
-# base classes are not needed, and importing it costs ~1.5 MiB (it brings
-# `importlib.resources`, `pathlib`, `tempfile`, `shutil`) in every operator's process.
+# base classes are not needed, and importing it brings `importlib.resources`, `pathlib`,
+# `tempfile`, `shutil` into every operator's process (docs/benchmarks.md, "Figures behind the code").
 class _Placeholder:
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType | None:
         return None  # the default: an empty module

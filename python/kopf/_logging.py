@@ -399,7 +399,7 @@ objects_logger.addHandler(K8sPoster())
 
 def __getattr__(name: str) -> Any:
     # The JSON formatters import python-json-logger: only when the JSON format is asked for,
-    # or they are named (with pathlib, it was 0.25 MiB of `import kopf.cli`'s 8.6).
+    # or they are named (they bring pathlib into every operator otherwise).
     if name in ('ObjectJsonFormatter', 'ObjectPrefixingJsonFormatter'):
         from kopf import _jsonlogging
         return getattr(_jsonlogging, name)

@@ -2,13 +2,14 @@
 an operator has installed (pykube-ng, ``kubernetes``, ``kubernetes_asyncio``), configuring
 those clients for the handlers on the way, as Kopf does; and the choice of the fallbacks.
 
-Kopf imports each installed client at the login, whether the operator uses it or not: about
-25 MiB of every operator process with both installed (most operators get them as
-dependencies of dependencies). Here, a client that the operator has not imported by the
-login is not imported for it: when its credentials are plain (a token or a client
-certificate in one kubeconfig file, or the pod's service account), they are read as the
-client would read them, and the ``kubernetes`` client is configured (``load_kube_config()``
-or ``load_incluster_config()``, as Kopf calls them) when something first imports it.
+Kopf imports each installed client at the login, whether the operator uses it or not: a
+large part of every operator process with both installed (most operators get them as
+dependencies of dependencies; docs/benchmarks.md, "Figures behind the code"). Here, a
+client that the operator has not imported by the login is not imported for it: when its
+credentials are plain (a token or a client certificate in one kubeconfig file, or the pod's
+service account), they are read as the client would read them, and the ``kubernetes``
+client is configured (``load_kube_config()`` or ``load_incluster_config()``, as Kopf calls
+them) when something first imports it.
 Anything else (exec plugins, auth-providers, merged kubeconfigs, a partial service
 account) is left to the client itself, imported at the login as in Kopf.
 """
@@ -256,7 +257,7 @@ def _plain_credentials() -> _Plain | None:
 class _ThenConfigure:
     """A module's own loader, then a call once its code has run (and its submodules with it).
     (Not a subclass of ``importlib.abc.Loader``: importing that imports importlib.resources,
-    with pathlib, tempfile, bz2 and lzma, 1.6 MiB of every operator.)"""
+    with pathlib, tempfile, bz2 and lzma, into every operator.)"""
 
     def __init__(self, loader: importlib.abc.Loader, then: Callable[[], None]) -> None:
         self._loader = loader

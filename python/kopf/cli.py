@@ -54,7 +54,7 @@ def logging_options(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 @click.group(name='kopf', context_settings=dict(auto_envvar_prefix='KOPF'))
 # The wheel's version is the core's (maturin takes it from Cargo.toml): no `importlib.metadata`
-# (~2 MiB of modules in every operator's process) to look it up.
+# (modules in every operator's process: docs/benchmarks.md, "Figures behind the code") to look it up.
 @click.version_option(version=str(services.version), prog_name='kopf',
                       message=f'%(prog)s, version %(version)s (kopf-rs; compatible with Kopf {__version__})')
 @click.make_pass_decorator(CLIControls, ensure=True)

