@@ -149,6 +149,35 @@ class Accepted(Generated):
         return _table(['operators', 'kind', 'why'], rows, '15 15 70')
 
 
+def _origin(text: str | None) -> str:
+    return "this engine's own" if 'not in Kopf' in (text or '') else 'Kopf 1.45.2'
+
+
+class Compatibility(Generated):
+    """What of the public surface is Kopf's and what is this engine's own, from the code: the
+    decorators', settings groups', commands' and options' own words ("not in Kopf")."""
+
+    def lines(self) -> list[str]:
+        import click
+        import kopf
+        import kopf.on
+        from kopf.cli import main
+        rows = []
+        for name, value in sorted(vars(kopf.on).items()):
+            if not name.startswith('_') and inspect.isfunction(value) and value.__module__ == 'kopf.on':
+                rows.append(['handlers', f'``@kopf.on.{name}``', _origin(value.__doc__)])
+        settings = kopf.OperatorSettings()
+        for group in dataclasses.fields(settings):
+            doc = type(getattr(settings, group.name)).__doc__
+            rows.append(['settings', f'``settings.{group.name}``', _origin(doc)])
+        for name, command in main.commands.items():
+            rows.append(['commands', f'``kopf {name}``', _origin(command.help)])
+            for param in command.params if name == 'run' else []:
+                if isinstance(param, click.Option):
+                    rows.append(['options', f"``kopf run {param.opts[0]}``", _origin(getattr(param, 'help', None))])
+        return _table(['kind', 'name', 'from'], rows, '15 45 40')
+
+
 def _own_doc(cls: type, name: str) -> str | None:
     """A member's docstring, its own or that of the member it overrides (as autodoc shows it)."""
     for base in inspect.getmro(cls):
@@ -229,4 +258,5 @@ def setup(app: Sphinx) -> dict[str, Any]:
     app.add_directive('kopf-kwargs', Kwargs)
     app.add_directive('kopf-accepted', Accepted)
     app.add_directive('kopf-api', Api)
+    app.add_directive('kopf-compatibility', Compatibility)
     return {'parallel_read_safe': True, 'parallel_write_safe': True}

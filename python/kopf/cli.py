@@ -82,7 +82,8 @@ def preload(paths: Collection[str], modules: Collection[str]) -> None:
 @click.option('-L', '--liveness', 'liveness_endpoint', type=str)
 @click.option('-P', '--peering', 'peering_name', type=str, envvar='KOPF_RUN_PEERING')
 @click.option('-p', '--priority', type=int)
-@click.option('--lease', 'lease_name', type=str, envvar='KOPF_RUN_LEASE')
+@click.option('--lease', 'lease_name', type=str, envvar='KOPF_RUN_LEASE',
+              help="Compete for this Lease: only its holder handles the objects (not in Kopf).")
 @click.option('--shards', type=click.Choice(['auto']), envvar='KOPF_RUN_SHARDS',
               help="Share the objects among the replicas, each watching its shard (not in Kopf).")
 @click.option('--metrics', 'metrics_address', type=str, envvar='KOPF_RUN_METRICS', metavar='[HOST:]PORT',
