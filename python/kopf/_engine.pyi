@@ -135,7 +135,7 @@ class EventStream:
 def discover(connection: str) -> Awaitable[str]: ...
 def review_access(connection: str, attributes: str) -> Awaitable[str]: ...
 def metrics_described() -> str:
-    """The metrics of a fresh operator in the OpenMetrics text format: names, types, help."""
+    """Every metric's ``# HELP`` and ``# TYPE`` lines, as the exposition writes them."""
 def read_crds(connection: str, names: list[str]) -> Awaitable[str]:
     """The CRDs of these names as JSON, ``null`` for an absent one."""
 def webhooks_for_manager(handlers: str, conversion_crds: list[str], name_suffix: str) -> str:

@@ -83,7 +83,7 @@ fn parse_kubeconfig(py: Python<'_>, text: &str) -> PyResult<Py<PyAny>> {
     Ok(values::to_python(py, &value)?.unbind())
 }
 
-/// The metrics' exposition of a fresh operator (names, types, help), for the documentation.
+/// Every metric's `# HELP` and `# TYPE` lines as the exposition writes them, for the documentation.
 #[pyfunction]
 fn metrics_described() -> String {
     crate::metrics::Metrics::described()

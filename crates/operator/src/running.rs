@@ -105,7 +105,8 @@ impl OperatorSpec {
 
 /// How many events of a stream may wait for its dispatcher. The dispatcher never waits for
 /// handlers, only for the listing's backlog (see `queueing`): a few dozen suffice, and
-/// more only hold parsed bodies of a listing in memory (the figure: docs/benchmarks.md, "Figures behind the code").
+/// more only hold parsed bodies of a listing in memory (the figure: docs/benchmarks.md,
+/// "Figures behind the code").
 const STREAM_BACKLOG: usize = 64;
 
 /// Why the operator could not start (it ends with this error).

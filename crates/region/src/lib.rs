@@ -5,7 +5,8 @@
 //! and a daemon or timer its object's body and its own records. From one heap, those values
 //! land scattered among the moment's allocations; once those are freed, nearly every page
 //! still holds a value or two, and none of the freed memory can go back to the system
-//! (indexed pods kept three times their values' size in such pages: docs/benchmarks.md, "Figures behind the code").
+//! (indexed pods kept three times their values' size in such pages: docs/benchmarks.md,
+//! "Figures behind the code").
 //! Allocated `apart`, the values pack densely in a region of their own.
 //!
 //! The region is one reservation of address space, used from its start as needed (only

@@ -18,8 +18,8 @@ use std::time::Duration;
 /// One-shot requests in flight at once (watches are not counted). Each needs a TLS
 /// connection of its own (HTTP/1.1), kept in the client's pool afterwards (until idle
 /// for a while, see `transport`): unbounded, a burst of a thousand objects left a
-/// thousand connections and their memory behind, while a few dozen already saturate an API
-/// server (the figure: docs/benchmarks.md, "Figures behind the code").
+/// thousand connections and their memory behind, while a few dozen already saturate an
+/// API server (the figure: docs/benchmarks.md, "Figures behind the code").
 const MAX_CONCURRENT_REQUESTS: usize = 32;
 
 /// Runs the login handlers again; their best connection, or why there is none.

@@ -1,6 +1,7 @@
 //! Kubeconfig files as data, for the login handler `login_with_kubeconfig` (in Python, as
 //! Kopf's): their YAML read by the parser the API client links anyway, not by PyYAML, whose
-//! import weighed on every operator run outside a cluster (docs/benchmarks.md, "Figures behind the code").
+//! import weighed on every operator run outside a cluster (docs/benchmarks.md, "Figures
+//! behind the code").
 
 use serde_json::Value;
 
