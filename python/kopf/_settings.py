@@ -17,6 +17,7 @@ from kopf._selectors import SelectorMapping
 @dataclasses.dataclass
 class ProcessSettings:
     ultimate_exiting_timeout: float | None = 10 * 60
+    """On exit, how long to wait for the core (handlers in progress, daemons) to stop; then exit anyway."""
 
 
 @dataclasses.dataclass
@@ -28,12 +29,19 @@ class PostingSettings:
     level: int = logging.INFO
     """The minimal level of messages to post as Events."""
     default_backoffs: float | Iterable[float] = (1, 1, 2, 3, 5, 8, 13, 21)
+    """Pauses before each retry of a refused ``kopf.event()`` post (unless it gives ``backoffs=``)."""
     logging_backoffs: float | Iterable[float] = (1, 1, 2, 3, 5)
+    """Pauses before each retry of a refused post of a log line (``loggers``)."""
     worker_limit: int | None = None
+    """How many objects' Events are posted at once (each object's in order); none: no limit."""
     idle_timeout: float = 1.0
+    """An object's poster ends after this many seconds with nothing to post."""
     reporting_component: str = 'kopf'
+    """The Events' ``reportingComponent`` (and ``source.component``)."""
     reporting_instance: str = 'dev'
+    """The Events' ``reportingInstance``."""
     event_name_prefix: str = 'kopf-event-'
+    """The start of the Events' names (the API server adds a random end)."""
 
 
 @dataclasses.dataclass
@@ -110,7 +118,9 @@ class WatchingSettings:
     server_timeout: float | None = None
     """The server-side timeout of a watch request."""
     client_timeout: float | None = None
+    """A watch request's whole life on the client's side; then it is opened again where it was."""
     connect_timeout: float | None = None
+    """Connecting for a watch request (else ``networking.connect_timeout``)."""
     reconnect_backoff: float = 0.1
     """A pause between watch requests when a stream ends normally."""
     inactivity_timeout: float = 70.0
@@ -162,6 +172,7 @@ class QueueingSettings:
 @dataclasses.dataclass
 class ScanningSettings:
     disabled: bool = False
+    """Serve only the resources found at start: new and removed CRDs are not watched for."""
 
 
 _default_executors: weakref.WeakSet[concurrent.futures.Executor] = weakref.WeakSet()
@@ -215,17 +226,25 @@ class ExecutionSettings:
 @dataclasses.dataclass
 class BackgroundSettings:
     cancellation_polling: float = 60
+    """How often a stopping daemon with no cancellation timeout is checked for having exited."""
     instant_exit_timeout: float | None = None
+    """How long a signalled daemon may take to exit and still count as exiting at once."""
     instant_exit_zero_time_cycles: int | None = 10
+    """Kopf's other way to say it, in event-loop cycles (10 ms each here), if no timeout is set."""
 
 
 @dataclasses.dataclass
 class NetworkingSettings:
     request_timeout: float | None = 5 * 60
+    """One API request's whole time (not the watches')."""
     connect_timeout: float | None = None
+    """Connecting to the API server (else ``request_timeout``)."""
     error_backoffs: float | Iterable[float] = (1, 1, 2, 3, 5, 8, 13, 21)
+    """Pauses before each retry of a request that failed (a server error, 429, no connection)."""
     enforce_retry_after: bool = False
+    """Wait as long as the server's ``Retry-After`` says even when the backoff is longer."""
     trust_env: bool = False
+    """Take the proxies from ``$HTTPS_PROXY`` & co (``$NO_PROXY`` respected)."""
 
 
 @dataclasses.dataclass
