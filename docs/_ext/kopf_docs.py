@@ -64,11 +64,13 @@ def _default(field: dataclasses.Field[Any]) -> str:
 
 
 class Settings(Generated):
-    """``kopf.OperatorSettings``: every group and field, its default, and its docstring."""
+    """``kopf.OperatorSettings``: every group and field, its default, and its docstring (a field
+    without one fails the build, naming it)."""
 
     def lines(self) -> list[str]:
         import kopf
         out: list[str] = []
+        undocumented: list[str] = []
         for group in dataclasses.fields(kopf.OperatorSettings):
             cls = type(getattr(kopf.OperatorSettings(), group.name))
             docs = ModuleAnalyzer.for_module(cls.__module__).find_attr_docs()
@@ -80,8 +82,12 @@ class Settings(Generated):
                 if field.name.startswith('_'):
                     continue
                 doc = ' '.join(docs.get((cls.__name__, field.name), []))
+                if not doc:
+                    undocumented.append(f'settings.{group.name}.{field.name}')
                 rows.append([f'``{field.name}``', _default(field), doc])
             out += _table(['setting', 'default', 'what it does'], rows, '20 20 60')
+        if undocumented:
+            raise self.error(f"Settings without a docstring: {', '.join(undocumented)}")
         return out
 
 
