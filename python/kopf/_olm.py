@@ -326,23 +326,25 @@ def _dump(document: dict[str, Any]) -> str:
     return yaml.dump(document, Dumper=_Dumper, sort_keys=False, default_flow_style=False, width=120)
 
 
-def _crd_name(resource: Resource) -> str | None:
-    """The CRD of a custom resource (not of the engine's own groups); None for built-in ones."""
-    if '.' not in resource.group or resource.group in _ENGINES_OWN:
+def _crd_of(group: str, plural: str) -> str | None:
+    """The CRD of a custom resource; None for Kubernetes' own groups (dotless, or ``*.k8s.io``)
+    and for the peering objects, which Kopf's operators share (their CRDs are not one's own)."""
+    if '.' not in group or group.endswith('.k8s.io') or plural in _PEERINGS:
         return None
-    return f"{resource.plural}.{resource.group}"
+    return f"{plural}.{group}"
+
+
+def _crd_name(resource: Resource) -> str | None:
+    return _crd_of(resource.group, resource.plural)
 
 
 def served_crds(plan: Plan) -> list[str]:
     """The custom resources whose rules the plan has (their CRDs go into the bundle)."""
-    names = {f"{rule.resource.split('/')[0]}.{rule.group}" for rule in plan.rules.values()
-             if '.' in rule.group and rule.group not in _ENGINES_OWN}
-    return sorted(names)
+    names = {_crd_of(rule.group, rule.resource.split('/')[0]) for rule in plan.rules.values()}
+    return sorted(name for name in names if name is not None)
 
 
-# The engine's own groups (peering, CRDs): not the operator's custom resources.
-_ENGINES_OWN = frozenset({'apiextensions.k8s.io', 'kopf.dev', 'zalando.org', 'coordination.k8s.io',
-                          'admissionregistration.k8s.io', 'rbac.authorization.k8s.io', 'events.k8s.io'})
+_PEERINGS = frozenset({'kopfpeerings', 'clusterkopfpeerings'})
 
 
 def webhook_definitions(registry: OperatorRegistry, found: list[ResourceInfo],

@@ -159,3 +159,13 @@ def test_the_command_prints_what_it_finds_and_fails_on_errors(tmp_path: Path) ->
     bad = kopf_olm_verify()
     assert bad.returncode == 1
     assert "Error: greeter.clusterserviceversion.yaml: the owned CRD greetings.demo.kopf.dev" in bad.stdout
+
+
+def test_the_bundles_crds_are_the_custom_resources_served_not_kubernetes_nor_peering() -> None:
+    plan = _rbac.Plan(account='greeter', account_namespace='ns1')
+    for group, resource in [('kopf.dev', 'kopfexamples'), ('kopf.dev', 'kopfexamples/status'),
+                            ('kopf.dev', 'clusterkopfpeerings'), ('zalando.org', 'kopfpeerings'),
+                            ('coordination.k8s.io', 'leases'), ('networking.k8s.io', 'networkpolicies'),
+                            ('', 'pods'), ('apps', 'deployments'), ('demo.kopf.dev', 'greetings')]:
+        plan.need(group, resource, [None], ['list'], 'a test')
+    assert _olm.served_crds(plan) == ['greetings.demo.kopf.dev', 'kopfexamples.kopf.dev']
