@@ -28,7 +28,7 @@ import logging
 import mimetypes
 import re
 import tomllib
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -105,6 +105,7 @@ class Options:
     entries: list[str]  # `kopf run`'s targets in the image: paths, or `-m MODULE`
     run_options: list[str]  # `kopf run`'s options (peering, Lease)
     examples: list[Path] = dataclasses.field(default_factory=list)  # objects for `alm-examples`
+    required: list[str] = dataclasses.field(default_factory=list)  # CRDs that other operators provide
 
 
 def read_examples(paths: Sequence[Path], crds: Sequence[Crd]) -> list[dict[str, Any]]:
@@ -138,7 +139,7 @@ class Crd:
 
 
 def bundle(plan: Plan, options: Options, *, clusterwide: bool, crds: Sequence[Crd],
-           webhooks: Sequence[dict[str, Any]] = ()) -> dict[str, str]:
+           webhooks: Sequence[dict[str, Any]] = (), required: Sequence[dict[str, str]] = ()) -> dict[str, str]:
     """The bundle's files (relative path → text)."""
     if not SEMVER.fullmatch(options.version):
         raise ValueError(f"--version {options.version!r} is not a semantic version (X.Y.Z).")
@@ -146,7 +147,7 @@ def bundle(plan: Plan, options: Options, *, clusterwide: bool, crds: Sequence[Cr
         raise ValueError(f"--previous-version {options.previous_version!r} is not a semantic version (X.Y.Z).")
     package = options.package
     csv_name = f"{package.name}.v{options.version}"
-    csv = _csv(plan, options, crds, clusterwide, list(webhooks))
+    csv = _csv(plan, options, crds, clusterwide, list(webhooks), list(required))
     files = {f"manifests/{package.name}.clusterserviceversion.yaml": _dump(csv)}
     for crd in crds:
         files[f"manifests/{crd.name}.crd.yaml"] = crd.text
@@ -230,7 +231,7 @@ def _rules(rules: list[Rule]) -> list[dict[str, Any]]:
 
 
 def _csv(plan: Plan, options: Options, crds: Sequence[Crd], clusterwide: bool,
-         webhooks: list[dict[str, Any]]) -> dict[str, Any]:
+         webhooks: list[dict[str, Any]], required: list[dict[str, str]]) -> dict[str, Any]:
     package = options.package
     account = plan.account
     namespaced: list[Rule] = [rule for rules in plan.namespaced_rules().values() for rule in rules]
@@ -288,7 +289,8 @@ def _csv(plan: Plan, options: Options, crds: Sequence[Crd], clusterwide: bool,
             {'type': 'MultiNamespace', 'supported': False},
             {'type': 'AllNamespaces', 'supported': True},
         ],
-        'customresourcedefinitions': {'owned': [entry for crd in crds for entry in _owned(crd.body)]},
+        'customresourcedefinitions': {'owned': [entry for crd in crds for entry in _owned(crd.body)],
+                                      **({'required': required} if required else {})},
         'install': {'strategy': 'deployment', 'spec': install},
         **({'webhookdefinitions': webhooks} if webhooks else {}),
     }
@@ -391,6 +393,24 @@ def webhook_definitions(registry: OperatorRegistry, found: list[ResourceInfo],
     return definitions, crds | converted
 
 
+def _required(names: Sequence[str], resources: Sequence[Resource], bundled: Collection[str]) -> list[dict[str, str]]:
+    """The CSV's entries of the CRDs that another operator provides (OLM installs that one first):
+    their kind and served version as the cluster has them."""
+    entries = []
+    for name in names:
+        if name in bundled:
+            raise ValueError(f"--required-crd {name}: a --crd file gives it too; a CRD is the bundle's own or "
+                             f"another operator's, not both.")
+        found = [r for r in resources if _crd_name(r) == name and r.preferred]
+        if not found:
+            raise ValueError(f"--required-crd {name}: the cluster does not serve it (its kind and version are "
+                             f"read from there).")
+        kind = str(found[0].kind)
+        entries.append({'name': name, 'version': found[0].version, 'kind': kind, 'displayName': kind,
+                        'description': f"{kind}, of another operator."})
+    return entries
+
+
 async def generate(*, registry: OperatorRegistry, options: Options, **plan_options: Any) -> list[str]:
     """Write the bundle; the paths written."""
     clusterwide = plan_options['clusterwide']
@@ -404,7 +424,8 @@ async def generate(*, registry: OperatorRegistry, options: Options, **plan_optio
     the_plan = plan(registry=registry, resources=resources, settings=settings, olm=True, **plan_options)
     webhooks, webhook_crds = webhook_definitions(registry, found, options.package.name)
     crds = [read_crd(path) for path in options.crds]
-    absent = sorted(({*served_crds(the_plan), *webhook_crds}) - {crd.name for crd in crds})
+    required = _required(options.required, resources, {crd.name for crd in crds})
+    absent = sorted(({*served_crds(the_plan), *webhook_crds}) - {crd.name for crd in crds} - set(options.required))
     if absent:
         try:
             read = json.loads(await services.read_crds(connection, absent))
@@ -416,7 +437,7 @@ async def generate(*, registry: OperatorRegistry, options: Options, **plan_optio
                              f"{', '.join(unknown)}.")
         crds += [crd_as_read(crd) for crd in read]
         logger.info(f"The CRDs as the cluster has them (no --crd file): {', '.join(absent)}")
-    files = bundle(the_plan, options, clusterwide=clusterwide, crds=crds, webhooks=webhooks)
+    files = bundle(the_plan, options, clusterwide=clusterwide, crds=crds, webhooks=webhooks, required=required)
     # A bundle is written whole: what an earlier one left (a CRD since removed) goes.
     for folder in ('manifests', 'metadata'):
         for stale in (options.output / folder).glob('*.yaml'):

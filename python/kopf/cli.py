@@ -244,6 +244,8 @@ def olm() -> None:
 @click.option('--crd', 'crds', multiple=True, type=click.Path(exists=True, dir_okay=False),
               help="a CRD file of a resource the handlers serve (all of them are needed)")
 @click.option('--previous-version', type=str, default=None, help="the version this one replaces")
+@click.option('--required-crd', 'required', multiple=True,
+              help="a CRD the handlers serve that another operator provides (listed as required, not bundled)")
 @click.option('--package', type=str, default=None, help="the package's name (else pyproject.toml's project)")
 @click.option('--project', type=click.Path(dir_okay=False), default='pyproject.toml', show_default=True,
               help="where the package's metadata comes from, if present")
@@ -256,7 +258,7 @@ def olm() -> None:
 def olm_generate(paths: Collection[str], modules: Collection[str], image: str, bundle_version: str, channel: str,
                  output: str, crds: Collection[str], previous_version: str | None, package: str | None,
                  project: str, icon: str | None, in_image: Collection[str], examples: Collection[str],
-                 **options: Any) -> None:
+                 required: Collection[str], **options: Any) -> None:
     """ Write an OLM bundle (registry+v1): the CSV with the Deployment and permissions, the CRDs, metadata. """
     from pathlib import Path  # (not at the top: operators that never run this do not import it)
 
@@ -277,7 +279,8 @@ def olm_generate(paths: Collection[str], modules: Collection[str], image: str, b
         run_options += ['--shards', options['shards']]
     bundle = _olm.Options(image=image, version=bundle_version, channel=channel, output=Path(output),
                           crds=[Path(crd) for crd in crds], previous_version=previous_version, package=meta,
-                          entries=entries, run_options=run_options, examples=[Path(e) for e in examples])
+                          entries=entries, run_options=run_options, examples=[Path(e) for e in examples],
+                          required=list(required))
     try:
         written = _rbac_run(_olm.generate, paths=paths, modules=modules, options=bundle, **options)
     except ValueError as e:

@@ -321,3 +321,28 @@ def test_conversions_are_served_as_olm_configures_them(contacts: None, namespace
         assert conversion()["webhook"]["clientConfig"]["url"].startswith("https://127.0.0.1:"), "left as OLM set it"
     finally:
         operator.stop()
+
+
+def test_a_crd_of_another_operator_is_required_not_bundled(crd: None, contacts: None, tmp_path: Path) -> None:
+    script = write_script(tmp_path, """
+        import kopf
+
+        @kopf.on.create('greetings')
+        def greet(**_): pass
+
+        @kopf.on.event('contacts.demo.kopf.dev')
+        def seen(**_): pass
+    """)
+    bundle = generate(tmp_path, str(script), "--version", "1.0.0", "--package", "greeter", "-A", "--standalone",
+                      "--crd", str(CRD), "--required-crd", CONTACTS)
+    assert failures(operator_verify(bundle)) == []
+    definitions = csv_of(bundle)["spec"]["customresourcedefinitions"]
+    assert [entry["name"] for entry in definitions["owned"]] == ["greetings.demo.kopf.dev"]
+    [required] = definitions["required"]
+    assert (required["name"], required["kind"]) == (CONTACTS, "Contact")
+    assert required["version"] in ("v1", "v2")
+    assert not (bundle / "manifests" / f"{CONTACTS}.crd.yaml").exists()
+    both = kopf_cli("olm", "generate", "--image", "x:1", "--package", "greeter", "--version", "1.0.0", "-A",
+                    "--output", str(tmp_path / "both"), "--project", str(tmp_path / "none.toml"), str(script),
+                    "--crd", str(CRD), "--required-crd", "greetings.demo.kopf.dev")
+    assert both.returncode != 0 and "a --crd file gives it too" in both.stderr
