@@ -159,6 +159,15 @@ def test_failures_and_forbidden_changes_are_shown_with_their_reasons(
         operator.stop()
 
 
+def test_an_operator_stopped_while_its_crd_settles_exits_at_once(contacts: None, namespace: str,
+                                                                 tmp_path: Path) -> None:
+    """A stop that comes while the core waits for the CRD to point at the webhook (the watchers
+    wait for that) is not lost: the operator exits at once, not after the exit timeout."""
+    operator = example(tmp_path, namespace)  # returns as the CRD is being pointed at it
+    code = operator.stop(timeout=20)
+    assert code == 0, operator.output
+
+
 def test_versions_without_a_way_between_them_stop_the_operator(contacts: None, namespace: str,
                                                                tmp_path: Path) -> None:
     one_way = STEPS.split("@kopf.on.convert('contacts.demo.kopf.dev', source='v2'")[0]

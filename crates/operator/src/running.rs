@@ -434,7 +434,10 @@ pub async fn run(
 
     loop {
         tokio::select! {
-            changed = stop.changed() => if changed.is_err() || *stop.borrow() { break },
+            // The value, not `changed()`: a stop that came before the loop (while the watchers
+            // waited for the CRDs' conversion) was seen there, and would be waited for forever.
+            // Its guard is dropped at once: the other branches await while it would live.
+            _ = async { stop.wait_for(|stopped| *stopped).await.map(|_| ()) } => break,
             Ok(()) = paused.changed() => {
                 let now_paused = *paused.borrow_and_update();
                 if let Some(metrics) = crate::metrics::get() {
