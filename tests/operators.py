@@ -52,10 +52,17 @@ class OperatorProcess:
         raise AssertionError(f"{pattern!r} was not logged in {timeout}s:\n{self.output}")
 
     def stop(self, sig: int = signal.SIGINT, timeout: float = 30) -> int:
+        """Signal the operator and wait for its exit; one that does not exit in time fails the
+        test and is killed, so that it cannot act in the tests after it."""
         if self.process.poll() is None:
             self.process.send_signal(sig)
         try:
             return self.process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+            raise AssertionError(f"the operator did not exit in {timeout}s after {signal.Signals(sig).name}; "
+                                 f"killed:\n{self.output}") from None
         finally:
             self._log.close()
 
