@@ -23,15 +23,13 @@ ROOT = Path(__file__).parents[2]
 
 
 class Generated(SphinxDirective):
-    """A directive whose content is reStructuredText made by ``lines()``."""
-
-    def lines(self) -> list[str]:
-        raise NotImplementedError  # each directive below makes its own
+    """A directive whose content is the reStructuredText that its ``lines()`` make (each
+    directive below has its own)."""
 
     def run(self) -> list[nodes.Node]:
         # The pages are Markdown (MyST), whose parser reads the nested text: reStructuredText
         # goes in MyST's block for it.
-        text = ['```{eval-rst}', *self.lines(), '```']
+        text = ['```{eval-rst}', *self.lines(), '```']  # type: ignore[attr-defined]
         container = nodes.container()
         self.state.nested_parse(StringList(text, source=type(self).__name__), self.content_offset, container)
         return container.children
