@@ -1,8 +1,9 @@
-"""The documentation's pages made from the code, so that they cannot drift from it: the
-settings (``kopf.OperatorSettings``, with their defaults and their attribute docstrings), the
-metrics (as a fresh operator exposes them), the keyword arguments of each kind of handler (the
-callback protocols of ``kopf._callbacks``), and the differences from Kopf that the corpus of
-real operators accepts (``tests/compat/corpus/accepted.toml``)."""
+"""The documentation's pages made from the code, so that they cannot drift from it: the public
+API (every name, by autodoc; one without a docstring fails the build), the settings
+(``kopf.OperatorSettings``, with their defaults and their attribute docstrings), the metrics (as
+the core describes them), the keyword arguments of each kind of handler (the callback protocols
+of ``kopf._callbacks``), what of the surface is Kopf's and what is new, and the differences from
+Kopf that the corpus of real operators accepts (``tests/compat/corpus/accepted.toml``)."""
 
 from __future__ import annotations
 
