@@ -58,4 +58,4 @@ mod binding;
 
 /// The system's allocator, with a region apart for the indices' long-lived values.
 #[global_allocator]
-static ALLOCATOR: region::Allocator = region::Allocator;
+static ALLOCATOR: region::Allocator = region::Allocator(std::alloc::System);

@@ -14,4 +14,4 @@ pub mod util;
 /// The tests run on the process's allocator, as the top crate installs it.
 #[cfg(test)]
 #[global_allocator]
-static ALLOCATOR: region::Allocator = region::Allocator;
+static ALLOCATOR: region::Allocator = region::Allocator(std::alloc::System);

@@ -17,4 +17,4 @@ pub mod ha;
 /// The tests run on the process's allocator, as the top crate installs it.
 #[cfg(test)]
 #[global_allocator]
-static ALLOCATOR: region::Allocator = region::Allocator;
+static ALLOCATOR: region::Allocator = region::Allocator(std::alloc::System);

@@ -13,7 +13,8 @@
 //! pages written to take memory), in slots of sizes in steps of 16 bytes, or of 128 bytes
 //! for values aligned to a cache line (a tokio task: a daemon's or timer's lives as long as
 //! it does); a freed slot is reused for the next value of its size. Anything bigger than a
-//! page, aligned more than a cache line, or allocated outside `apart`, is the system's.
+//! page, aligned more than a cache line, or allocated outside `apart`, is the general
+//! allocator's: the system's, or the one the top crate gives (`Allocator(A)`).
 //!
 //! A crate of its own, the lowest of the workspace: it uses only `std` and `libc`, and the
 //! top crate (`src/lib.rs`) installs it as the process's allocator. Its unsafe code is tested
@@ -29,7 +30,7 @@ const GRAIN: usize = 16;
 /// The slots of values aligned more than `GRAIN`: multiples of this, aligned to it (a
 /// cache line, as tokio pads its tasks' headers).
 const LINE: usize = 128;
-/// Bigger allocations are the system's: tables and buffers are few and freed whole (an
+/// Bigger allocations are the general allocator's: tables and buffers are few and freed whole (an
 /// object's body, usually smaller, is kept apart by daemons).
 const LARGEST: usize = 4096;
 /// The slot sizes: first those in steps of `GRAIN`, then those in steps of `LINE`.
@@ -69,8 +70,9 @@ pub fn holds<T: ?Sized>(value: &T) -> bool {
     REGION.contains(value as *const T as *const u8 as *mut u8)
 }
 
-/// The process's allocator: the system's, and the region for what is allocated `apart`.
-pub struct Allocator;
+/// The process's allocator: a general-purpose one (`A`, the system's unless the process
+/// installs another), and the region for what is allocated `apart`.
+pub struct Allocator<A = System>(pub A);
 
 /// Region states.
 const UNSET: u8 = 0;
@@ -177,7 +179,7 @@ impl Region {
             let slot = slots.next.next_multiple_of(align);
             let end = self.end.load(Ordering::Relaxed);
             if slot + size > end {
-                return None; // full: the system's from now on
+                return None; // full: the general allocator's from now on
             }
             slots.next = slot + size;
             Some(self.pointer(slot))
@@ -248,16 +250,16 @@ fn is_apart() -> bool {
     APART.with(Cell::get)
 }
 
-// SAFETY: every pointer is either the system's (and given back to it) or a slot of the
-// region that no other allocation has until freed; `contains` tells which.
-unsafe impl GlobalAlloc for Allocator {
+// SAFETY: every pointer is either the general allocator's (and given back to it) or a slot
+// of the region that no other allocation has until freed; `contains` tells which.
+unsafe impl<A: GlobalAlloc> GlobalAlloc for Allocator<A> {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         if is_apart() {
             if let Some(ptr) = class_of(layout).and_then(|class| REGION.alloc(class)) {
                 return ptr;
             }
         }
-        unsafe { System.alloc(layout) }
+        unsafe { self.0.alloc(layout) }
     }
 
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
@@ -268,7 +270,7 @@ unsafe impl GlobalAlloc for Allocator {
             }
             return ptr;
         }
-        unsafe { System.alloc_zeroed(layout) }
+        unsafe { self.0.alloc_zeroed(layout) }
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
@@ -276,13 +278,13 @@ unsafe impl GlobalAlloc for Allocator {
             let class = class_of(layout).expect("only small allocations are in the region");
             REGION.free(ptr, class);
         } else {
-            unsafe { System.dealloc(ptr, layout) }
+            unsafe { self.0.dealloc(ptr, layout) }
         }
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         if !REGION.contains(ptr) && !is_apart() {
-            return unsafe { System.realloc(ptr, layout, new_size) };
+            return unsafe { self.0.realloc(ptr, layout, new_size) };
         }
         // SAFETY: the caller promises a valid size for this alignment.
         let new_layout = unsafe { Layout::from_size_align_unchecked(new_size, layout.align()) };
@@ -305,7 +307,7 @@ mod tests {
     // not under Miri, where only the tests that call it directly run (see `Marked`).
     #[cfg(not(miri))]
     #[global_allocator]
-    static ALLOCATOR: Allocator = Allocator;
+    static ALLOCATOR: Allocator = Allocator(System);
 
     #[test]
     #[cfg_attr(miri, ignore = "a Box in the region: see Marked")]
@@ -406,9 +408,9 @@ mod tests {
             let layout = Layout::from_size_align(size, align).unwrap();
             let ptr = apart(|| unsafe {
                 if zeroed {
-                    Allocator.alloc_zeroed(layout)
+                    Allocator(System).alloc_zeroed(layout)
                 } else {
-                    Allocator.alloc(layout)
+                    Allocator(System).alloc(layout)
                 }
             });
             assert!(!ptr.is_null());
@@ -432,7 +434,7 @@ mod tests {
         /// Grown or shrunk (in the region or out of it), its pattern kept, the rest marked.
         fn resize(&mut self, size: usize) {
             self.check();
-            let ptr = apart(|| unsafe { Allocator.realloc(self.ptr, self.layout, size) });
+            let ptr = apart(|| unsafe { Allocator(System).realloc(self.ptr, self.layout, size) });
             assert!(!ptr.is_null());
             let kept = self.layout.size().min(size);
             assert!(
@@ -448,7 +450,7 @@ mod tests {
     impl Drop for Marked {
         fn drop(&mut self) {
             self.check();
-            unsafe { Allocator.dealloc(self.ptr, self.layout) };
+            unsafe { Allocator(System).dealloc(self.ptr, self.layout) };
         }
     }
 
