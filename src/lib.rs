@@ -56,6 +56,6 @@ pub use kopf_webhooks::webhooks;
 #[cfg(feature = "python")]
 mod binding;
 
-/// The system's allocator, with a region apart for the indices' long-lived values.
+/// mimalloc (see Cargo.toml for why), with a region apart for the indices' long-lived values.
 #[global_allocator]
-static ALLOCATOR: region::Allocator = region::Allocator(std::alloc::System);
+static ALLOCATOR: region::Allocator<mimalloc::MiMalloc> = region::Allocator(mimalloc::MiMalloc);

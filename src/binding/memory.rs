@@ -1,9 +1,11 @@
 //! The process's memory as glibc's allocator keeps it: fewer arenas, and free memory given
 //! back to the system after bursts (listing 10,000 objects allocates a lot at once, and
-//! glibc keeps freed memory inside its heaps unless asked to return it).
+//! glibc keeps freed memory inside its heaps unless asked to return it). The core's own
+//! values are mimalloc's (`src/lib.rs`); glibc's are Python's bigger objects (the bodies'
+//! dicts and lists made for handlers, on the loop's and the handlers' threads).
 
 /// glibc gives every thread that allocates under contention an arena of its own, and
-/// the core's threads allocate a lot of short-lived JSON: with the default (8 per core)
+/// Python's threads here allocate a lot of short-lived bodies: with the default (8 per core)
 /// half of an operator's memory was arenas' slack. Two are plenty for a loop and tokio.
 /// An explicit `MALLOC_ARENA_MAX` in the environment is respected.
 pub fn limit_malloc_arenas() {
