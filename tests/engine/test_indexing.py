@@ -154,6 +154,9 @@ def test_a_cluster_scoped_index_beside_a_namespaced_one(crd: None, namespace: st
         second = eventually(lambda: get("greeting", "second", namespace).get("status", {}).get("team"),
                             timeout=20, what="the second greeting's status")
         status = get("greeting", "second", namespace)["status"]
+        # Each object has its own worker: the first one's write may land after the second's.
+        eventually(lambda: get("greeting", "first", namespace).get("status", {}).get("team"),
+                   timeout=20, what="the first greeting's status")
         first = get("greeting", "first", namespace)["status"]
     finally:
         assert operator.stop() == 0
