@@ -21,6 +21,7 @@ from kopf._bridge.calls import Bridge
 from kopf._bridge.protocol import Invocation, ResourceInfo
 
 WORKLOAD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "workloads", "events.py")
+WARMUP = 500  # calls before the measured ones, at most: the first calls make the caches
 
 RESOURCE: ResourceInfo = {
     'group': 'demo.kopf.dev', 'version': 'v1', 'plural': 'greetings', 'kind': 'Greeting',
@@ -88,14 +89,14 @@ def main() -> None:
     lines = Lines()
     with contextlib.redirect_stdout(lines):  # a writer is all that print() needs
         runpy.run_path(WORKLOAD)
-        loop = asyncio.new_event_loop()
         bridge = Bridge(registry=registry, settings=kopf.OperatorSettings(), memo=kopf.Memo(),
-                        ready=asyncio.Event(), loop=loop)
-        per_call(bridge, min(args.calls, 500), args.objects, 0)  # the first calls make the caches
+                        ready=asyncio.Event(), loop=asyncio.new_event_loop())
+        warmup = min(args.calls, WARMUP)
+        per_call(bridge, warmup, args.objects, 0)
         results: list[tuple[float, float]] = []
         for gap in (float(text) for text in args.gaps.split(",")):
             results.append((gap, per_call(bridge, args.calls, args.objects, gap)))
-    expected = min(args.calls, 500) + args.calls * len(results)
+    expected = warmup + args.calls * len(results)
     if lines.count != expected:
         raise SystemExit(f"the handler ran {lines.count} times for {expected} calls: the figures mean nothing")
     print("| idle gap before each call | CPU per call |\n|---|---|")
