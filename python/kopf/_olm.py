@@ -37,7 +37,8 @@ import yaml
 from kopf._bridge import services
 from kopf._bridge.protocol import ResourceInfo
 from kopf._handlers import OperatorRegistry, WebhookType
-from kopf._rbac import Plan, Rule, _connect, _discover, plan
+from kopf._rbac.commands import _connect, _discover
+from kopf._rbac.planning import Plan, Rule, plan
 from kopf._references import Resource
 from kopf._settings import OperatorSettings
 from kopf._webhooks import OLM_PORT_VARIABLE

@@ -14,11 +14,12 @@ from typing import Any
 
 import click
 
-from kopf import _formatting, _loading, _logging, _peering, _rbac
+from kopf import _formatting, _loading, _logging, _peering
 from kopf._bridge import running as _running
 from kopf._bridge import services
 from kopf._errors import LoginError, OperatorError
 from kopf._handlers import OperatorRegistry, get_default_registry, set_default_registry
+from kopf._rbac import commands as _rbac
 from kopf._settings import OperatorSettings
 from kopf._versions import __version__
 

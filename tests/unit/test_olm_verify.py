@@ -13,7 +13,8 @@ from typing import Any
 import kopf
 import pytest
 import yaml
-from kopf import _olm, _rbac
+from kopf import _olm
+from kopf._rbac import planning as _rbac
 from olm import failures, operator_verify
 
 EXAMPLES = Path(__file__).parents[2] / "examples"

@@ -6,7 +6,8 @@ from typing import Any
 
 import kopf
 import yaml
-from kopf import _rbac
+from kopf._rbac import planning as _rbac
+from kopf._rbac import rendering
 
 GREETINGS = kopf.Resource('demo.kopf.dev', 'v1', 'greetings', kind='Greeting', singular='greeting',
                           namespaced=True, subresources=frozenset({'status'}))
@@ -86,7 +87,7 @@ def test_the_yaml_says_why_each_rule_is_there() -> None:
     plan = _rbac.plan(registry=registry, resources=RESOURCES, namespaces=['ns1'], clusterwide=False,
                       standalone=True, peering_name='default', lease_name=None, lease_namespace='ns1',
                       account='op', account_namespace='ns1')
-    text = _rbac.render(plan, source='handlers.py')
+    text = rendering.render(plan, source='handlers.py')
     documents = list(yaml.safe_load_all(text))
     assert [d['kind'] for d in documents] == ['ServiceAccount', 'ClusterRole', 'ClusterRoleBinding', 'Role',
                                               'RoleBinding']

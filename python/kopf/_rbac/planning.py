@@ -1,34 +1,23 @@
-"""``kopf rbac generate`` and ``kopf rbac verify`` (not in Kopf): the permissions the engine
-needs for an operator's handlers, as a ServiceAccount with its (Cluster)Roles and bindings,
-or checked against the current credentials with SelfSubjectAccessReviews.
+"""What the engine itself needs for an operator's handlers, run with `kopf run`'s options: the
+rules, each verb with who needs it and why.
 
-The rules are what the engine itself does: it lists and watches the handlers' resources,
-patches them (finalizers, progress, results; their ``/status`` where it is a subresource),
-posts Events, watches CRDs (to notice new resources), keeps its peering records or its
-Lease, and manages admission configurations. What the handlers do on their own (creating
-children, reading Secrets) needs rules of its own: the generator cannot see inside them.
+The engine lists and watches the handlers' resources, patches them (finalizers, progress,
+results; their ``/status`` where it is a subresource), posts Events, watches CRDs (to notice
+new resources), keeps its peering records or its Lease, and manages admission configurations.
+What the handlers do on their own (creating children, reading Secrets) needs rules of its own:
+the generator cannot see inside them.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
-import logging
 from collections.abc import Collection, Iterable
 from typing import Any
 
-from kopf._activities import authenticate
-from kopf._bridge import services
-from kopf._bridge.protocol import ResourceInfo
 from kopf._bridge.running import specific_namespaces
-from kopf._errors import OperatorError
 from kopf._handlers import OperatorRegistry, TimerHandler, WebhookType
 from kopf._references import Resource
 from kopf._settings import OperatorSettings
-
-logger = logging.getLogger('kopf._core.engines.rbac')
-
-EVENTS = ('', 'events')
 
 
 @dataclasses.dataclass
@@ -166,105 +155,3 @@ def plan(*, registry: OperatorRegistry, resources: list[Resource], namespaces: C
         result.need('apiextensions.k8s.io', 'customresourcedefinitions', [None], verbs,
                     f"conversion handlers {ids} (their CRDs' versions read{why})")
     return result
-
-
-def render(plan: Plan, *, source: str) -> str:
-    """The YAML documents: the account, its cluster-wide and namespaced roles, the bindings."""
-    name, namespace = plan.account, plan.account_namespace
-    account = {'kind': 'ServiceAccount', 'name': name, 'namespace': namespace}
-    docs = [
-        f"# The permissions of the engine for {source}, by `kopf rbac generate` (kopf-rs).\n"
-        "# What the handlers do on their own (e.g. create children) needs rules of its own.\n"
-        "# Discovery (/api, /apis) is allowed to every authenticated account by default.\n"
-        + _doc('v1', 'ServiceAccount', {'name': name, 'namespace': namespace}, [])
-    ]
-    cluster = plan.cluster_rules()
-    if cluster:
-        docs.append(_doc('rbac.authorization.k8s.io/v1', 'ClusterRole', {'name': name}, _rules(cluster)))
-        docs.append(_doc('rbac.authorization.k8s.io/v1', 'ClusterRoleBinding', {'name': name}, [
-            f"roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: {_q(name)}}}",
-            f"subjects: [{_flow(account)}]",
-        ]))
-    for where, rules in plan.namespaced_rules().items():
-        meta = {'name': name, 'namespace': where}
-        docs.append(_doc('rbac.authorization.k8s.io/v1', 'Role', meta, _rules(rules)))
-        docs.append(_doc('rbac.authorization.k8s.io/v1', 'RoleBinding', meta, [
-            f"roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: {_q(name)}}}",
-            f"subjects: [{_flow(account)}]",
-        ]))
-    return '---\n'.join(docs)
-
-
-def _q(value: str) -> str:
-    return json.dumps(value)  # a JSON string is a valid YAML scalar, quoted where needed
-
-
-def _flow(mapping: dict[str, str]) -> str:
-    return '{' + ', '.join(f"{key}: {_q(value)}" for key, value in mapping.items()) + '}'
-
-
-def _doc(api_version: str, kind: str, metadata: dict[str, str], body: list[str]) -> str:
-    lines = [f"apiVersion: {api_version}", f"kind: {kind}", f"metadata: {_flow(metadata)}", *body]
-    return '\n'.join(lines) + '\n'
-
-
-def _rules(rules: list[Rule]) -> list[str]:
-    lines = ['rules:']
-    for rule in rules:
-        lines += [f"  # {reason}" for reason in rule.reasons()]
-        lines += [f"  - apiGroups: [{_q(rule.group)}]",
-                  f"    resources: [{_q(rule.resource)}]",
-                  f"    verbs: [{', '.join(_q(v) for v in sorted(rule.verbs))}]"]
-    return lines
-
-
-async def _connect(registry: OperatorRegistry, settings: OperatorSettings) -> str:
-    connection = await authenticate(registry=registry, settings=settings, memo=None)
-    return json.dumps(connection)
-
-
-async def _discover(connection: str) -> list[ResourceInfo]:
-    try:
-        return json.loads(await services.discover(connection))  # type: ignore[no-any-return]
-    except RuntimeError as e:
-        raise OperatorError(str(e)) from None
-
-
-async def _plan(registry: OperatorRegistry, settings: OperatorSettings, connection: str,
-                **options: Any) -> Plan:
-    resources = [Resource.from_engine(data) for data in await _discover(connection)]
-    return plan(registry=registry, resources=resources, settings=settings, **options)
-
-
-async def generate(*, registry: OperatorRegistry, source: str, **options: Any) -> str:
-    settings = OperatorSettings()
-    connection = await _connect(registry, settings)
-    return render(await _plan(registry, settings, connection, **options), source=source)
-
-
-async def verify(*, registry: OperatorRegistry, **options: Any) -> list[str]:
-    """What is missing, one line per verb and rule with who needs it; empty: all granted."""
-    settings = OperatorSettings()
-    connection = await _connect(registry, settings)
-    needed = await _plan(registry, settings, connection, **options)
-    checks: list[tuple[Rule, str]] = []
-    attributes: list[dict[str, str]] = []
-    for rule in needed.rules.values():
-        plural, _, subresource = rule.resource.partition('/')
-        for verb in sorted(rule.verbs):
-            checks.append((rule, verb))
-            attributes.append({'verb': verb, 'group': rule.group, 'resource': plural,
-                               'subresource': subresource, 'namespace': rule.namespace or ''})
-    try:
-        allowed = json.loads(await services.review_access(connection, json.dumps(attributes)))
-    except RuntimeError as e:
-        raise OperatorError(str(e)) from None
-    missing = []
-    for (rule, verb), ok in zip(checks, allowed, strict=True):
-        if not ok:
-            place = f"in the namespace {rule.namespace!r}" if rule.namespace else "cluster-wide"
-            whos = '; '.join(sorted(rule.verbs[verb]))
-            missing.append(f"{verb} {rule.resource} ({rule.group or 'core'}) {place}: needed by {whos}")
-    logger.info(f"Checked {len(checks)} permissions: {len(checks) - len(missing)} granted, "
-                f"{len(missing)} missing.")
-    return missing
