@@ -10,7 +10,8 @@
 //! `kopf_client` (`crates/client`), the API client; `kopf_intents` (`crates/intents`), the
 //! indices and what the handlers declare; `kopf_engine` (`crates/engine`), the pause and
 //! its votes and the engine; `kopf_webhooks` (`crates/webhooks`), which needs no engine;
-//! `kopf_operator` (`crates/operator`), the operator as a whole; and this one, `src/`, the
+//! `kopf_operator` (`crates/operator`), the operator as a whole; `kopf_recording`
+//! (`crates/recording`), `kopf rbac record`'s proxy; and this one, `src/`, the
 //! Python extension that maturin builds: the only crate that depends on PyO3, so the core
 //! cannot hold a Python type. It re-exports the layers of the others under their own names.
 //!
@@ -44,6 +45,8 @@
 //!   versions checked against the declared steps;
 //! - `running` (`crates/operator`): the operator as a whole, from discovery to the
 //!   dispatchers;
+//! - `recording` (`crates/recording`): `kopf rbac record`'s proxy, which forwards a process's
+//!   requests and journals them as RBAC sees them;
 //! - `binding` (feature `python`): the only code that touches Python.
 
 pub use kopf_client::client;
@@ -51,6 +54,7 @@ pub use kopf_core::{metrics, object_log, settings, state, util};
 pub use kopf_engine::{engine, ha};
 pub use kopf_intents::{indices, intents};
 pub use kopf_operator::{conversions, listening, probing, running};
+pub use kopf_recording::recording;
 pub use kopf_webhooks::webhooks;
 
 #[cfg(feature = "python")]

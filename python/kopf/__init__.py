@@ -13,6 +13,7 @@ from typing import Any as _Any
 
 from kopf import _errors, _internals, on
 from kopf import _lifecycles as lifecycles
+from kopf import rbac as rbac  # (not in Kopf: RBAC declarations, kept out of Kopf's __all__)
 from kopf._bridge.running import operator, run, run_tasks, spawn_tasks
 from kopf._credentials import (
     AiohttpSession,

@@ -146,3 +146,15 @@ def touch_peering(connection: str, request: str) -> Awaitable[str]:
 
 def describe_certificate(pem: bytes) -> str:
     """A certificate (PEM) as ``ssl.SSLSocket.getpeercert()`` describes it, as JSON."""
+
+class Recording:
+    """``kopf rbac record``'s proxy, running: forwards with a login's credentials, journals."""
+    port: int
+    cert_pem: bytes
+    def entries(self) -> str:
+        """The journal as JSON: ``[{agent, verb, resource: {group, version, resource, subresource,
+        namespace} | null, path, code, count, example}, ...]``."""
+    def stop(self) -> None: ...
+
+def start_recording(connection: str, port: int) -> Awaitable[Recording]:
+    """A recording proxy on 127.0.0.1 (port 0: a free one) that forwards with these credentials."""

@@ -241,6 +241,7 @@ class OperatorRegistry:
         self._webhooks: list[WebhookHandler] = []
         self._logging: list[LogHandler] = []
         self._conversions: list[ConversionHandler] = []
+        self._permissions: list[Any] = []  # kopf.rbac.declare(): the operator's own requests (kopf._rbac)
 
 
 class SmartOperatorRegistry(OperatorRegistry):

@@ -226,6 +226,24 @@ def _owned(crd: dict[str, Any]) -> list[dict[str, str]]:
     return entries
 
 
+def _elsewhere(plan: Plan) -> list[Rule]:
+    """Rules in namespaces other than the operator's (a literal one in the handlers' code or a
+    declaration): OLM grants `permissions` in the operator's target namespaces only, so these
+    are cluster-wide in the CSV."""
+    return [rule for where, rules in plan.namespaced_rules().items()
+            if plan.namespaces and where not in plan.namespaces for rule in rules]
+
+
+def _merged(rules: list[Rule]) -> list[Rule]:
+    """One rule per group and resource, whatever their namespaces, their verbs together."""
+    merged: dict[tuple[str, str], Rule] = {}
+    for rule in rules:
+        kept = merged.setdefault((rule.group, rule.resource), Rule(rule.group, rule.resource, None))
+        for verb, whos in rule.verbs.items():
+            kept.verbs.setdefault(verb, set()).update(whos)
+    return sorted(merged.values(), key=lambda rule: (rule.group, rule.resource))
+
+
 def _rules(rules: list[Rule]) -> list[dict[str, Any]]:
     return [{'apiGroups': [rule.group], 'resources': [rule.resource], 'verbs': sorted(rule.verbs)}
             for rule in rules]
@@ -235,13 +253,9 @@ def _csv(plan: Plan, options: Options, crds: Sequence[Crd], clusterwide: bool,
          webhooks: list[dict[str, Any]], required: list[dict[str, str]]) -> dict[str, Any]:
     package = options.package
     account = plan.account
-    namespaced: list[Rule] = [rule for rules in plan.namespaced_rules().values() for rule in rules]
+    elsewhere = _elsewhere(plan)
     # The same rule in several namespaces is one rule here: OLM grants it in each target namespace.
-    merged: dict[tuple[str, str], Rule] = {}
-    for rule in namespaced:
-        kept = merged.setdefault((rule.group, rule.resource), Rule(rule.group, rule.resource, None))
-        for verb, whos in rule.verbs.items():
-            kept.verbs.setdefault(verb, set()).update(whos)
+    merged = _merged([rule for rules in plan.namespaced_rules().values() for rule in rules if rule not in elsewhere])
     container: dict[str, Any] = {
         'name': 'operator',
         'image': options.image,
@@ -270,10 +284,11 @@ def _csv(plan: Plan, options: Options, crds: Sequence[Crd], clusterwide: bool,
         },
     }
     install: dict[str, Any] = {'deployments': [deployment]}
-    if plan.cluster_rules():
-        install['clusterPermissions'] = [{'serviceAccountName': account, 'rules': _rules(plan.cluster_rules())}]
+    cluster = _merged([*plan.cluster_rules(), *elsewhere])
+    if cluster:
+        install['clusterPermissions'] = [{'serviceAccountName': account, 'rules': _rules(cluster)}]
     if merged:
-        install['permissions'] = [{'serviceAccountName': account, 'rules': _rules(list(merged.values()))}]
+        install['permissions'] = [{'serviceAccountName': account, 'rules': _rules(merged)}]
     spec: dict[str, Any] = {
         'displayName': package.display_name,
         'description': package.description or f"{package.display_name}, an operator in Python (kopf).",
@@ -412,8 +427,9 @@ def _required(names: Sequence[str], resources: Sequence[Resource], bundled: Coll
     return entries
 
 
-async def generate(*, registry: OperatorRegistry, options: Options, **plan_options: Any) -> list[str]:
-    """Write the bundle; the paths written."""
+async def generate(*, registry: OperatorRegistry, options: Options,
+                   **plan_options: Any) -> tuple[list[str], list[str]]:
+    """Write the bundle; the paths written, and the warnings about the handlers' requests."""
     clusterwide = plan_options['clusterwide']
     if registry._conversions and not clusterwide:
         raise ValueError("OLM installs an operator with conversion webhooks for all namespaces only (a CRD "
@@ -423,6 +439,10 @@ async def generate(*, registry: OperatorRegistry, options: Options, **plan_optio
     found = await _discover(connection)
     resources = [Resource.from_engine(info) for info in found]
     the_plan = plan(registry=registry, resources=resources, settings=settings, olm=True, **plan_options)
+    for rule in _elsewhere(the_plan):
+        the_plan.warnings.append(f"{', '.join(sorted(rule.verbs))} {rule.resource} ({rule.group or 'core'}) in the "
+                                 f"namespace {rule.namespace!r}: OLM grants permissions in the target namespaces "
+                                 f"only, so the CSV grants it cluster-wide")
     webhooks, webhook_crds = webhook_definitions(registry, found, options.package.name)
     crds = [read_crd(path) for path in options.crds]
     required = _required(options.required, resources, {crd.name for crd in crds})
@@ -449,7 +469,7 @@ async def generate(*, registry: OperatorRegistry, options: Options, **plan_optio
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
         written.append(str(path))
-    return written
+    return written, the_plan.warnings
 
 
 # -- kopf olm verify ------------------------------------------------------------------------------
@@ -622,10 +642,11 @@ def _examples(csv: dict[str, Any], where: str, errors: list[str]) -> set[tuple[s
     return found
 
 
-def _crd_keys(crd: dict[str, Any]) -> set[tuple[str, str, str]]:
+def _crd_keys(crd: dict[str, Any], served_only: bool = False) -> set[tuple[str, str, str]]:
     spec = crd.get('spec') or {}
     kind = (spec.get('names') or {}).get('kind', '')
-    return {(spec.get('group', ''), version.get('name', ''), kind) for version in spec.get('versions') or []}
+    return {(spec.get('group', ''), version.get('name', ''), kind) for version in spec.get('versions') or []
+            if not served_only or version.get('served', True)}
 
 
 def _verify_crd(path: Path, crd: dict[str, Any], errors: list[str]) -> None:
@@ -645,11 +666,13 @@ def _verify_owned(path: Path, csv: dict[str, Any], crds: list[tuple[Path, dict[s
     spec = csv.get('spec') or {}
     definitions = spec.get('customresourcedefinitions') or {}
     in_bundle: dict[tuple[str, str, str], Path] = {}
+    served: set[tuple[str, str, str]] = set()
     for crd_path, crd in crds:
         for key in _crd_keys(crd):
             if key in in_bundle:
                 errors.append(f"{crd_path.name}: a duplicate CRD {key}")
             in_bundle[key] = crd_path
+        served |= _crd_keys(crd, served_only=True)
     # Owned versions must be in the bundle; the bundle's CRDs must be owned (any of their
     # versions: the others of an owned one may be left out of the CSV).
     owned_kinds = set()
@@ -659,6 +682,10 @@ def _verify_owned(path: Path, csv: dict[str, Any], crds: list[tuple[Path, dict[s
             errors.append(f"{path.name}: the owned CRD {entry.get('name')} ({key[1]}, {key[2]}) is not in the bundle")
         else:
             owned_kinds.add((key[0], key[2]))
+            # OLM holds the CSV pending ("RequirementsNotMet") until the owned version is served.
+            if key not in served:
+                errors.append(f"{path.name}: the owned CRD {entry.get('name')}'s version {key[1]} is not served "
+                              f"(served: false in {in_bundle[key].name}): OLM keeps the CSV pending")
     for (group, version, kind), crd_path in sorted(in_bundle.items()):
         if (group, kind) not in owned_kinds:
             errors.append(f"{crd_path.name}: the CRD's {group}/{version}, Kind={kind} is in the bundle but not "

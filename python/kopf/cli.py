@@ -19,7 +19,6 @@ from kopf._bridge import running as _running
 from kopf._bridge import services
 from kopf._errors import LoginError, OperatorError
 from kopf._handlers import OperatorRegistry, get_default_registry, set_default_registry
-from kopf._rbac import commands as _rbac
 from kopf._settings import OperatorSettings
 from kopf._versions import __version__
 
@@ -205,9 +204,10 @@ def _rbac_run(coro_fn: Callable[..., Any], *, paths: Collection[str], modules: C
         lease_namespace=_running._lease_namespace(settings, namespaces), account=account,
         account_namespace=account_namespace or _running.only_namespace(namespaces) or 'default', **extra,
     )
+    from kopf._rbac.declaring import DeclarationError  # (as the commands: not imported by `kopf run`)
     try:
         return asyncio.run(coro)
-    except (OperatorError, LoginError) as e:
+    except (OperatorError, LoginError, DeclarationError) as e:
         raise click.ClickException(str(e)) from e
 
 
@@ -215,20 +215,91 @@ def _rbac_run(coro_fn: Callable[..., Any], *, paths: Collection[str], modules: C
 @_rbac_options
 def generate(paths: Collection[str], modules: Collection[str], **options: Any) -> None:
     """ Print the ServiceAccount, (Cluster)Roles and bindings that the handlers need, as YAML. """
+    from kopf._rbac import commands  # (not at the top: operators that never run this do not import it)
     source = ', '.join([*paths, *(f"-m {m}" for m in modules)]) or 'no handlers'
-    click.echo(_rbac_run(_rbac.generate, paths=paths, modules=modules, source=source, **options), nl=False)
+    text, warnings = _rbac_run(commands.generate, paths=paths, modules=modules, source=source, **options)
+    _warn(warnings)
+    click.echo(text, nl=False)
+
+
+def _warn(warnings: Collection[str]) -> None:
+    for line in warnings:
+        click.echo(f"Warning: {line}", err=True)
 
 
 @rbac.command()
+@click.option('--rbac', 'rbac_file', type=click.Path(exists=True, dir_okay=False), default=None,
+              help="check this RBAC file (its roles, where its bindings put them) instead of the credentials")
+@click.option('--cluster', is_flag=True,
+              help="check the current credentials in the cluster (the default; with --rbac, both are checked)")
 @_rbac_options
-def verify(paths: Collection[str], modules: Collection[str], **options: Any) -> None:
-    """ Check that the current credentials have what the handlers need; exit 1 if not. """
-    missing = _rbac_run(_rbac.verify, paths=paths, modules=modules, **options)
+def verify(paths: Collection[str], modules: Collection[str], rbac_file: str | None, cluster: bool,
+           **options: Any) -> None:
+    """ Check that the current credentials (or an RBAC file) grant what the operator needs; exit 1 if not. """
+    from pathlib import Path  # (not at the top: operators that never run this do not import it)
+
+    from kopf._rbac import commands
+    missing, warnings = _rbac_run(commands.verify, paths=paths, modules=modules,
+                                  rbac=Path(rbac_file) if rbac_file else None, cluster=cluster or not rbac_file,
+                                  **options)
+    _warn(warnings)
     for line in missing:
-        click.echo(f"Missing: {line}")
+        click.echo(line)
     if missing:
         raise SystemExit(1)
     click.echo("All the permissions that the handlers need are granted.")
+
+
+@rbac.command(context_settings=dict(allow_interspersed_args=False))
+@logging_options
+@click.option('--rbac', 'rbac_file', type=click.Path(exists=True, dir_okay=False), default=None,
+              help="compare the run with this RBAC file: what it does not grant, what it grants unused")
+@click.option('--output', type=click.Path(dir_okay=False), default=None,
+              help="write the rules the run needed there (default: stdout, and the command's output to stderr)")
+@click.option('--name', 'account', type=str, default='kopf-operator', show_default=True,
+              help="the ServiceAccount's and its roles' name in the rules written")
+@click.option('--account-namespace', type=str, default=None,
+              help="the ServiceAccount's namespace (by default: the login's namespace, else 'default')")
+@click.option('--port', type=int, default=0, help="the proxy's port on 127.0.0.1 (default: any free one)")
+@click.option('--in-cluster', 'in_cluster', type=click.Path(file_okay=False), default=None,
+              help="also write a service account's files (ca.crt, token, namespace) there and set "
+                   "$KUBERNETES_SERVICE_HOST/PORT, for clients that log in as in a pod (mount it as "
+                   "/var/run/secrets/kubernetes.io/serviceaccount)")
+@click.argument('command', nargs=-1, required=True, type=click.UNPROCESSED)
+def record(command: Collection[str], rbac_file: str | None, output: str | None, account: str,
+           account_namespace: str | None, port: int, in_cluster: str | None) -> None:
+    """ Run a command (the operator, or its tests) and print the rules its requests needed. """
+    from pathlib import Path  # (not at the top: operators that never run this do not import it)
+
+    from kopf._rbac import recording
+    try:
+        proxy, namespace = asyncio.run(recording.start(get_default_registry(), port))
+    except (OperatorError, LoginError, RuntimeError) as e:
+        raise click.ClickException(str(e)) from e
+    try:
+        run = recording.run(list(command), recording=proxy, namespace=namespace,
+                            in_cluster=Path(in_cluster) if in_cluster else None,
+                            stdout=recording.stdout_of(Path(output) if output else None))
+    except recording.RecordingError as e:
+        raise click.ClickException(str(e)) from e
+    try:
+        text, lines, wrong = recording.report(run, command=list(command), account=account,
+                                              account_namespace=account_namespace or namespace or 'default',
+                                              rbac=Path(rbac_file) if rbac_file else None)
+    except ValueError as e:
+        raise click.ClickException(str(e)) from e
+    if output:
+        Path(output).write_text(text)
+    else:
+        click.echo(text, nl=False)
+    for line in lines:
+        click.echo(line, err=True)
+    if run.exit_code < 0:  # ended by a signal: so does the recorder, as its parent would see the command
+        recording.end_by_signal(-run.exit_code)
+    if run.exit_code:
+        raise SystemExit(run.exit_code)
+    if wrong:
+        raise SystemExit(1)
 
 
 @main.group()
@@ -283,9 +354,10 @@ def olm_generate(paths: Collection[str], modules: Collection[str], image: str, b
                           entries=entries, run_options=run_options, examples=[Path(e) for e in examples],
                           required=list(required))
     try:
-        written = _rbac_run(_olm.generate, paths=paths, modules=modules, options=bundle, **options)
+        written, warnings = _rbac_run(_olm.generate, paths=paths, modules=modules, options=bundle, **options)
     except ValueError as e:
         raise click.ClickException(str(e)) from None
+    _warn(warnings)
     for path in written:
         click.echo(path)
     errors, warnings = _olm.verify(Path(output))  # what `kopf olm verify` would say of it

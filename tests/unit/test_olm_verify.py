@@ -120,6 +120,20 @@ def test_ours_is_stricter_where_olm_would_fail_later(tmp_path: Path) -> None:
     assert failures(operator_verify(bundle)) == []
 
 
+def test_an_owned_version_that_the_crd_does_not_serve_is_refused(tmp_path: Path) -> None:
+    """OLM keeps such a CSV pending (its requirement, the owned API, is never available);
+    operator-verify passes it."""
+    bundle = written(tmp_path)
+    path = bundle / "manifests" / "greetings.demo.kopf.dev.crd.yaml"
+    crd = yaml.safe_load(path.read_text())
+    crd["spec"]["versions"][0]["served"] = False
+    path.write_text(yaml.safe_dump(crd, sort_keys=False))
+    errors, _ = _olm.verify(bundle)
+    assert errors == ["greeter.clusterserviceversion.yaml: the owned CRD greetings.demo.kopf.dev's version v1 is "
+                      "not served (served: false in greetings.demo.kopf.dev.crd.yaml): OLM keeps the CSV pending"]
+    assert failures(operator_verify(bundle)) == []
+
+
 def test_webhook_definitions_are_checked_as_olm_installs_them(tmp_path: Path) -> None:
     """What operator-verify does not check but OLM refuses at install: the deployment named, the
     webhook's fields, the converted CRD in the bundle."""

@@ -10,11 +10,12 @@ from kopf._engine import (
     parse_kubeconfig,  # kubeconfig files for the login handlers (``kopf._credentials``)
     read_crds,  # ``kopf olm generate``: the CRDs that no file gives (``kopf._olm``)
     review_access,  # ``kopf rbac verify``: access reviews (``kopf._rbac``)
+    start_recording,  # ``kopf rbac record``: the recording proxy (``kopf._rbac.recording``)
     touch_peering,  # ``kopf freeze/resume``: the peering objects written (``kopf._peering``)
     webhooks_for_manager,  # ``kopf olm generate``: the webhook definitions (``kopf._olm``)
 )
 from kopf._engine import __version__ as version  # the core's version (``kopf --version``)
 
 __all__ = ['IndexView', 'check_cron', 'describe_certificate', 'discover', 'log_pattern_matches',
-           'parse_kubeconfig', 'read_crds', 'review_access', 'touch_peering', 'version',
+           'parse_kubeconfig', 'read_crds', 'review_access', 'start_recording', 'touch_peering', 'version',
            'webhooks_for_manager']

@@ -4,8 +4,8 @@ rules, each verb with who needs it and why.
 The engine lists and watches the handlers' resources, patches them (finalizers, progress,
 results; their ``/status`` where it is a subresource), posts Events, watches CRDs (to notice
 new resources), keeps its peering records or its Lease, and manages admission configurations.
-What the handlers do on their own (creating children, reading Secrets) needs rules of its own:
-the generator cannot see inside them.
+What the handlers do on their own (creating children, reading Secrets) is added from
+`requesting`: read from their code, or declared.
 """
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ from collections.abc import Collection, Iterable
 from typing import Any
 
 from kopf._bridge.running import specific_namespaces
-from kopf._handlers import OperatorRegistry, TimerHandler, WebhookType
+from kopf._handlers import IndexingHandler, LogHandler, OperatorRegistry, WebhookType
+from kopf._rbac import requesting
 from kopf._references import Resource
 from kopf._settings import OperatorSettings
 
@@ -43,6 +44,8 @@ class Plan:
     account: str
     account_namespace: str
     rules: dict[tuple[str | None, str, str], Rule] = dataclasses.field(default_factory=dict)
+    namespaces: tuple[str, ...] = ()  # the operator's own, where it serves its objects (none: all)
+    warnings: list[str] = dataclasses.field(default_factory=list)  # what the handlers' code leaves unknown
 
     def need(self, group: str, resource: str, namespaces: Iterable[str | None], verbs: Iterable[str],
              who: str) -> None:
@@ -74,8 +77,8 @@ def plan(*, registry: OperatorRegistry, resources: list[Resource], namespaces: C
     """The rules, as the engine started with these options would need them (``olm``: in a pod
     of an OLM bundle, where OLM configures the webhooks and the CRDs' conversion)."""
     settings = settings if settings is not None else OperatorSettings()
-    result = Plan(account=account, account_namespace=account_namespace)
     specific = None if clusterwide else specific_namespaces(namespaces)
+    result = Plan(account=account, account_namespace=account_namespace, namespaces=tuple(specific or ()))
     # Namespaced objects: watched in each named namespace, or cluster-wide (with globs, the
     # engine watches cluster-wide and filters the namespaces itself).
     in_namespaces: list[str | None] = list(specific) if specific else [None]
@@ -83,19 +86,16 @@ def plan(*, registry: OperatorRegistry, resources: list[Resource], namespaces: C
     def served(handler: Any) -> list[Resource]:
         return [resource for resource in resources if handler.selector.check(resource)]
 
-    handlers: list[tuple[Any, str]] = [(h, 'handler') for h in registry._changing]
-    handlers += [(h, 'on.event handler') for h in registry._watching]
-    handlers += [(h, 'timer' if isinstance(h, TimerHandler) else 'daemon') for h in registry._spawning]
-    handlers += [(h, 'index') for h in registry._indexing]
-    handlers += [(h, 'log handler') for h in registry._logging]
-    for handler, what in handlers:
+    handlers = [*registry._changing, *registry._watching, *registry._spawning, *registry._indexing,
+                *registry._logging]
+    for handler in handlers:
         for resource in served(handler):
             where: list[str | None] = in_namespaces if resource.namespaced else [None]
-            who = f"{what} {handler.id!r}"
+            who = requesting.label(handler, registry)
             result.need(resource.group, resource.plural, where, ['list', 'watch'], f"{who} (the watch-stream)")
-            if what == 'index':
+            if isinstance(handler, IndexingHandler):
                 continue  # indices are read from the stream only
-            if what == 'log handler':
+            if isinstance(handler, LogHandler):
                 if 'log' not in resource.subresources:
                     continue  # not served: its objects have no logs
                 result.need(resource.group, f"{resource.plural}/log", where, ['get'],
@@ -154,4 +154,12 @@ def plan(*, registry: OperatorRegistry, resources: list[Resource], namespaces: C
         why = " and their spec.conversion kept by settings.conversion.managed" if managed else ""
         result.need('apiextensions.k8s.io', 'customresourcedefinitions', [None], verbs,
                     f"conversion handlers {ids} (their CRDs' versions read{why})")
+
+    # What the handlers' own code requests (children, Secrets, ...), and what is declared.
+    own = requesting.needed(registry=registry, resources=resources, in_namespaces=in_namespaces)
+    for (place, group, plural), needs in own.rules.items():
+        for verb, whos in needs.items():
+            for who in whos:
+                result.need(group, plural, [place], [verb], who)
+    result.warnings.extend(own.warnings)
     return result

@@ -7,17 +7,18 @@ import json
 
 from kopf._rbac.planning import Plan, Rule
 
+GENERATED = ("by `kopf rbac generate` (kopf-rs): the engine's, its handlers' own requests as read from",
+             "their code, and kopf.rbac's declarations.",
+             "Discovery (/api, /apis) is allowed to every authenticated account by default.")
 
-def render(plan: Plan, *, source: str) -> str:
-    """The YAML documents: the account, its cluster-wide and namespaced roles, the bindings."""
+
+def render(plan: Plan, *, source: str, heading: tuple[str, ...] = GENERATED) -> str:
+    """The YAML documents: the account, its cluster-wide and namespaced roles, the bindings;
+    first, comments: the source, then the heading's lines."""
     name, namespace = plan.account, plan.account_namespace
     account = {'kind': 'ServiceAccount', 'name': name, 'namespace': namespace}
-    docs = [
-        f"# The permissions of the engine for {source}, by `kopf rbac generate` (kopf-rs).\n"
-        "# What the handlers do on their own (e.g. create children) needs rules of its own.\n"
-        "# Discovery (/api, /apis) is allowed to every authenticated account by default.\n"
-        + _doc('v1', 'ServiceAccount', {'name': name, 'namespace': namespace}, [])
-    ]
+    comments = [f"# The permissions of {source},", *(f"# {line}" for line in heading)]
+    docs = ['\n'.join(comments) + '\n' + _doc('v1', 'ServiceAccount', {'name': name, 'namespace': namespace}, [])]
     cluster = plan.cluster_rules()
     if cluster:
         docs.append(_doc('rbac.authorization.k8s.io/v1', 'ClusterRole', {'name': name}, _rules(cluster)))

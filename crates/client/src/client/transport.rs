@@ -80,9 +80,10 @@ impl Transport {
         Self::new(config, tls, Authorization::None, None)
     }
 
-    /// The response to a request, if it is a success; the server's `Status` if not.
-    pub async fn send(&self, request: Request<Vec<u8>>) -> kube::Result<Response<Incoming>> {
-        let response = (self.service.clone())
+    /// The response to a request as the server gave it, whatever its status (`kopf rbac
+    /// record`'s proxy passes it on).
+    pub async fn forward(&self, request: Request<Vec<u8>>) -> kube::Result<Response<Incoming>> {
+        (self.service.clone())
             .oneshot(request.map(|body| Full::new(Bytes::from(body))))
             .await
             .map_err(|error| match error.downcast::<hyper::Error>() {
@@ -91,7 +92,12 @@ impl Transport {
                     Ok(error) => *error,
                     Err(error) => kube::Error::Service(error),
                 },
-            })?;
+            })
+    }
+
+    /// The response to a request, if it is a success; the server's `Status` if not.
+    pub async fn send(&self, request: Request<Vec<u8>>) -> kube::Result<Response<Incoming>> {
+        let response = self.forward(request).await?;
         let code = response.status();
         if !(code.is_client_error() || code.is_server_error()) {
             return Ok(response);

@@ -45,6 +45,53 @@ pub fn self_signed(hostnames: &[String]) -> Result<Identity, CertificateError> {
         hostnames: hostnames.to_vec(),
         error,
     };
+    let mut params = for_hosts(hostnames).map_err(failed)?;
+    params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    params.key_usages = vec![
+        rcgen::KeyUsagePurpose::DigitalSignature,
+        rcgen::KeyUsagePurpose::KeyCertSign,
+        rcgen::KeyUsagePurpose::CrlSign,
+    ];
+    let key = rcgen::KeyPair::generate().map_err(failed)?;
+    let cert = params.self_signed(&key).map_err(failed)?;
+    Ok(Identity {
+        chain: vec![cert.der().clone()],
+        key: PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der())),
+        cert_pem: cert.pem().into_bytes(),
+    })
+}
+
+/// A certificate for these hostnames and addresses (as `self_signed` names them), signed by a
+/// CA made for it: for clients that refuse a CA as a server's own certificate (rustls, so the
+/// engine itself). The identity's `cert_pem` is the CA's: what clients trust.
+pub fn with_authority(hostnames: &[String]) -> Result<Identity, CertificateError> {
+    let failed = |error| CertificateError::Generating {
+        hostnames: hostnames.to_vec(),
+        error,
+    };
+    let mut authority = rcgen::CertificateParams::default();
+    (authority.distinguished_name).push(rcgen::DnType::CommonName, "kopf-rs local authority");
+    authority.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Constrained(0));
+    authority.key_usages = vec![
+        rcgen::KeyUsagePurpose::KeyCertSign,
+        rcgen::KeyUsagePurpose::CrlSign,
+    ];
+    let authority_key = rcgen::KeyPair::generate().map_err(failed)?;
+    let authority_cert = authority.self_signed(&authority_key).map_err(failed)?;
+    let issuer = rcgen::Issuer::new(authority, authority_key);
+    let mut params = for_hosts(hostnames).map_err(failed)?;
+    params.key_usages = vec![rcgen::KeyUsagePurpose::DigitalSignature];
+    let key = rcgen::KeyPair::generate().map_err(failed)?;
+    let cert = params.signed_by(&key, &issuer).map_err(failed)?;
+    Ok(Identity {
+        chain: vec![cert.der().clone(), authority_cert.der().clone()],
+        key: PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der())),
+        cert_pem: authority_cert.pem().into_bytes(),
+    })
+}
+
+/// A server certificate's parameters: its names and addresses as SANs, its common name.
+fn for_hosts(hostnames: &[String]) -> Result<rcgen::CertificateParams, rcgen::Error> {
     let mut names: Vec<&str> = vec![];
     let mut addresses: Vec<IpAddr> = vec![];
     for hostname in hostnames {
@@ -66,7 +113,7 @@ pub fn self_signed(hostnames: &[String]) -> Result<Identity, CertificateError> {
         .distinguished_name
         .push(rcgen::DnType::CommonName, common_name);
     for name in &names {
-        let name = (*name).to_owned().try_into().map_err(failed)?;
+        let name = (*name).to_owned().try_into()?;
         params.subject_alt_names.push(rcgen::SanType::DnsName(name));
     }
     for ip in &addresses {
@@ -74,23 +121,11 @@ pub fn self_signed(hostnames: &[String]) -> Result<Identity, CertificateError> {
             .subject_alt_names
             .push(rcgen::SanType::IpAddress(*ip));
     }
-    params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-    params.key_usages = vec![
-        rcgen::KeyUsagePurpose::DigitalSignature,
-        rcgen::KeyUsagePurpose::KeyCertSign,
-        rcgen::KeyUsagePurpose::CrlSign,
-    ];
     params.extended_key_usages = vec![
         rcgen::ExtendedKeyUsagePurpose::ServerAuth,
         rcgen::ExtendedKeyUsagePurpose::ClientAuth,
     ];
-    let key = rcgen::KeyPair::generate().map_err(failed)?;
-    let cert = params.self_signed(&key).map_err(failed)?;
-    Ok(Identity {
-        chain: vec![cert.der().clone()],
-        key: PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der())),
-        cert_pem: cert.pem().into_bytes(),
-    })
+    Ok(params)
 }
 
 /// The operator's own certificate chain and key from PEM files; an encrypted PKCS#8 key is
