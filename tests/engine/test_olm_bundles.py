@@ -19,7 +19,7 @@ import yaml
 from conftest import EXAMPLES, apply, kopf_cli, kubectl, kubectl_json
 from kwok import pod_status
 from olm import failures, operator_verify
-from operators import OperatorProcess, eventually, write_script
+from operators import OperatorProcess, account_kubeconfig, eventually, refused, write_script
 from test_conversion_webhooks import CRD as CONTACTS
 from test_conversion_webhooks import certificate, contact, conversion, create, read, read_ok
 from test_metrics import free_port
@@ -201,10 +201,12 @@ def polite(spec, **_):
 """
 
 
-def run_as_olm_does(bundle: Path, tmp_path: Path, script: Path, namespace: str | None) -> tuple[OperatorProcess, int]:
+def run_as_olm_does(bundle: Path, tmp_path: Path, script: Path, namespace: str | None,
+                    env: dict[str, str] | None = None) -> tuple[OperatorProcess, int]:
     """The CSV's Deployment's `kopf run` as OLM starts it: its arguments and environment, OLM's
     certificate mounted (here, a folder given by $KOPF_OLM_CERTIFICATES), the target namespace
-    from OLM's annotation; on free ports (the pod's own are taken by other tests)."""
+    from OLM's annotation; on free ports (the pod's own are taken by other tests); `env`: more
+    (e.g. the account's credentials)."""
     [deployment] = csv_of(bundle)["spec"]["install"]["spec"]["deployments"]
     [container] = deployment["spec"]["template"]["spec"]["containers"]
     certs = tmp_path / "certs"
@@ -215,14 +217,15 @@ def run_as_olm_does(bundle: Path, tmp_path: Path, script: Path, namespace: str |
     port, liveness = free_port(), free_port()
     args = [arg.replace(":8080/", f":{liveness}/") for arg in container["args"]]
     args = [str(script) if arg.startswith("/operator/") else arg for arg in args]
-    env = {"KOPF_OLM_CERTIFICATES": str(certs), "POD_NAMESPACE": namespace or "default"}
+    env = {"KOPF_OLM_CERTIFICATES": str(certs), "POD_NAMESPACE": namespace or "default", **(env or {})}
     for item in container["env"]:
         if "value" in item:
             env[item["name"]] = item["value"]
         elif item["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.annotations['olm.targetNamespaces']":
             env[item["name"]] = namespace or ""
-    assert env["KOPF_OLM_WEBHOOK_PORT"] == "9443"
-    env["KOPF_OLM_WEBHOOK_PORT"] = str(port)
+    if "KOPF_OLM_WEBHOOK_PORT" in env:  # (a bundle with webhooks)
+        assert env["KOPF_OLM_WEBHOOK_PORT"] == "9443"
+        env["KOPF_OLM_WEBHOOK_PORT"] = str(port)
     return OperatorProcess(["run", *args], cwd=tmp_path, env=env), port
 
 
@@ -346,3 +349,52 @@ def test_a_crd_of_another_operator_is_required_not_bundled(crd: None, contacts: 
                     "--output", str(tmp_path / "both"), "--project", str(tmp_path / "none.toml"), str(script),
                     "--crd", str(CRD), "--required-crd", "greetings.demo.kopf.dev")
     assert both.returncode != 0 and "a --crd file gives it too" in both.stderr
+
+
+CHILDREN = EXAMPLES / "children" / "operator.py"
+
+
+def test_an_operator_with_children_runs_with_the_csvs_permissions(crd: None, namespace: str, tmp_path: Path) -> None:
+    """Its handlers' own requests (a child ConfigMap, a Secret read) are in the CSV: OLM grants
+    exactly them, and the operator started as OLM starts it handles its objects with them."""
+    (tmp_path / "pyproject.toml").write_text(PROJECT.replace("greeter-operator", "lantern-operator"))
+    bundle = generate(tmp_path, str(CHILDREN), "--version", "1.0.0", "--crd", str(CRD), "-n", namespace,
+                      "--standalone", "--name", "lantern")
+    assert failures(operator_verify(bundle)) == []
+    install = csv_of(bundle)["spec"]["install"]["spec"]
+    namespaced = csv_rules(install["permissions"])
+    assert {("", "configmaps", "create"), ("", "configmaps", "patch"), ("", "secrets", "get")} <= namespaced
+    # What OLM creates for the CSV in the target namespace: the account, and exactly its rules.
+    account = f"lantern-{namespace}"
+    roles: list[dict[str, Any]] = [{"apiVersion": "v1", "kind": "ServiceAccount",
+                                    "metadata": {"name": account, "namespace": namespace}}]
+    subject = [{"kind": "ServiceAccount", "name": account, "namespace": namespace}]
+    for entry in install["permissions"]:
+        roles += [{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+                   "metadata": {"name": account, "namespace": namespace}, "rules": entry["rules"]},
+                  {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+                   "metadata": {"name": account, "namespace": namespace}, "subjects": subject,
+                   "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": account}}]
+    for entry in install.get("clusterPermissions", []):
+        roles += [{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+                   "metadata": {"name": account}, "rules": entry["rules"]},
+                  {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+                   "metadata": {"name": account}, "subjects": subject,
+                   "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": account}}]
+    apply(roles)
+    try:
+        script = tmp_path / "operator.py"
+        shutil.copy(CHILDREN, script)
+        operator, _ = run_as_olm_does(bundle, tmp_path, script, namespace,
+                                      env={"KUBECONFIG": str(account_kubeconfig(account, tmp_path, namespace))})
+        try:
+            create(greeting(namespace, "lantern1", "hi"))
+            operator.wait_for(r"Handler 'light' succeeded")
+            glow = eventually(lambda: kubectl_json("get", "configmap", "lantern1-glow", "-n", namespace),
+                              what="the child ConfigMap")
+            assert glow["data"]["message"].startswith("Hello, ")
+        finally:
+            operator.stop()
+        assert not refused(operator.output), operator.output
+    finally:
+        kubectl("delete", "clusterrole,clusterrolebinding", account, "--ignore-not-found")

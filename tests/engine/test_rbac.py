@@ -1,6 +1,7 @@
-"""`kopf rbac generate` and `kopf rbac verify` on the real control plane: the generated
-account runs the operator; without one of its rules, `verify` names it, and so does the
-operator's error."""
+"""`kopf rbac generate`, `verify` and `record` on the real control plane: the generated account
+runs the operator, its handlers' children included (their requests read from the handlers'
+code, or declared); without one of its rules, `verify` names it, so does the operator's error,
+and so does a recording of the run, which also names what the account has and did not use."""
 
 from __future__ import annotations
 
@@ -12,8 +13,10 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from conftest import kubectl
-from operators import OperatorProcess, account_kubeconfig, refused, write_script
+from conftest import EXAMPLES, kubectl
+from operators import OperatorProcess, account_kubeconfig, eventually, refused, write_script
+
+CHILDREN = EXAMPLES / "children" / "operator.py"
 
 HANDLERS = """
     import kopf
@@ -126,3 +129,89 @@ def test_the_operating_example_gets_its_rules(crd: None) -> None:
     assert rules[("", "events")] == ["create"]
     for handler in ("handler 'greet'", "handler 'regreet/spec.who'", "timer 'remind'"):
         assert f"# list, watch: {handler} (the watch-stream)" in generated.stdout, generated.stdout
+
+
+def config_map(name: str, namespace: str) -> dict[str, Any] | None:
+    found = kubectl("get", "configmap", name, "-n", namespace, "-o", "json", "--ignore-not-found")
+    return json.loads(found) if found.strip() else None
+
+
+def test_an_operator_with_children_runs_under_its_generated_rules(crd: None, namespace: str, tmp_path: Path) -> None:
+    account = f"lantern-{namespace}"
+    options = ["-n", namespace, "--name", account, "--standalone", str(CHILDREN)]
+    generated = rbac("generate", *options)
+    assert generated.returncode == 0, generated.stderr
+    assert "Warning:" not in generated.stderr, generated.stderr  # (the hidden request is declared)
+    role = next(d for d in yaml.safe_load_all(generated.stdout) if d and d["kind"] == "Role")
+    rules = {(r["apiGroups"][0], r["resources"][0]): r["verbs"] for r in role["rules"]}
+    assert rules[("", "configmaps")] == ["create", "patch"]
+    assert rules[("", "secrets")] == ["get"]
+    assert "# create: CoreV1Api.create_namespaced_config_map at examples/children/operator.py:31, " \
+           "from handler 'light'" in generated.stdout, generated.stdout
+    assert "# get: kopf.rbac.needs(any_name='secrets', verbs=['get']) at examples/children/operator.py:44 " \
+           "for handler 'light'" in generated.stdout, generated.stdout
+
+    kubectl("apply", "-f", "-", input=generated.stdout)
+    kubeconfig = account_kubeconfig(account, tmp_path, namespace)
+    verified = rbac("verify", *options, kubeconfig=kubeconfig)
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+    kubectl("create", "secret", "generic", "greeters-signature", "-n", namespace)
+    kubectl("label", "secret", "greeters-signature", "-n", namespace, "by=the-lanterns")
+    operator = OperatorProcess(["run", "-n", namespace, "--standalone", str(CHILDREN)], cwd=tmp_path,
+                               env={"KUBECONFIG": str(kubeconfig)})
+    try:
+        kubectl("create", "-f", "-", input=greeting("l1", namespace))
+        operator.wait_for(r"Handler 'light' succeeded")
+        glow = eventually(lambda: config_map("l1-glow", namespace), what="the child ConfigMap")
+        assert glow["data"] == {"message": "Hello, l1! -- the-lanterns"}
+        kubectl("patch", "greeting", "l1", "-n", namespace, "--type=merge", "-p", '{"spec": {"who": "again"}}')
+        operator.wait_for(r"Handler 'relight/spec.who' succeeded")
+        assert config_map("l1-glow", namespace)["data"] == {"message": "Hello again, again!"}  # type: ignore[index]
+    finally:
+        assert operator.stop() == 0
+    assert not refused(operator.output), operator.output
+
+
+def test_a_recording_names_the_refused_requests_and_the_unused_rules(crd: None, namespace: str,
+                                                                    tmp_path: Path) -> None:
+    account = f"lantern-{namespace}"
+    generated = rbac("generate", "-n", namespace, "--name", account, "--standalone", str(CHILDREN))
+    assert generated.returncode == 0, generated.stderr
+    # The account without the children's creation: the run needs it, the API server refuses it.
+    documents = [d for d in yaml.safe_load_all(generated.stdout) if d]
+    for document in documents:
+        if document["kind"] == "Role":
+            document["rules"] = [{**r, "verbs": [v for v in r["verbs"] if v != "create"]}
+                                 if r["resources"] == ["configmaps"] else r for r in document["rules"]]
+    trimmed = tmp_path / "rbac.yaml"
+    trimmed.write_text(yaml.safe_dump_all(documents))
+    kubectl("apply", "-f", str(trimmed))
+    kubeconfig = account_kubeconfig(account, tmp_path, namespace)
+    recorded = tmp_path / "recorded.yaml"
+    kopf = str(Path(sys.executable).with_name("kopf"))
+    recording = OperatorProcess(["rbac", "record", "--rbac", str(trimmed), "--output", str(recorded),
+                                 "--name", account, "--", kopf, "run", "-n", namespace, "--standalone",
+                                 str(CHILDREN)], cwd=tmp_path, env={"KUBECONFIG": str(kubeconfig)})
+    try:
+        kubectl("create", "-f", "-", input=greeting("l2", namespace))
+        recording.wait_for(r"Handler 'light' failed")
+        recording.wait_for(r"403")
+    finally:
+        assert recording.stop() == 1  # the operator stopped cleanly; the recording found refusals
+    lines = [line for line in recording.output.splitlines()
+             if line.startswith(("Refused", "Not granted", "Granted by"))]
+    assert f"Refused (403): create configmaps (core) in the namespace {namespace!r}: " \
+           f"OpenAPI-Generator/37.0.2/python: " in "\n".join(lines), recording.output[-3000:]
+    assert any(line.startswith(f"Not granted by {trimmed}: create configmaps (core) in the namespace "
+                               f"{namespace!r}") for line in lines), lines
+    # The update handler never ran: its patch of the children is granted and was not used.
+    assert f"Granted by {trimmed}, not used in this run: patch configmaps (core) in the namespace " \
+           f"{namespace!r} (Role {namespace}/{account})" in lines, lines
+    # What the run needed, as rules: the engine's requests and the handler's, each with its client.
+    rules = {(d["kind"], r["resources"][0]): r["verbs"] for d in yaml.safe_load_all(recorded.read_text())
+             if d and d["kind"] in ("Role", "ClusterRole") for r in d["rules"]}
+    assert rules[("Role", "configmaps")] == ["create"]
+    assert rules[("Role", "greetings")] == ["list", "patch", "watch"]
+    assert rules[("Role", "secrets")] == ["get"]
+    assert rules[("ClusterRole", "customresourcedefinitions")] == ["list", "watch"]
+    assert "kopf-rs/" in recorded.read_text() and "OpenAPI-Generator/" in recorded.read_text()

@@ -50,6 +50,9 @@ class Operator:
     setup: Callable[[str], dict[str, str]] | None = None  # its surroundings, made anew for each run: its env
     namespaces: tuple[str, ...] = ()  # more namespaces of each run, `<namespace>-<suffix>` (recording.record)
     unmarked: tuple[str, ...] = ()  # cluster-scoped resources it handles everywhere (recording.record)
+    # `kopf rbac generate`'s arguments for its handlers, as it is run ({namespace}, {source}): our
+    # runs are under exactly the RBAC they give (with rbac/<name>.py's declarations, if any).
+    rbac: tuple[str, ...] = ()
 
     def source(self) -> Path:
         """Its source distribution from PyPI, unpacked, or its vendored files: its CRDs and examples."""
@@ -60,7 +63,8 @@ class Operator:
         return record(engine=engine, venv=venv, command=list(self.command), namespace=f"corpus-{self.name}-{engine}",
                       source=source, resources=self.resources, scenario=self.scenario, ready=self.ready,
                       alias=self.alias, peering=self.peering, stop_signal=self.stop_signal, pod=self.pod,
-                      setup=self.setup, namespaces=self.namespaces, unmarked=self.unmarked)
+                      setup=self.setup, namespaces=self.namespaces, unmarked=self.unmarked,
+                      rbac=self.rbac if engine == "ours" else None, operator=self.name)
 
     def install_crds(self, source: Path) -> None:
         names: list[str] = []
@@ -117,6 +121,7 @@ def _fastflow(name: str, client: str, stop_signal: signal.Signals = signal.SIGTE
         peering="default",
         alias=fastflow_alias,
         stop_signal=stop_signal,
+        rbac=("-m", "fastflow", "-n", "{namespace}", "-P", "default"),
     )
 
 
@@ -511,6 +516,7 @@ OPERATORS: tuple[Operator, ...] = (
                    "services", "pods"),
         scenario=dask_scenario,
         alias=dask_alias,
+        rbac=("-m", "dask_kubernetes.operator.controller", "-n", "{namespace}"),
     ),
     Operator(
         name="baler-operator", client="kubernetes 29.0.0",
@@ -522,6 +528,7 @@ OPERATORS: tuple[Operator, ...] = (
         command=("{bin}/kopf", "run", "-m", "baler_operator.app", "--namespace", "{namespace}"),
         resources=("haystack.pipelines.baler.gatecastle.com", "deployments", "services", "configmaps"),
         scenario=baler_scenario,
+        rbac=("-m", "baler_operator.app", "-n", "{namespace}"),
     ),
     Operator(
         name="citadel-operator", client="kubernetes 37.0.2 (its own calls too, synchronous in its async handlers)",
@@ -539,6 +546,7 @@ OPERATORS: tuple[Operator, ...] = (
         scenario=citadel_scenario,
         # Its children are named after their target namespace: the run's own.
         alias=lambda item: item["metadata"]["name"].replace(item["metadata"].get("namespace") or "\0", "<ns>"),
+        rbac=("--standalone", "-m", "citadel_operator.k3s.namespace_infra_operator", "-n", "{namespace}"),
     ),
     Operator(
         name="kube-mcp-operator", client="kubernetes 37.0.2, in-cluster: a service account's token (no kubeconfig)",
@@ -552,6 +560,7 @@ OPERATORS: tuple[Operator, ...] = (
         resources=("deployments", "services", "mcpconfigs.mcp.mycompany.com"),
         scenario=mcp_scenario,
         pod=True,
+        rbac=("-m", "mcp_operator.mcp_operator", "-n", "{namespace}"),
         kopf_bug=(r"TypeError: '>=' not supported between instances of 'int' and 'str'",
                   "its startup sets settings.posting.level = 'INFO', a name; Kopf 1.45.2 compares it with a "
                   "number at the first object's log line and stops the operator; ours takes it as logging "
@@ -572,6 +581,7 @@ OPERATORS: tuple[Operator, ...] = (
         ready="Successfully cloned repo",
         pod=True,
         setup=pass_setup,
+        rbac=("--standalone", "-m", "passoperator.daemon", "-n", "{namespace}"),
     ),
     Operator(
         name="synator", client="kubernetes 37.0.2, in-cluster: a service account's token (no kubeconfig); "
@@ -589,6 +599,7 @@ OPERATORS: tuple[Operator, ...] = (
         setup=synator_setup,
         namespaces=("a", "b"),
         unmarked=("namespaces",),
+        rbac=("{source}/handlers.py",),
     ),
     Operator(
         name="clustersecret", client="kubernetes 19.15.0, in-cluster: a service account's token (no kubeconfig)",
@@ -605,5 +616,6 @@ OPERATORS: tuple[Operator, ...] = (
         pod=True,
         namespaces=("a", "b"),
         unmarked=("namespaces",),
+        rbac=("-A", "{source}/src/handlers.py"),
     ),
 )

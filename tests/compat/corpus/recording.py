@@ -21,6 +21,8 @@ from typing import Any
 
 from operators import api_server, pod_secrets
 
+from . import restricting
+
 STOP_GRACE = 30.0  # Kubernetes' default terminationGracePeriodSeconds
 WRITES = frozenset({"create", "update", "patch", "delete", "deletecollection"})
 TIME = re.compile(r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?")
@@ -52,6 +54,8 @@ class Recording:
     exit_code: int | None = None  # None: it did not stop within the grace period (killed)
     exit_seconds: float = 0.0
     output: str = ""  # the raw log, to show when something differs
+    # The generated RBAC it ran under (ours), and what `kopf rbac record` saw of it; None: admin.
+    rbac: restricting.Restriction | None = None
 
 
 class Session:
@@ -320,10 +324,14 @@ def in_cluster(workdir: Path, namespace: str, argv: list[str]) -> tuple[list[str
         subprocess.run(["kubectl", *args], capture_output=True, check=False)  # already there: fine
     secrets = pod_secrets(IN_CLUSTER_ACCOUNT, workdir / "serviceaccount", namespace=namespace)
     host, port = api_server()
+    return mounted(secrets, argv), {"KUBERNETES_SERVICE_HOST": host, "KUBERNETES_SERVICE_PORT": str(port)}
+
+
+def mounted(secrets: Path, argv: list[str]) -> list[str]:
+    """The command, with a folder mounted where a pod has its service account's files."""
     mount = ('mount -t tmpfs tmpfs /run && mkdir -p /run/secrets/kubernetes.io/serviceaccount'
              ' && mount --bind "$0" /run/secrets/kubernetes.io/serviceaccount && exec "$@"')
-    wrapped = ["unshare", "--mount", "--propagation", "private", "sh", "-c", mount, str(secrets), *argv]
-    return wrapped, {"KUBERNETES_SERVICE_HOST": host, "KUBERNETES_SERVICE_PORT": str(port)}
+    return ["unshare", "--mount", "--propagation", "private", "sh", "-c", mount, str(secrets), *argv]
 
 
 def record(*, engine: str, venv: Path, command: list[str], namespace: str, source: Path | None,
@@ -332,14 +340,16 @@ def record(*, engine: str, venv: Path, command: list[str], namespace: str, sourc
            peering: str | None = None, env: dict[str, str] | None = None,
            stop_signal: signal.Signals = signal.SIGTERM, pod: bool = False,
            setup: Callable[[str], dict[str, str]] | None = None, namespaces: tuple[str, ...] = (),
-           unmarked: tuple[str, ...] = ()) -> Recording:
+           unmarked: tuple[str, ...] = (), rbac: tuple[str, ...] | None = None, operator: str = "") -> Recording:
     """Run the operator in its own process, its scenario against it, then stop it with a signal
     (SIGTERM as Kubernetes stops a pod, or SIGINT as Ctrl-C does). `pod`: as in a pod, with a
     service account's token and no kubeconfig (`in_cluster`). `setup`: what the operator needs
     around it before it starts (given the run's namespace): its environment variables.
     `namespaces`: suffixes of more namespaces for the run, `<namespace>-<suffix>`, made before
     it starts. `unmarked`: cluster-scoped resources whose objects lose Kopf's annotations after
-    the run (an operator that handles every namespace marks them all: the next run starts clean)."""
+    the run (an operator that handles every namespace marks them all: the next run starts clean).
+    `rbac`: `kopf rbac generate`'s arguments for the operator (by its name): it runs under exactly
+    that RBAC, recorded (`restricting`); without them, as the cluster's admin."""
     recording = Recording(engine=engine, stop_signal=stop_signal.name)
     for name in (namespace, *(f"{namespace}-{suffix}" for suffix in namespaces)):
         fresh_namespace(name)
@@ -359,7 +369,20 @@ def record(*, engine: str, venv: Path, command: list[str], namespace: str, sourc
                         "KUBECONFIG": os.environ["KUBECONFIG"], "TMPDIR": str(workdir), **(env or {})})
     if setup is not None:
         process_env.update(setup(namespace))
-    if pod:
+    if rbac is not None:
+        def wrap(command: list[str]) -> tuple[list[str], dict[str, str]]:
+            return in_cluster(workdir, namespace, command) if pod else (command, {})
+
+        generating = {k: v for k, v in process_env.items() if not (pod and k == "KUBECONFIG")}
+        recording.rbac = restricting.generate(
+            venv=venv, args=[part.format(namespace=namespace, source=source or "") for part in rbac],
+            namespace=namespace, workdir=workdir, name=operator, wrap=wrap, env=generating)
+        secrets = workdir / "restricted-serviceaccount" if pod else None
+        argv = restricting.recorded(recording.rbac, venv, mounted(secrets, argv) if secrets else argv, secrets)
+        # `kopf rbac record` logs in with the account's token; it gives the operator its proxy
+        # (a kubeconfig, or with `pod`, a pod's files).
+        process_env["KUBECONFIG"] = str(restricting.credentials(recording.rbac, workdir))
+    elif pod:
         argv, pod_env = in_cluster(workdir, namespace, argv)
         process_env.update(pod_env)
         del process_env["KUBECONFIG"]
@@ -382,6 +405,8 @@ def record(*, engine: str, venv: Path, command: list[str], namespace: str, sourc
                 recording.exit_code = None  # did not stop within the grace period
             recording.exit_seconds = time.monotonic() - started
     recording.output = log_path.read_text(errors="replace")
+    if recording.rbac is not None:
+        recording.output = restricting.finish(recording.output, recording.rbac)
     recording.logs = normalised_logs(session.aliased(recording.output), namespace, venv)
     recording.writes = collections.Counter({session.aliased(key): count for key, count in
                                             audit_writes(audit_log, offset, namespace).items()})
