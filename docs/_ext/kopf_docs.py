@@ -171,6 +171,8 @@ class Compatibility(Generated):
         for name, value in sorted(vars(kopf.on).items()):
             if not name.startswith('_') and inspect.isfunction(value) and value.__module__ == 'kopf.on':
                 rows.append(['handlers', f'``@kopf.on.{name}``', _origin(value.__doc__)])
+        for name in kopf.rbac.__all__:
+            rows.append(['RBAC', f'``kopf.rbac.{name}``', _origin(kopf.rbac.__doc__)])
         settings = kopf.OperatorSettings()
         for group in dataclasses.fields(settings):
             doc = type(getattr(settings, group.name)).__doc__
