@@ -38,7 +38,8 @@ from kopf._bridge import services
 from kopf._bridge.protocol import ResourceInfo
 from kopf._handlers import OperatorRegistry, WebhookType
 from kopf._rbac.commands import _connect, _discover
-from kopf._rbac.planning import Plan, Rule, plan
+from kopf._rbac.planning import plan
+from kopf._rbac.rules import Plan, Rule
 from kopf._references import Resource
 from kopf._settings import OperatorSettings
 from kopf._webhooks import OLM_PORT_VARIABLE

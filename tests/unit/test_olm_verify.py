@@ -15,6 +15,7 @@ import pytest
 import yaml
 from kopf import _olm
 from kopf._rbac import planning as _rbac
+from kopf._rbac import rules
 from olm import failures, operator_verify
 
 EXAMPLES = Path(__file__).parents[2] / "examples"
@@ -177,7 +178,7 @@ def test_the_command_prints_what_it_finds_and_fails_on_errors(tmp_path: Path) ->
 
 
 def test_the_bundles_crds_are_the_custom_resources_served_not_kubernetes_nor_peering() -> None:
-    plan = _rbac.Plan(account='greeter', account_namespace='ns1')
+    plan = rules.Plan(account='greeter', account_namespace='ns1')
     for group, resource in [('kopf.dev', 'kopfexamples'), ('kopf.dev', 'kopfexamples/status'),
                             ('kopf.dev', 'clusterkopfpeerings'), ('zalando.org', 'kopfpeerings'),
                             ('coordination.k8s.io', 'leases'), ('networking.k8s.io', 'networkpolicies'),

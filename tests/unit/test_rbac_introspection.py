@@ -15,6 +15,7 @@ from kopf import _loading
 from kopf._handlers import get_default_registry, set_default_registry
 from kopf._rbac import declaring, requesting
 from kopf._rbac.declaring import DeclarationError
+from kopf._rbac.rules import Plan
 
 R = kopf.Resource
 RESOURCES = [
@@ -55,8 +56,9 @@ def load(tmp_path: Path, code: str, name: str = 'handlers.py', **files: str) -> 
 
 
 def needed(namespaces: list[str | None]) -> tuple[Rules, list[str]]:
-    found = requesting.needed(registry=get_default_registry(), resources=RESOURCES, in_namespaces=namespaces)
-    return found.rules, found.warnings
+    plan = Plan(account='op', account_namespace='ns1')
+    requesting.add(plan, registry=get_default_registry(), resources=RESOURCES, in_namespaces=namespaces)
+    return {key: rule.verbs for key, rule in plan.rules.items()}, plan.warnings
 
 
 def verbs(rules: Rules) -> dict[tuple[str | None, str, str], list[str]]:

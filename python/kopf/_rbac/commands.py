@@ -16,8 +16,9 @@ from kopf._bridge.protocol import ResourceInfo
 from kopf._errors import OperatorError
 from kopf._handlers import OperatorRegistry
 from kopf._rbac import granting
-from kopf._rbac.planning import Plan, Rule, plan
+from kopf._rbac.planning import plan
 from kopf._rbac.rendering import render
+from kopf._rbac.rules import Plan, Rule
 from kopf._references import Resource
 from kopf._settings import OperatorSettings
 

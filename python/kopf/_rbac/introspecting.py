@@ -116,6 +116,9 @@ class Result:
 
 
 class Interpreter:
+    """What values mean (their attributes, calls, items, iterations: the libraries' first, then
+    Python's), and the operator's own functions followed, each with its arguments, once."""
+
     def __init__(self, code: Code, libraries: Sequence[Library]) -> None:
         self.code = code
         self.libraries = libraries

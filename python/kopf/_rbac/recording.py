@@ -27,8 +27,8 @@ from kopf._bridge import services
 from kopf._handlers import OperatorRegistry
 from kopf._rbac import granting
 from kopf._rbac.commands import _connect
-from kopf._rbac.planning import Plan
 from kopf._rbac.rendering import render
+from kopf._rbac.rules import Plan
 from kopf._settings import OperatorSettings
 
 REFUSED = (401, 403)

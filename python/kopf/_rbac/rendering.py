@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from kopf._rbac.planning import Plan, Rule
+from kopf._rbac.rules import Plan, Rule
 
 GENERATED = ("by `kopf rbac generate` (kopf-rs): the engine's, its handlers' own requests as read from",
              "their code, and kopf.rbac's declarations.",

@@ -5,12 +5,12 @@ a declaration that names no served resource is an error."""
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from kopf._handlers import Activity, ActivityHandler, BaseHandler, OperatorRegistry, TimerHandler
 from kopf._rbac import declaring, introspecting
+from kopf._rbac.rules import Plan
 from kopf._rbac.uses import Scope, Use
 from kopf._references import Resource
 
@@ -29,38 +29,23 @@ def label(handler: BaseHandler, registry: OperatorRegistry) -> str:
     return f"{what} {handler.id!r}"
 
 
-def handlers(registry: OperatorRegistry) -> list[tuple[str, Callable[..., Any], BaseHandler]]:
-    """Every handler whose code may make requests: all but the logins (the engine's own)."""
+def handlers(registry: OperatorRegistry) -> list[tuple[str, Callable[..., Any]]]:
+    """Every handler whose code may make requests, by its label: all but the logins (the engine's own)."""
     found: list[BaseHandler] = [*registry._changing, *registry._watching, *registry._spawning,
                                 *registry._indexing, *registry._logging, *registry._webhooks,
                                 *registry._conversions]
     found += [h for h in registry._activities if h.activity != Activity.AUTHENTICATION]
-    return [(label(handler, registry), handler.fn, handler) for handler in found]
+    return [(label(handler, registry), handler.fn) for handler in found]
 
 
-@dataclasses.dataclass
-class Needed:
-    """The rules to add, keyed as the plan keys them, each verb with who needs it; and warnings."""
-    rules: dict[tuple[str | None, str, str], dict[str, set[str]]] = dataclasses.field(default_factory=dict)
-    warnings: list[str] = dataclasses.field(default_factory=list)
-
-    def need(self, group: str, resource: str, namespaces: Sequence[str | None], verbs: Sequence[str],
-             who: str) -> None:
-        for namespace in namespaces:
-            rule = self.rules.setdefault((namespace, group, resource), {})
-            for verb in verbs:
-                rule.setdefault(verb, set()).add(who)
-
-
-def needed(*, registry: OperatorRegistry, resources: Sequence[Resource],
-           in_namespaces: list[str | None]) -> Needed:
-    """What the handlers' code and the declarations need, in these namespaces by default (the
-    operator's; ``[None]`` when it serves them all)."""
-    result = Needed()
+def add(result: Plan, *, registry: OperatorRegistry, resources: Sequence[Resource],
+        in_namespaces: list[str | None]) -> None:
+    """What the handlers' code and the declarations need, into the plan, in these namespaces by
+    default (the operator's; ``[None]`` when it serves them all); the warnings too."""
     roots = handlers(registry)
-    findings = introspecting.analyze((name, fn) for name, fn, _ in roots)
+    findings = introspecting.analyze(roots)
     declared = [d.filename for d in registry._permissions]
-    display = introspecting.Code([fn for _, fn, _ in roots], files=declared).display
+    display = introspecting.Code([fn for _, fn in roots], files=declared).display
     specific = [namespace for namespace in in_namespaces if namespace is not None]
 
     # The same request (a site, its verbs, where it goes) reached from several handlers: one reason.
@@ -106,7 +91,7 @@ def needed(*, registry: OperatorRegistry, resources: Sequence[Resource],
     for name, functions in findings.reached.items():
         for function in functions:
             reaching.setdefault(function, set()).add(name)
-    for name, fn, _ in roots:
+    for name, fn in roots:
         reaching.setdefault(introspecting.unwrapped(fn), set()).add(name)
     for function in declaring.DECORATED:
         reachers = reaching.get(function)
@@ -120,10 +105,9 @@ def needed(*, registry: OperatorRegistry, resources: Sequence[Resource],
     for declaration in registry._permissions:
         reason = f": {declaration.reason}" if declaration.reason else ''
         _declared(result, declaration, resources, in_namespaces, f"{declaration.described(display)}{reason}", display)
-    return result
 
 
-def _declared(result: Needed, declaration: declaring.Declaration, resources: Sequence[Resource],
+def _declared(result: Plan, declaration: declaring.Declaration, resources: Sequence[Resource],
               in_namespaces: list[str | None], who: str, display: Callable[[str], str]) -> None:
     for resource in declaration.resolve(resources, display):
         if declaration.namespace == '*':
