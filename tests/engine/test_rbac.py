@@ -185,6 +185,12 @@ def test_a_recording_names_the_refused_requests_and_the_unused_rules(crd: None, 
                                  if r["resources"] == ["configmaps"] else r for r in document["rules"]]
     trimmed = tmp_path / "rbac.yaml"
     trimmed.write_text(yaml.safe_dump_all(documents))
+    # `verify` finds it missing in the file too, without a cluster's account.
+    verified = rbac("verify", "-n", namespace, "--standalone", "--rbac", str(trimmed), str(CHILDREN))
+    assert verified.returncode == 1, verified.stdout + verified.stderr
+    assert verified.stdout.splitlines() == [
+        f"Missing in {trimmed}: create configmaps (core) in the namespace {namespace!r}: needed by "
+        f"CoreV1Api.create_namespaced_config_map at examples/children/operator.py:31, from handler 'light'"]
     kubectl("apply", "-f", str(trimmed))
     kubeconfig = account_kubeconfig(account, tmp_path, namespace)
     recorded = tmp_path / "recorded.yaml"
