@@ -273,6 +273,10 @@ def record(command: Collection[str], rbac_file: str | None, output: str | None, 
 
     from kopf._rbac import recording
     try:
+        grants = recording.grants_of(Path(rbac_file)) if rbac_file else None
+    except ValueError as e:
+        raise click.UsageError(str(e)) from None
+    try:
         proxy, namespace = asyncio.run(recording.start(get_default_registry(), port))
     except (OperatorError, LoginError, RuntimeError) as e:
         raise click.ClickException(str(e)) from e
@@ -282,12 +286,8 @@ def record(command: Collection[str], rbac_file: str | None, output: str | None, 
                             stdout=recording.stdout_of(Path(output) if output else None))
     except recording.RecordingError as e:
         raise click.ClickException(str(e)) from e
-    try:
-        text, lines, wrong = recording.report(run, command=list(command), account=account,
-                                              account_namespace=account_namespace or namespace or 'default',
-                                              rbac=Path(rbac_file) if rbac_file else None)
-    except ValueError as e:
-        raise click.ClickException(str(e)) from e
+    text, lines, wrong = recording.report(run, command=list(command), account=account,
+                                          account_namespace=account_namespace or namespace or 'default', rbac=grants)
     if output:
         Path(output).write_text(text)
     else:

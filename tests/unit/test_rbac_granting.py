@@ -97,3 +97,11 @@ def test_a_run_against_a_file_what_is_missing_refused_and_unused() -> None:
     assert [line.split(':')[0] for line in recording.report(run, command=['kopf', 'run'], account='op',
                                                              account_namespace='ns1', rbac=None)[1]] == \
         ["Refused (403)"]
+
+
+def test_a_file_that_is_not_yaml_or_has_no_roles_is_refused_with_its_name() -> None:
+    import pytest
+    with pytest.raises(ValueError, match="rbac.yaml is not YAML"):
+        granting.read("a: [b", source="rbac.yaml")
+    with pytest.raises(ValueError, match="rbac.yaml has no Role or ClusterRole"):
+        granting.read("kind: ServiceAccount\n", source="rbac.yaml")

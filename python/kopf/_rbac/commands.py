@@ -8,8 +8,6 @@ import logging
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from kopf._activities import authenticate
 from kopf._bridge import services
 from kopf._bridge.protocol import ResourceInfo
@@ -76,7 +74,7 @@ async def verify(*, registry: OperatorRegistry, rbac: Path | None = None, cluste
     if rbac is not None:
         try:
             grants = granting.read(rbac.read_text(), source=str(rbac))
-        except (OSError, ValueError, yaml.YAMLError) as e:
+        except (OSError, ValueError) as e:
             raise OperatorError(f"The RBAC file {rbac} cannot be read: {e}") from None
         found = [_missing(rule, verb) for rule, verb in checks
                  if not granting.allowed(grants, rule.namespace, rule.group, rule.resource, verb)]

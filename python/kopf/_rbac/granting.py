@@ -57,7 +57,11 @@ def read(text: str, *, source: str = 'the file') -> list[Grant]:
     """The grants of the roles in a YAML text. With bindings in it, the roles are placed where
     they are bound; without any, each Role in its namespace and each ClusterRole everywhere."""
     documents: list[dict[str, Any]] = []
-    for doc in yaml.safe_load_all(text):
+    try:
+        loaded = list(yaml.safe_load_all(text))
+    except yaml.YAMLError as e:
+        raise ValueError(f"{source} is not YAML: {e}") from None
+    for doc in loaded:
         if isinstance(doc, dict):  # (a `kind: List` of objects, as `kubectl get -o yaml` writes them)
             documents.extend(doc.get('items') or [] if doc.get('kind') == 'List' else [doc])
     roles: dict[tuple[str, str | None, str], list[dict[str, Any]]] = {}

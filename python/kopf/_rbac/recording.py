@@ -182,8 +182,16 @@ class RecordingError(Exception):
     """The recorded command cannot be run."""
 
 
+def grants_of(rbac: Path) -> tuple[Path, list[granting.Grant]]:
+    """An RBAC file to compare a run with, read before the run (a bad one fails at once)."""
+    try:
+        return rbac, granting.read(rbac.read_text(), source=str(rbac))
+    except OSError as e:
+        raise ValueError(f"The RBAC file {rbac} cannot be read: {e}") from None
+
+
 def report(run: Run, *, command: Sequence[str], account: str, account_namespace: str,
-           rbac: Path | None) -> tuple[str, list[str], bool]:
+           rbac: tuple[Path, list[granting.Grant]] | None) -> tuple[str, list[str], bool]:
     """The YAML of the needed rules, the lines about the run (refusals, the comparison), and
     whether anything is wrong (refused, or not granted by the file)."""
     text = render(plan_of(run, account=account, account_namespace=account_namespace),
@@ -201,10 +209,10 @@ def report(run: Run, *, command: Sequence[str], account: str, account_namespace:
                      f"{place}: {'; '.join(_who([entry]))}")
     wrong = bool(lines)
     if rbac is not None:
-        grants = granting.read(rbac.read_text(), source=str(rbac))
+        path, grants = rbac
         comparison = compare(run, grants)
-        lines += [f"Not granted by {rbac}: {line}" for line in comparison.missing]
-        lines += [f"Granted by {rbac}, not used in this run: {line}" for line in comparison.unused]
+        lines += [f"Not granted by {path}: {line}" for line in comparison.missing]
+        lines += [f"Granted by {path}, not used in this run: {line}" for line in comparison.unused]
         wrong = wrong or bool(comparison.missing)
     return text, lines, wrong
 
