@@ -46,12 +46,12 @@ def detect_own_id(*, manual: bool) -> Identity:
 
 
 async def touch_command(*, identity: str, name: str, priority: int, lifetime: int,
-                        clusterwide: bool, namespaces: Collection[str]) -> None:
+                        clusterwide: bool, namespaces: Collection[str], message: str | None = None) -> None:
     """Write (``lifetime > 0``) or remove (``0``) our record in the peering objects."""
     settings = OperatorSettings()
     connection = await authenticate(registry=get_default_registry(), settings=settings, memo=None)
     request = {'identity': identity, 'name': name, 'priority': priority, 'lifetime': lifetime,
-               'clusterwide': clusterwide or not namespaces, 'namespaces': list(namespaces)}
+               'clusterwide': clusterwide or not namespaces, 'namespaces': list(namespaces), 'message': message}
     try:
         results: list[Any] = json.loads(await services.touch_peering(json.dumps(connection), json.dumps(request)))
     except RuntimeError as e:

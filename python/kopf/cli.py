@@ -22,6 +22,14 @@ from kopf._handlers import OperatorRegistry, get_default_registry, set_default_r
 from kopf._settings import OperatorSettings
 from kopf._versions import __version__
 
+# The options that several commands share, described once.
+_NAMESPACE = ("Serve the objects of this namespace; repeat for more. Globs ('dev-*') and "
+              "exclusions ('!kube-*') as in Kopf.")
+_ALL_NAMESPACES = "Serve the objects of all namespaces and cluster-scoped ones."
+_MODULE = "Import this Python module (dotted name) for its handlers; repeat for more."
+_ID = "Who this is in the peering (default: $POD_ID if set, else user@host)."
+_DEV = "The same as --priority=666: a developer's copy pauses the others."
+
 
 @dataclasses.dataclass()
 class CLIControls:
@@ -37,12 +45,15 @@ class CLIControls:
 
 def logging_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     """The logging options, common to all commands."""
-    @click.option('-v', '--verbose', is_flag=True)
-    @click.option('-d', '--debug', is_flag=True)
-    @click.option('-q', '--quiet', is_flag=True)
-    @click.option('--log-format', type=click.Choice(_formatting.LogFormat, case_sensitive=False), default='full')
-    @click.option('--log-refkey', type=str)
-    @click.option('--log-prefix/--no-log-prefix', default=None)
+    @click.option('-v', '--verbose', is_flag=True, help="Log at the DEBUG level: what each object goes through, with its body and patches.")
+    @click.option('-d', '--debug', is_flag=True, help="As --verbose, and asyncio's own debug lines too.")
+    @click.option('-q', '--quiet', is_flag=True, help="Log only warnings and errors.")
+    @click.option('--log-format', type=click.Choice(_formatting.LogFormat, case_sensitive=False), default='full',
+                  help="How log lines look: plain (the message), full (time, logger, level), json (one object a line).")
+    @click.option('--log-refkey', type=str,
+                  help="In the json format, the key under which each line names its object (none by default).")
+    @click.option('--log-prefix/--no-log-prefix', default=None,
+                  help="Start each object's lines with its [namespace/name] (default: in plain and full formats).")
     @functools.wraps(fn)
     def wrapper(verbose: bool, quiet: bool, debug: bool, log_format: _formatting.LogFormat = _formatting.LogFormat.FULL,
                 log_prefix: bool | None = False, log_refkey: str | None = None, *args: Any, **kwargs: Any) -> Any:
@@ -59,7 +70,7 @@ def logging_options(fn: Callable[..., Any]) -> Callable[..., Any]:
                       message=f'%(prog)s, version %(version)s (kopf-rs; compatible with Kopf {__version__})')
 @click.make_pass_decorator(CLIControls, ensure=True)
 def main(__controls: CLIControls) -> None:
-    pass
+    """The operator's command: run it, pause and resume its peers; make and check its RBAC and OLM bundle."""
 
 
 def preload(paths: Collection[str], modules: Collection[str]) -> None:
@@ -75,27 +86,34 @@ def preload(paths: Collection[str], modules: Collection[str]) -> None:
 
 @main.command()
 @logging_options
-@click.option('-A', '--all-namespaces', 'clusterwide', is_flag=True)
-@click.option('-n', '--namespace', 'namespaces', multiple=True)
-@click.option('--standalone', is_flag=True, default=None)
-@click.option('--dev', is_flag=True)
-@click.option('-L', '--liveness', 'liveness_endpoint', type=str)
-@click.option('-P', '--peering', 'peering_name', type=str, envvar='KOPF_RUN_PEERING')
-@click.option('-p', '--priority', type=int)
+@click.option('-A', '--all-namespaces', 'clusterwide', is_flag=True, help=_ALL_NAMESPACES)
+@click.option('-n', '--namespace', 'namespaces', multiple=True, help=_NAMESPACE)
+@click.option('--standalone', is_flag=True, default=None,
+              help="Take part in no peering: handle the objects whatever other operators do.")
+@click.option('--dev', is_flag=True, help=_DEV)
+@click.option('-L', '--liveness', 'liveness_endpoint', type=str,
+              help="Serve the health probe at this URL, e.g. http://0.0.0.0:8080/healthz.")
+@click.option('-P', '--peering', 'peering_name', type=str, envvar='KOPF_RUN_PEERING',
+              help="The peering object to meet other operators in (default: 'default' if it exists).")
+@click.option('-p', '--priority', type=int,
+              help="This operator's priority in its peering: the highest handles, the others pause (default: 0).")
 @click.option('--lease', 'lease_name', type=str, envvar='KOPF_RUN_LEASE',
               help="Compete for this Lease: only its holder handles the objects (not in Kopf).")
 @click.option('--shards', type=click.Choice(['auto']), envvar='KOPF_RUN_SHARDS',
               help="Share the objects among the replicas, each watching its shard (not in Kopf).")
 @click.option('--metrics', 'metrics_address', type=str, envvar='KOPF_RUN_METRICS', metavar='[HOST:]PORT',
               help="Serve Prometheus metrics at http://HOST:PORT/metrics (not in Kopf).")
-@click.option('-m', '--module', 'modules', multiple=True)
+@click.option('-m', '--module', 'modules', multiple=True, help=_MODULE)
 @click.argument('paths', nargs=-1)
 @click.make_pass_decorator(CLIControls, ensure=True)
 def run(__controls: CLIControls, paths: list[str], modules: list[str], peering_name: str | None,
         priority: int | None, dev: bool | None, standalone: bool | None, namespaces: Collection[str],
         clusterwide: bool, liveness_endpoint: str | None, lease_name: str | None, shards: str | None,
         metrics_address: str | None) -> None:
-    """ Start an operator process and handle all the requests. """
+    """ Start an operator process and handle all the requests.
+
+    PATHS are the Python files of the handlers, imported in this order (each file's folder
+    importable), after the modules of -m. """
     priority = 666 if dev else priority
     if os.environ.get('KOPF_RUN_NAMESPACE'):  # the legacy single-namespace variable
         namespaces = (*namespaces, os.environ['KOPF_RUN_NAMESPACE'])
@@ -122,12 +140,12 @@ def run(__controls: CLIControls, paths: list[str], modules: list[str], peering_n
 
 
 def _peering_command(*, id: str | None, name: str, priority: int, lifetime: int,
-                     namespaces: Collection[str], clusterwide: bool) -> None:
+                     namespaces: Collection[str], clusterwide: bool, message: str | None = None) -> None:
     if namespaces and clusterwide:
         raise click.UsageError("Either --namespace or --all-namespaces can be used, not both.")
     identity = id or _peering.detect_own_id(manual=True)
     coro = _peering.touch_command(identity=identity, name=name, priority=priority, lifetime=lifetime,
-                                  clusterwide=clusterwide, namespaces=namespaces)
+                                  clusterwide=clusterwide, namespaces=namespaces, message=message)
     try:
         asyncio.run(coro)
     except (OperatorError, LoginError) as e:
@@ -136,27 +154,31 @@ def _peering_command(*, id: str | None, name: str, priority: int, lifetime: int,
 
 @main.command()
 @logging_options
-@click.option('-n', '--namespace', 'namespaces', multiple=True)
-@click.option('-A', '--all-namespaces', 'clusterwide', is_flag=True)
-@click.option('-i', '--id', type=str, default=None)
-@click.option('--dev', is_flag=True)
-@click.option('-P', '--peering', 'peering_name', required=True, envvar='KOPF_FREEZE_PEERING')
-@click.option('-p', '--priority', type=int, default=100, required=True)
-@click.option('-t', '--lifetime', type=int, required=True)
-@click.option('-m', '--message', type=str)
+@click.option('-n', '--namespace', 'namespaces', multiple=True, help=_NAMESPACE)
+@click.option('-A', '--all-namespaces', 'clusterwide', is_flag=True, help=_ALL_NAMESPACES)
+@click.option('-i', '--id', type=str, default=None, help=_ID)
+@click.option('--dev', is_flag=True, help=_DEV)
+@click.option('-P', '--peering', 'peering_name', required=True, envvar='KOPF_FREEZE_PEERING',
+              help="The peering object whose operators pause.")
+@click.option('-p', '--priority', type=int, default=100, required=True, show_default=True,
+              help="The pause's priority: operators of lower priority pause.")
+@click.option('-t', '--lifetime', type=int, required=True, help="How many seconds the pause lasts.")
+@click.option('-m', '--message', type=str,
+              help="Why they pause: kept in the peering record, logged by the operators that pause (Kopf drops it).")
 def freeze(id: str | None, message: str | None, lifetime: int, namespaces: Collection[str], clusterwide: bool,
            peering_name: str, priority: int, dev: bool) -> None:
     """ Pause the resource handling in the operator(s). """
     _peering_command(id=id, name=peering_name, priority=666 if dev else priority, lifetime=lifetime,
-                     namespaces=namespaces, clusterwide=clusterwide)
+                     namespaces=namespaces, clusterwide=clusterwide, message=message)
 
 
 @main.command()
 @logging_options
-@click.option('-n', '--namespace', 'namespaces', multiple=True)
-@click.option('-A', '--all-namespaces', 'clusterwide', is_flag=True)
-@click.option('-i', '--id', type=str, default=None)
-@click.option('-P', '--peering', 'peering_name', required=True, envvar='KOPF_RESUME_PEERING')
+@click.option('-n', '--namespace', 'namespaces', multiple=True, help=_NAMESPACE)
+@click.option('-A', '--all-namespaces', 'clusterwide', is_flag=True, help=_ALL_NAMESPACES)
+@click.option('-i', '--id', type=str, default=None, help=_ID)
+@click.option('-P', '--peering', 'peering_name', required=True, envvar='KOPF_RESUME_PEERING',
+              help="The peering object whose operators resume.")
 def resume(id: str | None, namespaces: Collection[str], clusterwide: bool, peering_name: str) -> None:
     """ Resume the resource handling in the operator(s). """
     _peering_command(id=id, name=peering_name, priority=0, lifetime=0,
@@ -181,9 +203,9 @@ def _rbac_options(fn: Callable[..., Any]) -> Callable[..., Any]:
                      help="the ServiceAccount's namespace (by default: the only --namespace, else 'default')"),
         click.option('--name', 'account', type=str, default='kopf-operator', show_default=True,
                      help="the ServiceAccount's and its roles' name"),
-        click.option('-A', '--all-namespaces', 'clusterwide', is_flag=True),
-        click.option('-n', '--namespace', 'namespaces', multiple=True),
-        click.option('-m', '--module', 'modules', multiple=True),
+        click.option('-A', '--all-namespaces', 'clusterwide', is_flag=True, help=_ALL_NAMESPACES),
+        click.option('-n', '--namespace', 'namespaces', multiple=True, help=_NAMESPACE),
+        click.option('-m', '--module', 'modules', multiple=True, help=_MODULE),
         click.argument('paths', nargs=-1),
     ]
     for option in options:
@@ -321,7 +343,8 @@ def olm() -> None:
 @click.option('--package', type=str, default=None, help="the package's name (else pyproject.toml's project)")
 @click.option('--project', type=click.Path(dir_okay=False), default='pyproject.toml', show_default=True,
               help="where the package's metadata comes from, if present")
-@click.option('--icon', type=click.Path(exists=True, dir_okay=False), default=None)
+@click.option('--icon', type=click.Path(exists=True, dir_okay=False), default=None,
+              help="An SVG or PNG file: the operator's icon in the catalog.")
 @click.option('--example', 'examples', multiple=True, type=click.Path(exists=True, dir_okay=False),
               help="objects of the CRDs (YAML) that OperatorHub offers as templates (alm-examples)")
 @click.option('--in-image', 'in_image', multiple=True,

@@ -104,10 +104,14 @@ def test_freeze_and_resume_from_the_cli(peering: str, namespace: str, tmp_path: 
     try:
         apply(greeting("first", namespace))
         operator.wait_for(r"CREATED first")
-        frozen = kopf_cli("freeze", "-n", namespace, "--peering", peering, "--lifetime", "600", "--id", "ops-team")
+        frozen = kopf_cli("freeze", "-n", namespace, "--peering", peering, "--lifetime", "600", "--id", "ops-team",
+                          "--message", "migrating the database")
         assert frozen.returncode == 0, frozen.stderr
         assert peers(namespace)["ops-team"]["priority"] == 100
+        # Kopf takes --message and drops it; here it is kept in the record and said by the paused.
+        assert peers(namespace)["ops-team"]["message"] == "migrating the database"
         operator.wait_for(r"Pausing operations in favour of \[<Peer ops-team: priority=100, lifetime=600")
+        operator.wait_for(r"ops-team pauses us: migrating the database")
         apply(greeting("while-frozen", namespace))
         resumed = kopf_cli("resume", "-n", namespace, "--peering", peering, "--id", "ops-team")
         assert resumed.returncode == 0, resumed.stderr

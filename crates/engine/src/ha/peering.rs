@@ -73,6 +73,9 @@ pub(crate) struct Peer {
     pub priority: i64,
     pub lifetime: i64,
     pub lastseen: DateTime<Utc>,
+    /// Why a `kopf freeze` pauses the others (`--message`); not in Kopf's records, which
+    /// Kopf reads past.
+    pub message: Option<String>,
 }
 
 impl Peer {
@@ -91,6 +94,7 @@ impl Peer {
             lastseen: (record.get("lastseen").and_then(Value::as_str))
                 .and_then(parse_time)
                 .unwrap_or(now),
+            message: (record.get("message").and_then(Value::as_str)).map(str::to_owned),
         }
     }
 
@@ -103,8 +107,12 @@ impl Peer {
     }
 
     pub fn record(&self) -> Value {
-        json!({"priority": self.priority, "lifetime": self.lifetime,
-               "lastseen": format_time(self.lastseen)})
+        let mut record = json!({"priority": self.priority, "lifetime": self.lifetime,
+               "lastseen": format_time(self.lastseen)});
+        if let Some(message) = &self.message {
+            record["message"] = Value::String(message.clone());
+        }
+        record
     }
 
     /// As Kopf logs a peer: `<Peer id: priority=0, lifetime=60, lastseen='...'>`.
@@ -222,6 +230,7 @@ pub async fn touch(
     target: &Target,
     settings: &PeeringSettings,
     lifetime: i64,
+    message: Option<&str>,
 ) -> Result<bool, kube::Error> {
     let record = if lifetime > 0 {
         Peer {
@@ -229,6 +238,7 @@ pub async fn touch(
             priority: settings.priority,
             lifetime,
             lastseen: Utc::now(),
+            message: message.map(str::to_owned),
         }
         .record()
     } else {
@@ -292,7 +302,7 @@ impl Peering {
             () = keeping => {}
             _ = stop.wait_for(|stopped| *stopped) => {}
         }
-        if let Err(error) = touch(&self.credentials, &self.target, &self.settings, 0).await {
+        if let Err(error) = touch(&self.credentials, &self.target, &self.settings, 0, None).await {
             tracing::error!(target: PEERING,
                 "Couldn't remove self from the peering. Ignoring. ({})",
                 chain(&error)
@@ -303,7 +313,14 @@ impl Peering {
     async fn keep_alive(&self) {
         let lifetime = self.settings.lifetime;
         loop {
-            let result = touch(&self.credentials, &self.target, &self.settings, lifetime).await;
+            let result = touch(
+                &self.credentials,
+                &self.target,
+                &self.settings,
+                lifetime,
+                None,
+            )
+            .await;
             let outcome = match &result {
                 Ok(true) => "ok".to_owned(),
                 Ok(false) => "not found".to_owned(),
@@ -405,6 +422,11 @@ impl Peering {
                     "Pausing operations in favour of {}.",
                     reprs(&judgement.higher)
                 );
+                for peer in &judgement.higher {
+                    if let Some(message) = &peer.message {
+                        tracing::info!(target: PEERING, "{} pauses us: {message}", peer.identity);
+                    }
+                }
             }
             *paused = Some(true);
         } else if !judgement.same.is_empty() && !self.settings.sharded {
@@ -453,6 +475,9 @@ pub struct TouchRequest {
     pub priority: i64,
     /// Zero removes the record (`kopf resume`).
     pub lifetime: i64,
+    /// `kopf freeze --message`: why, for the paused operators to say.
+    #[serde(default)]
+    pub message: Option<String>,
     pub clusterwide: bool,
     pub namespaces: Vec<String>,
 }
@@ -489,13 +514,19 @@ pub async fn touch_all(
             resource: resource.clone(),
             namespace,
         };
-        let found = touch(credentials, &target, &settings, request.lifetime)
-            .await
-            .map_err(|source| PeeringError::Touch {
-                kind,
-                place: target.place(),
-                source,
-            })?;
+        let found = touch(
+            credentials,
+            &target,
+            &settings,
+            request.lifetime,
+            request.message.as_deref(),
+        )
+        .await
+        .map_err(|source| PeeringError::Touch {
+            kind,
+            place: target.place(),
+            source,
+        })?;
         results.push((target.place(), found));
     }
     Ok(results)
