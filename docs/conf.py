@@ -34,5 +34,7 @@ autodoc_member_order = 'bysource'
 autodoc_typehints = 'description'
 autodoc_default_options = {'members': True, 'show-inheritance': True}
 # Every reference must resolve: a broken cross-reference is a warning, and warnings fail the build.
+# Text as typed: `--lease` stays two hyphens (copied commands must work), quotes stay straight.
+smartquotes = False
 nitpicky = False
 suppress_warnings: list[str] = []

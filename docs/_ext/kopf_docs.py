@@ -125,22 +125,34 @@ _KINDS = {
 
 
 class Kwargs(Generated):
-    """The keyword arguments that each kind of handler gets (``kopf._callbacks``)."""
+    """The keyword arguments that each kind of handler gets (``kopf._callbacks``), and what each one is
+    (``kopf._callbacks.KWARGS``; one described nowhere fails the build, naming it)."""
 
     def lines(self) -> list[str]:
         from kopf import _callbacks
         rows = []
+        received: dict[str, list[str]] = {}
         for name, decorators in _KINDS.items():
             protocol = getattr(_callbacks, name)
             signature = inspect.signature(protocol.__call__)
-            kwargs = [f'``{p.name}``' for p in signature.parameters.values() if p.kind is p.KEYWORD_ONLY]
-            rows.append([decorators, ', '.join(kwargs)])
+            kwargs = [p.name for p in signature.parameters.values() if p.kind is p.KEYWORD_ONLY]
+            rows.append([decorators, ', '.join(f'``{kwarg}``' for kwarg in kwargs)])
+            for kwarg in kwargs:
+                received.setdefault(kwarg, []).append(decorators)
         known = {name for name in _KINDS}
         protocols = {name for name, value in vars(_callbacks).items() if name.endswith('Fn') and inspect.isclass(value)
                      and getattr(value, '__module__', '') == _callbacks.__name__}
         if protocols - known:
             raise self.error(f"kopf._callbacks has protocols this page does not know: {sorted(protocols - known)}")
-        return _table(['handlers', 'keyword arguments'], rows, '30 70')
+        undescribed = sorted(set(received) - set(_callbacks.KWARGS))
+        if undescribed:
+            raise self.error(f"Keyword arguments without a description in kopf._callbacks.KWARGS: {undescribed}")
+        everyone = len(received['param'])
+        described = [[f'``{kwarg}``', _callbacks.KWARGS[kwarg],
+                      'all' if len(kinds) == everyone else '; '.join(kinds)]
+                     for kwarg, kinds in sorted(received.items())]
+        return (_table(['handlers', 'keyword arguments'], rows, '30 70') + ['.. rubric:: What each one is', ''] +
+                _table(['keyword argument', 'what it is', 'given to'], described, '15 50 35'))
 
 
 class Accepted(Generated):
@@ -170,7 +182,8 @@ class Compatibility(Generated):
         rows = []
         for name, value in sorted(vars(kopf.on).items()):
             if not name.startswith('_') and inspect.isfunction(value) and value.__module__ == 'kopf.on':
-                rows.append(['handlers', f'``@kopf.on.{name}``', _origin(value.__doc__)])
+                # (the summary line says so; a parameter's own "not in Kopf" is the parameter's)
+                rows.append(['handlers', f'``@kopf.on.{name}``', _origin((value.__doc__ or '').split('\n')[0])])
         for name in kopf.rbac.__all__:
             rows.append(['RBAC', f'``kopf.rbac.{name}``', _origin(kopf.rbac.__doc__)])
         settings = kopf.OperatorSettings()
@@ -221,7 +234,12 @@ class Api(Generated):
 
     def lines(self) -> list[str]:
         import importlib
-        module = importlib.import_module(self.arguments[0])
+        # (a public alias of a private module, such as ``kopf.lifecycles``, is reached through its parent)
+        parent, _, leaf = self.arguments[0].rpartition('.')
+        try:
+            module = importlib.import_module(self.arguments[0])
+        except ImportError:
+            module = getattr(importlib.import_module(parent), leaf)
         names = getattr(module, '__all__', None) or [
             name for name, value in vars(module).items()
             if not name.startswith('_') and (inspect.isfunction(value) or inspect.isclass(value))
@@ -230,7 +248,7 @@ class Api(Generated):
         undocumented: list[str] = []
         for name in names:
             value = getattr(module, name)
-            qualified = f'{module.__name__}.{name}'
+            qualified = f'{self.arguments[0]}.{name}'
             if inspect.ismodule(value):
                 continue  # its own section
             if inspect.isclass(value):
@@ -259,7 +277,42 @@ class Api(Generated):
         return out
 
 
+def _undescribed_parameters() -> list[str]:
+    """The decorators' parameters that their docstrings do not describe (``kopf._parameters``)."""
+    import kopf.on
+    missing = []
+    for name, value in sorted(vars(kopf.on).items()):
+        if not name.startswith('_') and inspect.isfunction(value) and value.__module__ == 'kopf.on':
+            missing += [f'kopf.on.{name}({param}=)' for param in inspect.signature(value).parameters
+                        if f':param {param}:' not in (value.__doc__ or '')]
+    return missing
+
+
+def _undescribed_options() -> list[str]:
+    """The commands and options of the ``kopf`` command without a help text."""
+    import click
+    from kopf.cli import main
+
+    def walk(command: click.Command, path: str) -> list[str]:
+        missing = [] if command.help else [path]
+        missing += [f'{path} {param.opts[-1]}' for param in command.params
+                    if isinstance(param, click.Option) and not param.help]
+        for name, sub in sorted(getattr(command, 'commands', {}).items()):
+            missing += walk(sub, f'{path} {name}')
+        return missing
+    return walk(main, 'kopf')
+
+
+def _check_descriptions(app: Sphinx) -> None:
+    """Every decorator parameter and every option of the command is described, or the build fails."""
+    from sphinx.errors import ExtensionError
+    missing = _undescribed_parameters() + _undescribed_options()
+    if missing:
+        raise ExtensionError(f"Described nowhere (kopf._parameters, the click options' help=): {', '.join(missing)}")
+
+
 def setup(app: Sphinx) -> dict[str, Any]:
+    app.connect('builder-inited', _check_descriptions)
     app.add_directive('kopf-settings', Settings)
     app.add_directive('kopf-metrics', Metrics)
     app.add_directive('kopf-kwargs', Kwargs)

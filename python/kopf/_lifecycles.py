@@ -14,6 +14,9 @@ import random
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
+__all__ = ['LifeCycleFn', 'all_at_once', 'one_by_one', 'randomized', 'shuffled', 'asap',
+           'get_default_lifecycle', 'set_default_lifecycle']
+
 logger = logging.getLogger('kopf._core.actions.lifecycles')
 
 

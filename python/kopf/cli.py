@@ -45,7 +45,8 @@ class CLIControls:
 
 def logging_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     """The logging options, common to all commands."""
-    @click.option('-v', '--verbose', is_flag=True, help="Log at the DEBUG level: what each object goes through, with its body and patches.")
+    @click.option('-v', '--verbose', is_flag=True,
+                  help="Log at the DEBUG level: what each object goes through, with its body and patches.")
     @click.option('-d', '--debug', is_flag=True, help="As --verbose, and asyncio's own debug lines too.")
     @click.option('-q', '--quiet', is_flag=True, help="Log only warnings and errors.")
     @click.option('--log-format', type=click.Choice(_formatting.LogFormat, case_sensitive=False), default='full',

@@ -10,7 +10,7 @@ import warnings
 from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from kopf import _callbacks, _errors, _subhandling
+from kopf import _callbacks, _errors, _parameters, _subhandling
 from kopf._bridge import services
 from kopf._errors import ErrorsMode
 from kopf._handlers import (
@@ -86,6 +86,7 @@ def _activity(activity: Activity, *, id: str | None, param: Any, errors: ErrorsM
     return decorator
 
 
+@_parameters.described
 def startup(*, id: str | None = None, param: Any | None = None, errors: ErrorsMode | None = None,
             timeout: float | None = None, retries: int | None = None, backoff: float | None = None,
             registry: OperatorRegistry | None = None) -> Callable[[ActivityFnT], ActivityFnT]:
@@ -94,6 +95,7 @@ def startup(*, id: str | None = None, param: Any | None = None, errors: ErrorsMo
                      retries=retries, backoff=backoff, registry=registry)
 
 
+@_parameters.described
 def cleanup(*, id: str | None = None, param: Any | None = None, errors: ErrorsMode | None = None,
             timeout: float | None = None, retries: int | None = None, backoff: float | None = None,
             registry: OperatorRegistry | None = None) -> Callable[[ActivityFnT], ActivityFnT]:
@@ -102,6 +104,7 @@ def cleanup(*, id: str | None = None, param: Any | None = None, errors: ErrorsMo
                      retries=retries, backoff=backoff, registry=registry)
 
 
+@_parameters.described
 def login(*, id: str | None = None, param: Any | None = None, errors: ErrorsMode | None = None,
           timeout: float | None = None, retries: int | None = None, backoff: float | None = None,
           registry: OperatorRegistry | None = None) -> Callable[[ActivityFnT], ActivityFnT]:
@@ -110,6 +113,7 @@ def login(*, id: str | None = None, param: Any | None = None, errors: ErrorsMode
                      retries=retries, backoff=backoff, registry=registry)
 
 
+@_parameters.described
 def probe(*, id: str | None = None, param: Any | None = None, errors: ErrorsMode | None = None,
           timeout: float | None = None, retries: int | None = None, backoff: float | None = None,
           registry: OperatorRegistry | None = None) -> Callable[[ActivityFnT], ActivityFnT]:
@@ -148,6 +152,7 @@ def _changing(
     return decorator
 
 
+@_parameters.described
 def resume(
         arg1: ResourceArg = None, arg2: str | Marker | None = None, arg3: str | Marker | None = None, /, *,
         group: str | None = None, version: str | None = None, kind: str | None = None,
@@ -168,6 +173,7 @@ def resume(
                      requires_finalizer=None, field_needs_change=False)
 
 
+@_parameters.described
 def create(
         arg1: ResourceArg = None, arg2: str | Marker | None = None, arg3: str | Marker | None = None, /, *,
         group: str | None = None, version: str | None = None, kind: str | None = None,
@@ -188,6 +194,7 @@ def create(
                      requires_finalizer=None, field_needs_change=False)
 
 
+@_parameters.described
 def update(
         arg1: ResourceArg = None, arg2: str | Marker | None = None, arg3: str | Marker | None = None, /, *,
         group: str | None = None, version: str | None = None, kind: str | None = None,
@@ -209,6 +216,7 @@ def update(
                      requires_finalizer=None, field_needs_change=True)
 
 
+@_parameters.described
 def delete(
         arg1: ResourceArg = None, arg2: str | Marker | None = None, arg3: str | Marker | None = None, /, *,
         group: str | None = None, version: str | None = None, kind: str | None = None,
@@ -229,6 +237,7 @@ def delete(
                      requires_finalizer=bool(not optional), field_needs_change=False)
 
 
+@_parameters.described
 def field(
         arg1: ResourceArg = None, arg2: str | Marker | None = None, arg3: str | Marker | None = None, /, *,
         group: str | None = None, version: str | None = None, kind: str | None = None,
@@ -250,6 +259,7 @@ def field(
                      requires_finalizer=None, field_needs_change=True)
 
 
+@_parameters.described
 def event(
         arg1: ResourceArg = None, arg2: str | Marker | None = None, arg3: str | Marker | None = None, /, *,
         group: str | None = None, version: str | None = None, kind: str | None = None,
@@ -274,6 +284,7 @@ def event(
     return decorator
 
 
+@_parameters.described
 def log(
         arg1: ResourceArg = None, arg2: str | Marker | None = None, arg3: str | Marker | None = None, /, *,
         group: str | None = None, version: str | None = None, kind: str | None = None,
@@ -352,6 +363,7 @@ def _containers(container: str | Collection[str] | None) -> tuple[str, ...] | No
     return containers
 
 
+@_parameters.described
 def index(
         arg1: ResourceArg = None, arg2: str | Marker | None = None, arg3: str | Marker | None = None, /, *,
         group: str | None = None, version: str | None = None, kind: str | None = None,
@@ -416,6 +428,7 @@ def _webhook(reason: WebhookType, selector: Selector, *, id: str | None, param: 
     return decorator
 
 
+@_parameters.described
 def validate(
         arg1: ResourceArg = None, arg2: str | Marker | None = None, arg3: str | Marker | None = None, /, *,
         group: str | None = None, version: str | None = None, kind: str | None = None,
@@ -442,6 +455,7 @@ def validate(
                     annotations=annotations, when=when, field=field, value=value, registry=registry)
 
 
+@_parameters.described
 def mutate(
         arg1: ResourceArg = None, arg2: str | Marker | None = None, arg3: str | Marker | None = None, /, *,
         group: str | None = None, version: str | None = None, kind: str | None = None,
@@ -467,6 +481,7 @@ def mutate(
                     annotations=annotations, when=when, field=field, value=value, registry=registry)
 
 
+@_parameters.described
 def convert(
         arg1: str | None = None, arg2: str | None = None, /, *,
         source: str, target: str,
@@ -544,6 +559,7 @@ def _spawning(selector: Selector, *, id: str | None, field: FieldSpec, value: An
     return decorator
 
 
+@_parameters.described
 def daemon(
         arg1: ResourceArg = None, arg2: str | Marker | None = None, arg3: str | Marker | None = None, /, *,
         group: str | None = None, version: str | None = None, kind: str | None = None,
@@ -574,6 +590,7 @@ def daemon(
         cancellation_polling=cancellation_polling)
 
 
+@_parameters.described
 def timer(
         arg1: ResourceArg = None, arg2: str | Marker | None = None, arg3: str | Marker | None = None, /, *,
         group: str | None = None, version: str | None = None, kind: str | None = None,
@@ -615,6 +632,7 @@ def timer(
         interval=interval, cron=cron, timezone=timezone)
 
 
+@_parameters.described
 def subhandler(
         *, id: str | None = None, param: Any | None = None,
         errors: ErrorsMode | None = None, timeout: float | None = None, retries: int | None = None,
@@ -660,6 +678,7 @@ def subhandler(
     return decorator
 
 
+@_parameters.described
 def register(
         fn: ChangingFnT, *, id: str | None = None, param: Any | None = None,
         errors: ErrorsMode | None = None, timeout: float | None = None, retries: int | None = None,
