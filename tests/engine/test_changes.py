@@ -433,6 +433,49 @@ def test_resources_whose_crd_appears_later(cluster: dict[str, str], namespace: s
         kubectl("delete", "crd", f"latecomers.{group}", "--wait=false", check=False)
 
 
+def test_a_name_of_two_resources_serves_neither(cluster: dict[str, str], namespace: str, tmp_path: Path) -> None:
+    """As Kopf: `'twins'` is the plural of two groups' resources, so its handler serves neither, with
+    Kopf's warning. Kopf 1.45.2 also stops serving them for the handlers that name the group (its
+    bug: the exact handler goes silent for another's vagueness); here those still serve them."""
+    suffix = str(time.monotonic_ns())[-6:]
+    groups = [f"a{suffix}.kopf.dev", f"b{suffix}.kopf.dev"]
+    for group in groups:
+        kubectl("apply", "-f", "-", input=json.dumps({
+            "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": f"twins.{group}"},
+            "spec": {"group": group, "scope": "Namespaced",
+                     "names": {"plural": "twins", "singular": "twin", "kind": "Twin"},
+                     "versions": [{"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": {
+                         "type": "object", "x-kubernetes-preserve-unknown-fields": True}}}]}}))
+        kubectl("wait", "--for=condition=Established", f"crd/twins.{group}", "--timeout=30s")
+    script = write_script(tmp_path, f"""
+        import kopf
+
+        @kopf.on.create('twins')
+        def vague(name, logger, **_):
+            logger.info(f"vague {{name}}")
+
+        @kopf.on.create('{groups[0]}', 'twins')
+        def exact(name, logger, **_):
+            logger.info(f"exact {{name}}")
+    """)
+    operator = OperatorProcess(["run", "-n", namespace, str(script)], cwd=tmp_path)
+    try:
+        operator.wait_for(r"Ambiguous resources will not be served \(try specifying API groups\): twins => ")
+        kubectl("create", "-f", "-", input=json.dumps({
+            "apiVersion": f"{groups[1]}/v1", "kind": "Twin", "metadata": {"name": "second", "namespace": namespace}}))
+        kubectl("create", "-f", "-", input=json.dumps({
+            "apiVersion": f"{groups[0]}/v1", "kind": "Twin", "metadata": {"name": "first", "namespace": namespace}}))
+        operator.wait_for("exact first")
+        operator.wait_for("Handler 'exact' succeeded")
+    finally:
+        operator.stop()
+        for group in groups:
+            kubectl("delete", "crd", f"twins.{group}", "--wait=false", check=False)
+    assert "vague first" not in operator.output and "vague second" not in operator.output
+    assert "exact second" not in operator.output
+
+
 def test_cluster_scoped_resources(cluster: dict[str, str], tmp_path: Path) -> None:
     name = f"scoped-{str(time.monotonic_ns())[-6:]}"
     script = write_script(tmp_path, """

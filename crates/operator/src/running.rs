@@ -226,6 +226,19 @@ async fn plan(
         if found.is_empty() {
             unresolved.insert(selector.repr.clone());
         }
+        if selector.is_specific() && found.len() > 1 {
+            // As Kopf: a name that means several resources serves none of them (an operator
+            // must not act on objects it was not meant for). Kopf also takes them from the
+            // handlers that name them exactly; here those still serve them.
+            if warn {
+                let names: Vec<String> = found.iter().map(|r| r.name()).collect();
+                tracing::warn!(target: ENGINE,
+                    "Ambiguous resources will not be served (try specifying API groups): {} => {}",
+                    selector.repr, names.join(", ")
+                );
+            }
+            continue;
+        }
         for resource in found {
             let plan = planned.entry(resource.name()).or_insert_with(|| Planned {
                 resource: resource.clone(),
@@ -273,20 +286,17 @@ async fn plan(
         let resource = &plan.resource;
         let can = |verb: &str| resource.verbs.iter().any(|v| v == verb);
         let patches = !plan.changing.is_empty() || !plan.spawning.is_empty();
-        let problem = if !can("list") || !can("watch") {
-            Some("Non-watchable")
+        // (each message spelled whole, so that the source is found by what the log says)
+        if !can("list") || !can("watch") {
+            if warn {
+                tracing::warn!(target: ENGINE, "Non-watchable resources will not be served: {}", resource.name());
+            }
         } else if !can("patch") && patches {
-            Some("Non-patchable")
+            if warn {
+                tracing::warn!(target: ENGINE, "Non-patchable resources will not be served: {}", resource.name());
+            }
         } else {
-            None
-        };
-        match problem {
-            Some(problem) if warn => tracing::warn!(target: ENGINE,
-                "{problem} resources will not be served: {}",
-                resource.name()
-            ),
-            Some(_) => {}
-            None => result.push(plan),
+            result.push(plan);
         }
     }
     if !spec.settings.watching.selecting || result.is_empty() {

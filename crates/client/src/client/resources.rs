@@ -92,7 +92,8 @@ pub struct Selector {
 }
 
 impl Selector {
-    pub(crate) fn is_specific(&self) -> bool {
+    /// Names one resource (a kind, plural, singular, short name, any name), not a category or all.
+    pub fn is_specific(&self) -> bool {
         self.kind.is_some()
             || self.shortcut.is_some()
             || self.plural.is_some()
