@@ -6,7 +6,7 @@ them, in order:
 - a ``console`` block is typed: each ``$ command`` runs in a shell (continued by a trailing
   backslash or a heredoc), and the lines under it are what it prints (``...`` stands for any
   text in a line, or for any lines on a line of its own). A read (``kubectl get``/``describe``/
-  ``events``) is repeated until it prints that, as a user would look again; ``kopf run`` starts
+  ``events``, ``curl``) is repeated until it prints that, as a user would look again; ``kopf run`` starts
   the operator in the background (stopping the one before, as Ctrl-C would) and its lines are
   waited for in its log;
 - a ``text`` block of class ``operator-log`` (``:class: operator-log``) is what the running
@@ -24,7 +24,7 @@ from pathlib import Path
 
 DOCS = Path(__file__).parents[2] / "docs"
 FENCE = re.compile(r"^(?P<fence>`{3,}|~{3,})(?P<info>.*)$")
-READS = ("kubectl get", "kubectl describe", "kubectl events")
+READS = ("kubectl get", "kubectl describe", "kubectl events", "curl")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -133,7 +133,8 @@ def commands(block: Block) -> list[Command]:
         while index < len(lines) and not lines[index].startswith("$ "):
             expected.append(lines[index])
             index += 1
-        out.append(Command(block=block, command="\n".join(command), expected=tuple(l for l in expected if l.strip())))
+        printed = tuple(line for line in expected if line.strip())
+        out.append(Command(block=block, command="\n".join(command), expected=printed))
     return out
 
 
@@ -146,7 +147,7 @@ def steps(page: Path) -> list[Step]:
         elif block.language == "console":
             out += commands(block)
         elif "operator-log" in block.classes:
-            out.append(Log(block=block, expected=tuple(l for l in block.text.splitlines() if l.strip())))
+            out.append(Log(block=block, expected=tuple(line for line in block.text.splitlines() if line.strip())))
     return out
 
 

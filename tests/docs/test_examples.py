@@ -3,8 +3,9 @@ user would, against the control plane: its files written, its commands typed in 
 operator started with its ``kopf run`` line, and what the page says they print (the commands'
 output, the operator's log) checked. So the pages cannot drift from the engine.
 
-The pages work in the ``default`` namespace, as a reader's first cluster does; after each page,
-what it left there of the examples' Greetings is removed (finalizers first: its operator is gone).
+The pages work in the ``default`` namespace, as a reader's first cluster does; before and after
+each page, what is there of the examples' Greetings is removed (finalizers first: the operator
+is gone), and their Events.
 """
 
 from __future__ import annotations
@@ -68,9 +69,11 @@ class Operator:
 def run(step: Command, cwd: Path, env: dict[str, str]) -> None:
     deadline = time.monotonic() + (TIMEOUT if step.is_read else 0)
     while True:
+        # (stderr with stdout, interleaved as a terminal shows them)
         result = subprocess.run(["bash", "-o", "pipefail", "-c", step.command], cwd=cwd, env=env,
-                                capture_output=True, text=True, timeout=TIMEOUT, check=False)
-        printed = (result.stdout + result.stderr).splitlines()
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=TIMEOUT,
+                                check=False)
+        printed = result.stdout.splitlines()
         if result.returncode == 0 and (not step.expected or matches(step.expected, printed)):
             return
         if time.monotonic() >= deadline:
@@ -89,6 +92,9 @@ def clean(env: dict[str, str]) -> None:
     if names:
         subprocess.run(["kubectl", "delete", "-n", "default", *names, "--ignore-not-found", "--wait=false"],
                        env=env, capture_output=True, check=False)
+    # Their Events outlive them (an hour): a reader's next try would see the old ones too.
+    subprocess.run(["kubectl", "delete", "events", "-n", "default", "--field-selector", "involvedObject.kind=Greeting"],
+                   env=env, capture_output=True, check=False)
 
 
 @pytest.fixture
@@ -98,6 +104,7 @@ def shell(cluster: dict[str, str], tmp_path: Path) -> Iterator[dict[str, str]]:
     (tmp_path / "examples").symlink_to(ROOT / "examples")
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
            "PYTHONUNBUFFERED": "1"}
+    clean(env)  # (what an interrupted run left)
     yield env
     clean(env)
 

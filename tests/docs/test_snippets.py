@@ -5,6 +5,7 @@ the reading of sessions itself (``sessions.py``: files, commands, heredocs, ``..
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -83,3 +84,29 @@ def test_printed_lines_match_as_the_page_shows_them() -> None:
     assert matches(("...", "hello ..."), ["a", "b", "hello there"])
     assert matches(("first", "...", "last"), ["first", "last"])
     assert not matches(("Hello, Ada!",), ["Hello, Bob!"])
+
+
+def _engine_sources() -> str:
+    """The package's and the core's source text, with literals split over lines joined again."""
+    texts = [path.read_text() for pattern in ("python/kopf/**/*.py", "crates/**/*.rs", "src/**/*.rs")
+             for path in DOCS.parent.glob(pattern)]
+    joined = "\n".join(texts)
+    joined = re.sub(r"""["']\s*\n\s*f?["']""", "", joined)  # Python's implicit concatenation
+    return re.sub(r"\\\n\s*", "", joined)  # Rust's continued strings
+
+
+def test_the_troubleshooting_messages_are_the_engines() -> None:
+    """Each message that heads an entry of the troubleshooting page is still written by the engine:
+    its every stretch of text between the `…` placeholders is in the package's or the core's code."""
+    sources = _engine_sources()
+    headings = [line for line in (DOCS / "troubleshooting.md").read_text().splitlines()
+                if line.startswith("### `")]
+    assert len(headings) >= 15, headings
+    missing = []
+    for heading in headings:
+        for message in re.findall(r"`([^`]+)`", heading):
+            for fragment in message.split("…"):
+                fragment = fragment.strip(" '\"[]().:")
+                if len(fragment) >= 8 and fragment not in sources:
+                    missing.append(f"{fragment!r} (of {message!r})")
+    assert missing == []
