@@ -38,8 +38,14 @@ def test_the_site_builds_with_every_page_in_it(site: Path) -> None:
                for path in (ROOT / "docs").rglob("*.md")}
     assert sources <= pages, sources - pages
     api = (site / "reference" / "api.html").read_text()
-    for name in ("kopf.on.create", "kopf.OperatorSettings", "kopf.testing.KopfRunner", "kopf.Labels"):
+    for name in ("kopf.on.create", "kopf.OperatorSettings", "kopf.testing.KopfRunner", "kopf.Labels",
+                 "kopf.lifecycles.asap"):
         assert f'id="{name}"' in api, name
+    # Each decorator parameter is described (kopf._parameters), not only typed.
+    assert "the key of its progress, results and retries in the object" in api
+    # Options as typed: a copied `--lease` must work (no smart dashes).
+    cli = (site / "reference" / "cli.html").read_text()
+    assert "--lease" in cli and "\u2013lease" not in cli
 
 
 class Links(html.parser.HTMLParser):
