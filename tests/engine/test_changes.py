@@ -461,7 +461,8 @@ def test_a_name_of_two_resources_serves_neither(cluster: dict[str, str], namespa
     """)
     operator = OperatorProcess(["run", "-n", namespace, str(script)], cwd=tmp_path)
     try:
-        operator.wait_for(r"Ambiguous resources will not be served \(try specifying API groups\): twins => ")
+        operator.wait_for(r"Ambiguous resources will not be served \(try specifying API groups\): "
+                          r"Selector\(any_name='twins'\) => twins\.v1\.a")
         kubectl("create", "-f", "-", input=json.dumps({
             "apiVersion": f"{groups[1]}/v1", "kind": "Twin", "metadata": {"name": "second", "namespace": namespace}}))
         kubectl("create", "-f", "-", input=json.dumps({
