@@ -16,6 +16,9 @@ from operators import OperatorProcess, eventually, get, write_script
 EXAMPLES = Path(__file__).parents[2] / "examples"
 
 
+DIFFBASE = "kopf.zalando.org/last-handled-configuration"
+
+
 def greeting(name: str, namespace: str, **spec: object) -> str:
     return json.dumps({"apiVersion": "demo.kopf.dev/v1", "kind": "Greeting",
                        "metadata": {"name": name, "namespace": namespace}, "spec": spec})
@@ -26,19 +29,23 @@ def test_greeter_lifecycle(crd: None, namespace: str, tmp_path: Path) -> None:
                                cwd=tmp_path)
     try:
         kubectl("create", "-f", "-", input=greeting("g1", namespace, who="Alice"))
-        obj = eventually(lambda: (o := get("greeting", "g1", namespace)).get("status") and o, what="status")
+        # The status and the diff base come in two requests (results first): wait for the last.
+        handled = '{"spec":{"who":"Alice"}}\n'
+        obj = eventually(lambda: (o := get("greeting", "g1", namespace)).get("status") and
+                         o["metadata"].get("annotations", {}).get(DIFFBASE) == handled and o,
+                         what="the status and the diff base")
         assert obj["status"] == {"greet": {"message": "Hello, Alice!"}}
         assert obj["metadata"]["finalizers"] == ["kopf.zalando.org/KopfFinalizerMarker"]
         annotations = obj["metadata"]["annotations"]
-        assert annotations["kopf.zalando.org/last-handled-configuration"] == '{"spec":{"who":"Alice"}}\n'
         assert "kopf.zalando.org/greet" not in annotations  # progress is purged when done
 
         kubectl("patch", "greeting", "g1", "-n", namespace, "--type=merge", "-p", '{"spec": {"who": "Bob"}}')
         operator.wait_for(r"Handler 'regreet/spec.who' succeeded")
-        obj = get("greeting", "g1", namespace)
+        # (the log line comes before the writes: wait for them as for the first ones)
+        handled = '{"spec":{"who":"Bob"}}\n'
+        obj = eventually(lambda: (o := get("greeting", "g1", namespace))["metadata"].get("annotations", {})
+                         .get(DIFFBASE) == handled and o, what="the new diff base")
         assert obj["status"]["regreet/spec.who"] == {"message": "Hello again, Bob!"}
-        assert obj["metadata"]["annotations"]["kopf.zalando.org/last-handled-configuration"] == \
-            '{"spec":{"who":"Bob"}}\n'
 
         kubectl("delete", "greeting", "g1", "-n", namespace, "--timeout=30s")
         output = operator.wait_for(r"Deleted, really deleted, and we are notified")
@@ -93,11 +100,13 @@ def test_restart_in_the_middle_of_retries(crd: None, namespace: str, tmp_path: P
     second = OperatorProcess(["run", "-n", namespace, "--verbose", str(script)], cwd=tmp_path)
     try:
         second.wait_for(r"Handler 'flaky' succeeded")
-        obj = eventually(lambda: (o := get("greeting", "g2", namespace)).get("status") and o, what="status")
+        # The progress is purged in the request after the results': wait for both.
+        obj = eventually(lambda: (o := get("greeting", "g2", namespace)).get("status") and
+                         "kopf.zalando.org/flaky" not in o["metadata"].get("annotations", {}) and o,
+                         what="the status, and the progress purged")
     finally:
         assert second.stop() == 0
     assert obj["status"] == {"flaky": {"retried": 1}}
-    assert "kopf.zalando.org/flaky" not in obj["metadata"]["annotations"]
     assert second.output.count("Handler 'flaky' is invoked") == 1
     assert "failed temporarily" not in second.output
 
@@ -153,8 +162,10 @@ def test_errors_of_handlers(crd: None, namespace: str, tmp_path: Path) -> None:
     try:
         kubectl("create", "-f", "-", input=greeting("g4", namespace))
         operator.wait_for(r"Creation is processed: 2 succeeded; 2 failed\.", timeout=60)
-        obj = eventually(lambda: (o := get("greeting", "g4", namespace)).get("status", {}).get("fine") and o,
-                         what="the result of the fine handler")
+        # (the progress is purged in the request after the results')
+        obj = eventually(lambda: (o := get("greeting", "g4", namespace)).get("status", {}).get("fine") and
+                         DIFFBASE in o["metadata"].get("annotations", {}) and o,
+                         what="the result of the fine handler, and the diff base")
     finally:
         operator.stop()
     output = operator.output

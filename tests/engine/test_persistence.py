@@ -256,8 +256,10 @@ def test_strict_schema_with_the_default_storages(cluster: dict[str, str], namesp
         apply({"apiVersion": "demo.kopf.dev/v1", "kind": "StrictThing",
                "metadata": {"name": "s", "namespace": namespace}, "spec": {"size": 1}})
         operator.wait_for(r"CREATED s")
-        obj = eventually(lambda: (o := get("strictthing", "s", namespace))["status"].get("phase") and o,
-                         what="the status")
+        # The status first, the diff base in the next request: wait for both.
+        obj = eventually(lambda: (o := get("strictthing", "s", namespace)).get("status", {}).get("phase") and
+                         "kopf.zalando.org/last-handled-configuration" in o["metadata"].get("annotations", {}) and o,
+                         what="the status and the diff base")
         assert obj["status"] == {"phase": "Ready"}
         assert obj["metadata"]["annotations"]["kopf.zalando.org/last-handled-configuration"] == \
             '{"spec":{"size":1}}\n'
