@@ -1,9 +1,11 @@
 //! Following one container's log (`GET .../pods/NAME/log?follow=true&timestamps=true`): its
 //! lines as they come, each with the time its container runtime gave it. A stream that
-//! breaks is opened again from the last line's time (`sinceTime`); the lines that the new
-//! stream repeats (all of that second, as the kubelet honours `sinceTime` to the second)
-//! are skipped by their times, and those of the last line's very time by their count: no
-//! line is lost, none is delivered twice.
+//! breaks is opened again from the latest second read (`sinceTime`: the kubelet gives the
+//! lines of that second and later, in the log's order), and as many lines as were read of
+//! that second are skipped. When the times go backwards (the node's clock stepped back), a
+//! stream from that second would give old lines again and drop the new, earlier-timed ones:
+//! then it is opened from where the first one was, and the lines read since are skipped by
+//! their count. No line is lost, none is delivered twice.
 
 use crate::client::credentials::Credentials;
 use crate::client::watching::urlencode;
@@ -24,62 +26,89 @@ pub struct LogLine {
     pub cut: bool,
 }
 
-/// How far a container's log has been read: the last line's time, and how many lines of
-/// exactly that time were read (several lines may share a time).
+/// How far a container's log has been read.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Position {
-    last: Option<(DateTime<Utc>, u32)>,
+    /// Where the first stream started (`sinceTime`; none: the log's start).
+    origin: Option<DateTime<Utc>>,
+    /// How many lines read a stream from `origin` gives again.
+    from_origin: u64,
+    /// The latest second read, and how many lines of it were read.
+    latest: Option<(i64, u32)>,
+    /// The last line read is older than `latest`'s second: the clock stepped back.
+    behind: bool,
+    /// Lines before this time are not wanted (a log followed from a time).
+    not_before: Option<DateTime<Utc>>,
 }
 
 impl Position {
     /// Nothing before this time: the lines of a log from then on.
     pub fn since(time: DateTime<Utc>) -> Self {
         Self {
-            last: Some((time, 0)),
+            origin: DateTime::from_timestamp(time.timestamp(), 0),
+            not_before: Some(time),
+            ..Self::default()
         }
     }
 
     /// Where a new stream starts for this position: `sinceTime`, to the second.
     pub fn since_time(&self) -> Option<String> {
-        let (time, _) = self.last?;
-        Some(time.to_rfc3339_opts(SecondsFormat::Secs, true))
+        let start = match (self.latest, self.behind) {
+            (Some((second, _)), false) => DateTime::from_timestamp(second, 0),
+            _ => self.origin,
+        };
+        start.map(|time| time.to_rfc3339_opts(SecondsFormat::Secs, true))
     }
 
     /// A line of this time was read: it is now the last one.
     pub fn read(&mut self, time: DateTime<Utc>) {
-        self.last = match self.last {
-            Some((last, count)) if last == time => Some((last, count + 1)),
-            _ => Some((time, 1)),
-        };
+        if self.origin.is_none_or(|origin| time >= origin) {
+            self.from_origin += 1;
+        }
+        let second = time.timestamp();
+        match self.latest {
+            Some((latest, count)) if second == latest => {
+                self.latest = Some((latest, count + 1));
+                self.behind = false;
+            }
+            Some((latest, _)) if second < latest => self.behind = true,
+            _ => {
+                self.latest = Some((second, 1));
+                self.behind = false;
+            }
+        }
     }
 
-    /// What a new stream from this position repeats, to be skipped.
+    /// What a new stream from this position gives again, to be skipped.
     fn replay(&self) -> Replay {
-        Replay { skip: self.last }
+        let skip = match (self.latest, self.behind) {
+            (Some((_, count)), false) => u64::from(count),
+            _ => self.from_origin,
+        };
+        Replay {
+            skip,
+            not_before: self.not_before,
+        }
     }
 }
 
-/// The lines of a new stream that were read before: older than the position, and the first
-/// ones of its time, as many as were read.
+/// The first lines of a new stream: those read before (by their count), and those not wanted.
 #[derive(Debug, Clone, Copy)]
 struct Replay {
-    skip: Option<(DateTime<Utc>, u32)>,
+    skip: u64,
+    not_before: Option<DateTime<Utc>>,
 }
 
 impl Replay {
     fn repeats(&mut self, time: DateTime<Utc>) -> bool {
-        match &mut self.skip {
-            None => false,
-            Some((last, _)) if time < *last => true,
-            Some((last, count)) if time == *last && *count > 0 => {
-                *count -= 1;
-                true
-            }
-            Some(_) => {
-                self.skip = None; // past the position: everything from here on is new
-                false
-            }
+        if self.not_before.is_some_and(|not_before| time < not_before) {
+            return true;
         }
+        if self.skip > 0 {
+            self.skip -= 1;
+            return true;
+        }
+        false
     }
 }
 
@@ -263,6 +292,37 @@ mod tests {
         assert_eq!(url, "/api/v1/namespaces/ns/pods/p/log?follow=true&timestamps=true&container=main&sinceTime=2026-01-02T03%3A04%3A05Z");
     }
 
+    /// What a stream from `since` gives of a whole log: the kubelet drops the lines before it.
+    fn served(log: &[DateTime<Utc>], since: Option<&str>) -> Vec<DateTime<Utc>> {
+        let since = since.map(time);
+        (log.iter().copied())
+            .filter(|at| since.is_none_or(|since| *at >= since))
+            .collect()
+    }
+
+    /// The lines a follower delivers of a log whose stream breaks after each `breaks[i]` lines.
+    fn followed(
+        log: &[DateTime<Utc>],
+        mut position: Position,
+        breaks: &[usize],
+    ) -> Vec<DateTime<Utc>> {
+        let mut delivered = Vec::new();
+        for &limit in breaks.iter().chain([&usize::MAX]) {
+            let mut replay = position.replay();
+            // (the stream breaks after `limit` lines)
+            for at in served(log, position.since_time().as_deref())
+                .into_iter()
+                .take(limit)
+            {
+                if !replay.repeats(at) {
+                    position.read(at);
+                    delivered.push(at);
+                }
+            }
+        }
+        delivered
+    }
+
     #[test]
     fn what_a_resumed_stream_repeats_is_skipped() {
         // Read before the break: a line at .1, two at .5 (the same time), one more at .5 unread.
@@ -271,12 +331,12 @@ mod tests {
             position.read(time(&format!("2026-01-02T03:04:{at}Z")));
         }
         let mut replay = position.replay();
-        let repeated: Vec<bool> = ["04.9", "05.1", "05.5", "05.5", "05.5", "05.7", "05.5"]
+        let repeated: Vec<bool> = ["05.1", "05.5", "05.5", "05.5", "05.7", "05.5"]
             .iter()
             .map(|at| replay.repeats(time(&format!("2026-01-02T03:04:{at}Z"))))
             .collect();
         // The third line of .5 is new, so is all after it (even an out-of-order time).
-        assert_eq!(repeated, [true, true, true, true, false, false, false]);
+        assert_eq!(repeated, [true, true, true, false, false, false]);
         // A log followed from a time: the lines before it are not new, those of it are.
         let mut replay = Position::since(time("2026-01-02T03:04:05.5Z")).replay();
         assert!(replay.repeats(time("2026-01-02T03:04:05.1Z")));
@@ -285,6 +345,60 @@ mod tests {
         assert!(!Position::default()
             .replay()
             .repeats(time("2026-01-02T03:04:05Z")));
+    }
+
+    #[test]
+    fn a_log_whose_times_go_back_is_resumed_exactly() {
+        // The node's clock steps back after 12.0: then catches up again.
+        let log: Vec<DateTime<Utc>> = [
+            "10.2", "10.5", "12.0", "08.0", "09.0", "09.5", "12.3", "13.0",
+        ]
+        .iter()
+        .map(|at| time(&format!("2026-01-02T03:04:{at}Z")))
+        .collect();
+        for first in 0..=log.len() {
+            for second in 0..=log.len() {
+                for start in [
+                    Position::default(),
+                    Position::since(time("2026-01-02T03:04:10.3Z")),
+                ] {
+                    let wanted: Vec<_> = match start.not_before {
+                        None => log.clone(),
+                        Some(not_before) => {
+                            log.iter().copied().filter(|at| *at >= not_before).collect()
+                        }
+                    };
+                    let from_the_start = start.not_before.is_none();
+                    let delivered = followed(&log, start, &[first, second]);
+                    let mut unique = delivered.clone();
+                    unique.sort();
+                    unique.dedup(); // (the log's times are all different)
+                    assert_eq!(
+                        unique.len(),
+                        delivered.len(),
+                        "a line twice: breaks after {first}, {second}"
+                    );
+                    assert!(delivered.iter().all(|at| wanted.contains(at)));
+                    // Exact unless a stream breaks before the step back is seen: the kubelet
+                    // then drops the earlier-timed lines that follow (a limit of `sinceTime`).
+                    let seen = |taken: usize| taken == 0 || taken >= 4;
+                    if !from_the_start || seen(first) && seen(second) {
+                        assert_eq!(delivered, wanted, "breaks after {first} and {second} lines");
+                    }
+                }
+            }
+        }
+        // Behind the latest second, a stream starts where the first one did.
+        let mut position = Position::default();
+        for at in &log[..5] {
+            position.read(*at);
+        }
+        assert_eq!(position.since_time(), None);
+        position.read(log[6]);
+        assert_eq!(
+            position.since_time().as_deref(),
+            Some("2026-01-02T03:04:12Z")
+        );
     }
 
     #[tokio::test]
