@@ -160,6 +160,13 @@ fn is_retryable(error: &kube::Error) -> bool {
     }
 }
 
+/// The API server's 429 while its cache of a resource fills (after a CRD changes, or while an
+/// object of it fails its conversion): a known, passing state, not the request's failure.
+fn is_cache_warming(error: &kube::Error) -> bool {
+    matches!(error, kube::Error::Api(status)
+        if status.code == 429 && status.message.contains("storage is (re)initializing"))
+}
+
 /// When a throttled (429) or unavailable (503) server asks to be called again: its Status's
 /// `retryAfterSeconds`, or its `Retry-After` header (the transport keeps it there).
 pub fn retry_after(error: &kube::Error) -> Option<f64> {
@@ -283,7 +290,12 @@ impl Credentials {
                 }
                 _ => backoff,
             };
-            tracing::error!(target: ENGINE, "Request attempt #{attempt}/{count} failed; will retry: {what} -> {reason}");
+            if is_cache_warming(&error) {
+                // Kopf logs it at ERROR like any failure; it is the server warming up.
+                tracing::info!(target: ENGINE, "Request attempt #{attempt}/{count} failed; will retry: {what} -> {reason}");
+            } else {
+                tracing::error!(target: ENGINE, "Request attempt #{attempt}/{count} failed; will retry: {what} -> {reason}");
+            }
             tokio::time::sleep(Duration::from_secs_f64(backoff)).await;
         }
         unreachable!("the last attempt returns")
@@ -608,6 +620,34 @@ mod tests {
         assert_eq!(elapsed.round(), 3.0);
         let (_, _, elapsed) = attempts(&relaxed, vec![status(503, Some(30))]).await;
         assert_eq!(elapsed.round(), 30.0, "an unavailable server's too");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_warming_cache_is_retried_quietly_and_other_429s_loudly() {
+        use crate::util::logging::Capture;
+        use tracing::Level;
+        let capture = Capture::default();
+        let _guard = tracing::subscriber::set_default(capture.subscriber());
+        let credentials = credentials(&[1.0], false);
+        let mut warming = status(429, None);
+        if let kube::Error::Api(status) = &mut warming {
+            status.message = "storage is (re)initializing".into();
+        }
+        let (ok, count, _) = attempts(&credentials, vec![warming]).await;
+        assert!(ok && count == 2);
+        assert_eq!(capture.messages(Level::ERROR), Vec::<String>::new());
+        let retried = capture.messages(Level::INFO);
+        assert!(
+            retried[0].starts_with("Request attempt #1/2 failed; will retry: GET /test -> "),
+            "{retried:?}"
+        );
+        let (ok, _, _) = attempts(&credentials, vec![status(429, None)]).await;
+        assert!(ok);
+        assert_eq!(
+            capture.messages(Level::ERROR).len(),
+            1,
+            "a throttled request is still an error"
+        );
     }
 
     #[tokio::test(start_paused = true)]
