@@ -556,18 +556,17 @@ fn status_of(error: &kube::core::Status) -> Value {
     status
 }
 
-/// A query parameter's value, percent-encoded.
+/// All but RFC 3986's unreserved characters (letters, digits, `-_.~`): what a query parameter's
+/// value or a path's segment may carry as it is.
+const RESERVED: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'_')
+    .remove(b'.')
+    .remove(b'~');
+
+/// A query parameter's value (or a path's segment), percent-encoded.
 pub fn urlencode(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for b in s.bytes() {
-        match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                out.push(b as char)
-            }
-            _ => out.push_str(&format!("%{b:02X}")),
-        }
-    }
-    out
+    percent_encoding::utf8_percent_encode(s, RESERVED).to_string()
 }
 
 #[cfg(test)]
@@ -575,5 +574,9 @@ mod tests {
     #[test]
     fn url_encoding() {
         assert_eq!(super::urlencode("a=b,c!=d"), "a%3Db%2Cc%21%3Dd");
+        assert_eq!(
+            super::urlencode("in(x-1_2.3~) é"),
+            "in%28x-1_2.3~%29%20%C3%A9"
+        );
     }
 }
