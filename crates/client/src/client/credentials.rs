@@ -5,6 +5,7 @@
 //! from then on. Requests are retried as Kopf retries them (`error_backoffs`), each
 //! attempt within `request_timeout`.
 
+use crate::client::backoff;
 use crate::client::connection::{self, ConnectionError, ConnectionInfo};
 use crate::client::transport::Transport;
 use crate::settings::{NetworkingSettings, WatchingSettings};
@@ -167,18 +168,6 @@ fn is_cache_warming(error: &kube::Error) -> bool {
         if status.code == 429 && status.message.contains("storage is (re)initializing"))
 }
 
-/// When a throttled (429) or unavailable (503) server asks to be called again: its Status's
-/// `retryAfterSeconds`, or its `Retry-After` header (the transport keeps it there).
-pub fn retry_after(error: &kube::Error) -> Option<f64> {
-    match error {
-        kube::Error::Api(status) if matches!(status.code, 429 | 503) => (status.details.as_ref())
-            .map(|details| details.retry_after_seconds)
-            .filter(|seconds| *seconds > 0)
-            .map(f64::from),
-        _ => None,
-    }
-}
-
 impl Credentials {
     /// Log in with the login handlers' connection; `login` runs them again when needed.
     pub async fn connect(
@@ -279,17 +268,15 @@ impl Credentials {
                 Err(error) => error,
             };
             let reason = crate::util::errors::chain(&error);
-            let Some(&backoff) = backoffs.get(attempt - 1) else {
+            let Some(backoff) = backoff::listed(backoffs, attempt) else {
                 tracing::error!(target: ENGINE, "Request attempt #{attempt}/{count} failed; escalating: {what} -> {reason}");
                 return Err(error);
             };
-            let backoff = match retry_after(&error) {
-                Some(asked) if self.network.enforce_retry_after || asked > backoff => {
-                    tracing::debug!(target: ENGINE, "Overriding the backoff {backoff}s with the retry-after {asked}s from the server: {what}");
-                    asked
-                }
-                _ => backoff,
-            };
+            let asked = backoff::honouring(backoff, &error, self.network.enforce_retry_after);
+            if asked != backoff {
+                tracing::debug!(target: ENGINE, "Overriding the backoff {backoff}s with the retry-after {asked}s from the server: {what}");
+            }
+            let backoff = asked;
             if is_cache_warming(&error) {
                 // Kopf logs it at ERROR like any failure; it is the server warming up.
                 tracing::info!(target: ENGINE, "Request attempt #{attempt}/{count} failed; will retry: {what} -> {reason}");

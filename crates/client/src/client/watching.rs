@@ -6,6 +6,7 @@
 //! With `initial_streaming`, the listing is the watch-stream's own initial events
 //! (`sendInitialEvents`), until the bookmark that ends them.
 
+use crate::client::backoff;
 use crate::client::credentials::Credentials;
 use crate::client::listing::ListSplitter;
 use crate::client::resources::Resource;
@@ -13,7 +14,6 @@ use crate::settings::WatchingSettings;
 use crate::util::logging::{ENGINE, WATCHING};
 use futures::{AsyncBufReadExt, StreamExt};
 use kube::core::WatchEvent;
-use rand::Rng;
 use serde_json::Value;
 use std::sync::Arc;
 use std::time::Duration;
@@ -336,13 +336,9 @@ impl Watcher {
     /// asked (its Retry-After), or exactly then if `enforce_retry_after`.
     async fn backoff(&self, failures: &mut u32, error: &kube::Error) {
         *failures = failures.saturating_add(1);
-        let ceiling = (0.5 * 2f64.powi((*failures).min(16) as i32)).min(MAX_BACKOFF);
-        let delay = rand::rng().random_range(ceiling / 2.0..=ceiling);
-        let delay = match crate::client::credentials::retry_after(error) {
-            Some(asked) if self.credentials.enforces_retry_after() || asked > delay => asked,
-            _ => delay,
-        };
-        tokio::time::sleep(Duration::from_secs_f64(delay)).await;
+        let pause = backoff::doubling(*failures, MAX_BACKOFF);
+        let pause = backoff::honouring(pause, error, self.credentials.enforces_retry_after());
+        tokio::time::sleep(Duration::from_secs_f64(pause)).await;
     }
 
     fn query(&self, extra: &[(&str, String)]) -> String {

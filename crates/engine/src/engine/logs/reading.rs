@@ -3,6 +3,7 @@
 //! queues the matched lines for the handling task, waiting while the queue is full.
 
 use super::{Line, Logs, Pod};
+use crate::client::backoff;
 use crate::client::logs::{LogFollower, LogLine, Position};
 use crate::object_log;
 use crate::util::encoding::to_python_repr;
@@ -126,9 +127,8 @@ impl Reader {
                         return Ended::Drained;
                     }
                     let backoffs = &self.logs.ctx.settings.networking.error_backoffs;
-                    let at = (failures as usize - 1).min(backoffs.len().saturating_sub(1));
-                    let delay = backoffs.get(at).copied().unwrap_or(1.0);
-                    tokio::time::sleep(Duration::from_secs_f64(delay)).await;
+                    let pause = backoff::listed_for_ever(backoffs, failures as usize);
+                    tokio::time::sleep(Duration::from_secs_f64(pause)).await;
                 }
             }
         }
