@@ -1,7 +1,7 @@
 //! Plain HTTP/1 endpoints of the core (metrics, liveness, Skafos' health port): a bound
 //! listener served in the background, each request answered by a function.
 
-use crate::util::tasks;
+use crate::util::accepting;
 use http_body_util::Full;
 use hyper::body::{Bytes, Incoming};
 use hyper::{Request, Response};
@@ -17,21 +17,16 @@ where
     F: Fn(Request<Incoming>) -> Fut + Clone + Send + Sync + 'static,
     Fut: Future<Output = Answer> + Send + 'static,
 {
-    tasks::spawn(async move {
-        loop {
-            let Ok((stream, _)) = listener.accept().await else {
-                continue;
-            };
-            let respond = respond.clone();
-            tasks::spawn(async move {
-                let service = hyper::service::service_fn(move |request: Request<Incoming>| {
-                    let answer = respond(request);
-                    async move { Ok::<_, std::convert::Infallible>(answer.await) }
-                });
-                let _ = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(TokioIo::new(stream), service)
-                    .await;
+    accepting::accept(listener, "HTTP endpoint", move |stream| {
+        let respond = respond.clone();
+        async move {
+            let service = hyper::service::service_fn(move |request: Request<Incoming>| {
+                let answer = respond(request);
+                async move { Ok::<_, std::convert::Infallible>(answer.await) }
             });
+            let _ = hyper::server::conn::http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), service)
+                .await;
         }
     })
 }

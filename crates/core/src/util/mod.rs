@@ -1,10 +1,11 @@
 //! Utilities: when a thread pool wakes a thread (`waking`), JSON paths and merges (`dicts`),
-//! Python-exact JSON and reprs (`encoding`), error texts with their causes (`errors`), plain
-//! HTTP endpoints (`endpoints`), objects' compact identities (`identity`), the core's log
+//! Python-exact JSON and reprs (`encoding`), error texts with their causes (`errors`), the
+//! servers' accept loop (`accepting`), plain HTTP endpoints (`endpoints`), objects' compact identities (`identity`), the core's log
 //! lines (`logging`), and its tasks (`tasks`).
 //!
 //! Uses: nothing.
 
+pub mod accepting;
 pub mod dicts;
 pub mod encoding;
 pub mod endpoints;

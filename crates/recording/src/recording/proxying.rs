@@ -9,7 +9,7 @@
 use super::attributes;
 use super::journal::Journal;
 use crate::client::transport::Transport;
-use crate::util::tasks;
+use crate::util::accepting;
 use crate::webhooks::certificates;
 use crate::webhooks::tls::{self, ClientVerification};
 use bytes::Bytes;
@@ -82,16 +82,8 @@ pub async fn start(transport: Transport, port: u16) -> Result<Proxy, String> {
         transport,
         journal: journal.clone(),
     });
-    let task = tasks::spawn(async move {
-        loop {
-            match listener.accept().await {
-                Ok((stream, _)) => {
-                    tasks::spawn(connection(stream, config.clone(), shared.clone()));
-                }
-                // Out of file descriptors and the like: pause rather than spin.
-                Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
-            }
-        }
+    let task = accepting::accept(listener, "recording proxy", move |stream| {
+        connection(stream, config.clone(), shared.clone())
     });
     Ok(Proxy {
         local,

@@ -9,7 +9,7 @@ use super::reviews::ReviewError;
 use super::tls;
 use crate::intents::handlers::WebhookType;
 use crate::util::logging::ENGINE;
-use crate::util::tasks;
+use crate::util::accepting;
 use futures::future::BoxFuture;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::{Bytes, Incoming};
@@ -102,24 +102,8 @@ pub async fn start(spec: ServerSpec, reviewer: Arc<dyn Reviewer>) -> std::io::Re
     tracing::debug!(target: ENGINE, "Listening for webhooks at {scheme}://{local}{}", spec.path);
     let budget = Arc::new(tokio::sync::Semaphore::new(spec.in_flight_bytes));
     let spec = Arc::new(spec);
-    let task = tasks::spawn(async move {
-        loop {
-            let (stream, _) = match listener.accept().await {
-                Ok(accepted) => accepted,
-                Err(error) => {
-                    // Out of file descriptors and the like: pause rather than spin.
-                    tracing::warn!(target: ENGINE, "Cannot accept a webhook connection: {error}");
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                    continue;
-                }
-            };
-            tasks::spawn(connection(
-                stream,
-                spec.clone(),
-                reviewer.clone(),
-                budget.clone(),
-            ));
-        }
+    let task = accepting::accept(listener, "webhook", move |stream| {
+        connection(stream, spec.clone(), reviewer.clone(), budget.clone())
     });
     Ok(Server { local, task })
 }
