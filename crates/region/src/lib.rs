@@ -170,8 +170,8 @@ impl Region {
             }
             let free = slots.free[class];
             if free != 0 {
-                // SAFETY: a free slot of this region holds the address of the next one.
                 let slot = self.pointer(free);
+                // SAFETY: a free slot of this region holds the address of the next one.
                 slots.free[class] = unsafe { *(slot as *const usize) };
                 return Some(slot);
             }
@@ -259,17 +259,21 @@ unsafe impl<A: GlobalAlloc> GlobalAlloc for Allocator<A> {
                 return ptr;
             }
         }
+        // SAFETY: the caller's layout, passed on as `GlobalAlloc::alloc` promises it.
         unsafe { self.0.alloc(layout) }
     }
 
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
         if is_apart() {
+            // SAFETY: the caller's layout, as in `alloc`.
             let ptr = unsafe { self.alloc(layout) };
             if !ptr.is_null() {
+                // SAFETY: a fresh allocation of at least `layout.size()` bytes.
                 unsafe { std::ptr::write_bytes(ptr, 0, layout.size()) };
             }
             return ptr;
         }
+        // SAFETY: the caller's layout, passed on.
         unsafe { self.0.alloc_zeroed(layout) }
     }
 
@@ -278,18 +282,23 @@ unsafe impl<A: GlobalAlloc> GlobalAlloc for Allocator<A> {
             let class = class_of(layout).expect("only small allocations are in the region");
             REGION.free(ptr, class);
         } else {
+            // SAFETY: not the region's, so the general allocator's, with its layout.
             unsafe { self.0.dealloc(ptr, layout) }
         }
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         if !REGION.contains(ptr) && !is_apart() {
+            // SAFETY: the general allocator's pointer, and the caller's promises, passed on.
             return unsafe { self.0.realloc(ptr, layout, new_size) };
         }
         // SAFETY: the caller promises a valid size for this alignment.
         let new_layout = unsafe { Layout::from_size_align_unchecked(new_size, layout.align()) };
+        // SAFETY: a valid layout (above).
         let new = unsafe { self.alloc(new_layout) };
         if !new.is_null() {
+            // SAFETY: both allocations hold at least the smaller size, and are distinct; the
+            // old one is given back once, with its own layout.
             unsafe {
                 std::ptr::copy_nonoverlapping(ptr, new, layout.size().min(new_size));
                 self.dealloc(ptr, layout);
@@ -406,6 +415,7 @@ mod tests {
     impl Marked {
         fn new(size: usize, align: usize, mark: u8, zeroed: bool) -> Self {
             let layout = Layout::from_size_align(size, align).unwrap();
+            // SAFETY: a valid layout (just made).
             let ptr = apart(|| unsafe {
                 if zeroed {
                     Allocator(System).alloc_zeroed(layout)
@@ -416,13 +426,16 @@ mod tests {
             assert!(!ptr.is_null());
             assert_eq!(ptr.addr() % align, 0, "misaligned");
             if zeroed {
+                // SAFETY: within the allocation of `size` bytes.
                 assert!((0..size).all(|i| unsafe { *ptr.add(i) } == 0), "not zeroed");
             }
+            // SAFETY: the allocation is `size` bytes.
             unsafe { std::ptr::write_bytes(ptr, mark, size) };
             Marked { ptr, layout, mark }
         }
 
         fn check(&self) {
+            // SAFETY: within the value's own allocation.
             let whole = (0..self.layout.size()).all(|i| unsafe { *self.ptr.add(i) } == self.mark);
             assert!(
                 whole,
@@ -434,13 +447,16 @@ mod tests {
         /// Grown or shrunk (in the region or out of it), its pattern kept, the rest marked.
         fn resize(&mut self, size: usize) {
             self.check();
+            // SAFETY: the value's own pointer and layout, a nonzero size.
             let ptr = apart(|| unsafe { Allocator(System).realloc(self.ptr, self.layout, size) });
             assert!(!ptr.is_null());
             let kept = self.layout.size().min(size);
             assert!(
+                // SAFETY: within the new allocation of `size` bytes.
                 (0..kept).all(|i| unsafe { *ptr.add(i) } == self.mark),
                 "content lost"
             );
+            // SAFETY: the new allocation is `size` bytes.
             unsafe { std::ptr::write_bytes(ptr, self.mark, size) };
             self.ptr = ptr;
             self.layout = Layout::from_size_align(size, self.layout.align()).unwrap();
@@ -450,6 +466,7 @@ mod tests {
     impl Drop for Marked {
         fn drop(&mut self) {
             self.check();
+            // SAFETY: the value's own allocation, given back once.
             unsafe { Allocator(System).dealloc(self.ptr, self.layout) };
         }
     }
