@@ -110,7 +110,7 @@ class TimerFn(Protocol):
 # What each keyword argument is (the reference's table of keyword arguments shows it; the
 # documentation's build fails on one that the protocols above pass and this leaves out).
 KWARGS: dict[str, str] = {
-    'body': "The whole object as the operator last saw it (read-only, always up to date within the call).",
+    'body': "The whole object, as the event that caused the call has it (read-only).",
     'meta': "The object's ``metadata`` (read-only).",
     'spec': "The object's ``spec`` (read-only).",
     'status': "The object's ``status`` (read-only).",

@@ -52,7 +52,7 @@ def logging_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     @click.option('--log-format', type=click.Choice(_formatting.LogFormat, case_sensitive=False), default='full',
                   help="How log lines look: plain (the message), full (time, logger, level), json (one object a line).")
     @click.option('--log-refkey', type=str,
-                  help="In the json format, the key under which each line names its object (none by default).")
+                  help="In the json format, the key under which each line names its object (default: 'object').")
     @click.option('--log-prefix/--no-log-prefix', default=None,
                   help="Start each object's lines with its [namespace/name] (default: in plain and full formats).")
     @functools.wraps(fn)
