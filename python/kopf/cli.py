@@ -10,6 +10,7 @@ import os
 import sys
 import threading
 from collections.abc import Callable, Collection
+from pathlib import Path
 from typing import Any
 
 import click
@@ -406,6 +407,74 @@ def olm_verify(directory: str) -> None:
     if errors:
         raise SystemExit(1)
     click.echo(f"The bundle in {directory} is valid ({len(warnings)} warnings).")
+
+
+@main.group()
+def testing() -> None:
+    """ A local control plane for tests and for people: etcd and kube-apiserver, no Docker (not in Kopf). """
+
+
+@testing.command(name='install')
+def testing_install() -> None:
+    """ Build the control plane's programs into the user's cache, from the Go module proxy (once). """
+    from kopf._cluster import binaries
+    try:
+        folders = binaries.install(say=lambda line: click.echo(line, err=True))
+    except binaries.BinariesError as e:
+        raise click.ClickException(str(e)) from None
+    for folder in folders.values():
+        click.echo(str(folder))
+
+
+def _plane(nodes: bool, controller_manager: bool) -> Any:
+    from kopf._cluster import plane
+    default = Path(os.environ.get("XDG_STATE_HOME", Path.home() / ".local/state")) / "kopf-rs/cluster"
+    home = Path(os.environ.get("KOPF_CLUSTER_HOME", default)).resolve()
+    port = os.environ.get("KOPF_CLUSTER_PORT", "16443")
+    if not port.isdigit() or not 1024 < int(port) < 65536:
+        raise click.UsageError(f"KOPF_CLUSTER_PORT={port!r} is not a port number between 1025 and 65535.")
+    return plane.ControlPlane(home=home, port=int(port), nodes=nodes, controller_manager=controller_manager,
+                              say=lambda line: click.echo(line, err=True))
+
+
+_NODES = "Also run kube-scheduler and kwok: pods are scheduled, run and log."
+_CONTROLLER_MANAGER = "Also run kube-controller-manager: garbage collection, namespaces' deletion."
+
+
+@testing.group(name='cluster')
+def testing_cluster() -> None:
+    """ Start, stop and use a control plane that outlives the command (state in $KOPF_CLUSTER_HOME). """
+
+
+@testing_cluster.command(name='up')
+@click.option('--nodes', is_flag=True, help=_NODES)
+@click.option('--controller-manager', is_flag=True, help=_CONTROLLER_MANAGER)
+def testing_cluster_up(nodes: bool, controller_manager: bool) -> None:
+    """ Start it unless it runs; print the shell lines to use it: eval "$(kopf testing cluster up)". """
+    from kopf._cluster import binaries, plane, processes
+    control = _plane(nodes, controller_manager)
+    try:
+        if control.healthy():
+            click.echo("The control plane is running already.", err=True)
+        else:
+            seconds = control.start()
+            click.echo(f"The control plane is ready in {seconds:.1f}s.", err=True)
+    except (binaries.BinariesError, processes.ProcessError, plane.ControlPlaneError) as e:
+        raise click.ClickException(str(e)) from None
+    click.echo(f"export KUBECONFIG={control.kubeconfig}")
+
+
+@testing_cluster.command(name='env')
+def testing_cluster_env() -> None:
+    """ Print the shell lines to use the running control plane. """
+    click.echo(f"export KUBECONFIG={_plane(False, False).kubeconfig}")
+
+
+@testing_cluster.command(name='down')
+def testing_cluster_down() -> None:
+    """ Stop the control plane; its programs stay in the cache. """
+    stopped = _plane(False, False).stop()
+    click.echo(f"Stopped {', '.join(stopped)}." if stopped else "Nothing was running.", err=True)
 
 
 def command() -> None:
