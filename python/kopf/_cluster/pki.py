@@ -61,16 +61,16 @@ def make(pki: Path) -> None:
         # An admin's bearer token (for token-based logins) and the components' own.
         token, components = secrets.token_hex(24), secrets.token_hex(24)
         (pki / "admin.token").write_text(token + "\n")
-        (pki / "components.token").write_text(components + "\n")
+        (pki / "controller-manager.token").write_text(components + "\n")
         (pki / "tokens.csv").write_text(f"{token},kopf-token-admin,kopf-token-admin,system:masters\n"
                                         f"{components},{COMPONENTS_USER},{COMPONENTS_USER},system:masters\n")
-        for name in ("admin.token", "components.token", "tokens.csv"):
+        for name in ("admin.token", "controller-manager.token", "tokens.csv"):
             (pki / name).chmod(0o600)
 
 
 def kubeconfig(home: Path, port: int, *, user: str = "admin") -> Path:
     """A kubeconfig of the API server at 127.0.0.1:port: the admin's (a client certificate) or
-    the components' (a token; `user="components"`)."""
+    the components' (a token; `user="controller-manager"`)."""
     pki = home / "pki"
 
     def b64(name: str) -> str:
@@ -78,7 +78,7 @@ def kubeconfig(home: Path, port: int, *, user: str = "admin") -> Path:
 
     credentials = (
         {"client-certificate-data": b64("admin.crt"), "client-key-data": b64("admin.key")} if user == "admin"
-        else {"token": (pki / "components.token").read_text().strip()}
+        else {"token": (pki / "controller-manager.token").read_text().strip()}
     )
     config = {
         "apiVersion": "v1", "kind": "Config",

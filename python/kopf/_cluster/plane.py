@@ -117,7 +117,7 @@ class ControlPlane:
             (self.home / sub).mkdir(parents=True, exist_ok=True)
         pki.make(self.home / "pki")
         pki.kubeconfig(self.home, self.port)
-        pki.kubeconfig(self.home, self.port, user="components")
+        pki.kubeconfig(self.home, self.port, user="controller-manager")
         started = time.monotonic()
         try:
             self._start_etcd(programs["etcd"])
@@ -186,7 +186,7 @@ class ControlPlane:
     def _start_controller_manager(self, program: Path) -> None:
         keys = self.home / "pki"
         processes.spawn(self.home, "kube-controller-manager", program, [
-            f"--kubeconfig={self.home / 'kubeconfig-components'}", f"--controllers={CONTROLLERS}",
+            f"--kubeconfig={self.home / 'kubeconfig-controller-manager'}", f"--controllers={CONTROLLERS}",
             f"--service-account-private-key-file={keys / 'sa.key'}", f"--root-ca-file={keys / 'ca.crt'}",
             "--leader-elect=false", "--bind-address=127.0.0.1", "--secure-port=0", "--profiling=false",
         ])
@@ -198,7 +198,7 @@ class ControlPlane:
     def _start_nodes(self, scheduler: Path, kwok: Path) -> None:
         keys = self.home / "pki"
         processes.spawn(self.home, "kube-scheduler", scheduler, [
-            f"--kubeconfig={self.home / 'kubeconfig-components'}",
+            f"--kubeconfig={self.home / 'kubeconfig-controller-manager'}",
             "--leader-elect=false", "--bind-address=127.0.0.1", "--secure-port=0", "--profiling=false",
         ])
         crds = binaries.cache_dir("nodes")
@@ -209,7 +209,7 @@ class ControlPlane:
                        for crd in binaries.KWOK_CRDS])
         port = self.ports["kwok"]
         processes.spawn(self.home, "kwok", kwok, [
-            f"--kubeconfig={self.home / 'kubeconfig-components'}",
+            f"--kubeconfig={self.home / 'kubeconfig-controller-manager'}",
             f"--config={binaries.HERE / 'kwok.yaml'}",
             "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
             "--node-ip=127.0.0.1", f"--node-port={port}", f"--server-address=127.0.0.1:{port}",
