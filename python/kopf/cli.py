@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import contextlib
 import dataclasses
 import functools
+import json
 import os
 import sys
 import threading
@@ -426,15 +428,34 @@ def testing_install() -> None:
         click.echo(str(folder))
 
 
-def _plane(nodes: bool, controller_manager: bool) -> Any:
+def _plane(nodes: bool = False, controller_manager: bool = False, audit_policy: str | None = None,
+           feature_gates: Collection[str] = ()) -> Any:
     from kopf._cluster import plane
     default = Path(os.environ.get("XDG_STATE_HOME", Path.home() / ".local/state")) / "kopf-rs/cluster"
     home = Path(os.environ.get("KOPF_CLUSTER_HOME", default)).resolve()
     port = os.environ.get("KOPF_CLUSTER_PORT", "16443")
     if not port.isdigit() or not 1024 < int(port) < 65536:
         raise click.UsageError(f"KOPF_CLUSTER_PORT={port!r} is not a port number between 1025 and 65535.")
+    policy = Path(audit_policy).read_text() if audit_policy else None
     return plane.ControlPlane(home=home, port=int(port), nodes=nodes, controller_manager=controller_manager,
+                              audit_policy=policy, feature_gates=tuple(feature_gates),
                               say=lambda line: click.echo(line, err=True))
+
+
+def _shell_lines(control: Any) -> str:
+    """What to eval in a shell: the kubeconfig, the audit log, and kubectl on the PATH."""
+    import shutil
+
+    from kopf._cluster import binaries
+    lines = [f"export KUBECONFIG={control.kubeconfig}"]
+    if control.audit_log is not None:
+        lines.append(f"export KOPF_CLUSTER_AUDIT_LOG={control.audit_log}")
+    with contextlib.suppress(binaries.BinariesError):
+        kubectl = binaries.find(["kubectl"])["kubectl"]
+        found = shutil.which("kubectl")
+        if found is None or Path(found).resolve() != kubectl.resolve():
+            lines.append(f'export PATH="{kubectl.parent}:$PATH"')
+    return "\n".join(lines)
 
 
 _NODES = "Also run kube-scheduler and kwok: pods are scheduled, run and log."
@@ -449,25 +470,37 @@ def testing_cluster() -> None:
 @testing_cluster.command(name='up')
 @click.option('--nodes', is_flag=True, help=_NODES)
 @click.option('--controller-manager', is_flag=True, help=_CONTROLLER_MANAGER)
-def testing_cluster_up(nodes: bool, controller_manager: bool) -> None:
-    """ Start it unless it runs; print the shell lines to use it: eval "$(kopf testing cluster up)". """
+@click.option('--audit-policy', type=click.Path(exists=True, dir_okay=False), default=None,
+              help="Write the API server's audit log by this policy (its path: $KOPF_CLUSTER_AUDIT_LOG).")
+@click.option('--feature-gate', 'feature_gates', multiple=True,
+              help="Turn on this feature gate of the API server (repeatable).")
+def testing_cluster_up(nodes: bool, controller_manager: bool, audit_policy: str | None,
+                       feature_gates: Collection[str]) -> None:
+    """ Start it unless it runs as asked; print the shell lines to use it: eval "$(kopf testing cluster up)". """
     from kopf._cluster import binaries, plane, processes
-    control = _plane(nodes, controller_manager)
+    control = _plane(nodes, controller_manager, audit_policy, feature_gates)
     try:
         if control.healthy():
             click.echo("The control plane is running already.", err=True)
         else:
+            if any(control.running().values()) and not control.configured():
+                click.echo("The control plane runs with other options: restarting it.", err=True)
             seconds = control.start()
             click.echo(f"The control plane is ready in {seconds:.1f}s.", err=True)
     except (binaries.BinariesError, processes.ProcessError, plane.ControlPlaneError) as e:
         raise click.ClickException(str(e)) from None
-    click.echo(f"export KUBECONFIG={control.kubeconfig}")
+    click.echo(_shell_lines(control))
 
 
 @testing_cluster.command(name='env')
 def testing_cluster_env() -> None:
     """ Print the shell lines to use the running control plane. """
-    click.echo(f"export KUBECONFIG={_plane(False, False).kubeconfig}")
+    from kopf._cluster import plane
+    control = _plane()
+    with contextlib.suppress(OSError, ValueError):
+        options = json.loads((control.home / "configuration").read_text())
+        control = plane.ControlPlane(home=control.home, port=control.port, audit_policy=options.get("audit"))
+    click.echo(_shell_lines(control))
 
 
 @testing_cluster.command(name='down')

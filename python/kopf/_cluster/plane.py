@@ -70,11 +70,26 @@ class ControlPlane:
 
     # -- state -----------------------------------------------------------------------
 
+    @property
+    def configuration(self) -> str:
+        """What the running components were started with: another asks for a restart."""
+        return json.dumps({"components": self.components, "port": self.port, "audit": self.audit_policy,
+                           "gates": sorted(self.feature_gates)}, sort_keys=True)
+
+    def configured(self) -> bool:
+        marker = self.home / "configuration"
+        return marker.exists() and marker.read_text() == self.configuration
+
+    @property
+    def audit_log(self) -> Path | None:
+        return self.home / "logs" / "audit.log" if self.audit_policy is not None else None
+
     def running(self) -> dict[str, int | None]:
         return {name: processes.recorded_pid(self.home, name) for name in self.components}
 
     def healthy(self) -> bool:
-        return all(self.running().values()) and self.get("/readyz")[0] == 200
+        """All its components run, as configured now, and the API server is ready."""
+        return self.configured() and all(self.running().values()) and self.get("/readyz")[0] == 200
 
     def stop(self) -> list[str]:
         return processes.stop(self.home, ORDER)
@@ -129,6 +144,7 @@ class ControlPlane:
         except BaseException:
             self.stop()
             raise
+        (self.home / "configuration").write_text(self.configuration)
         return time.monotonic() - started
 
     def _etcd_healthy(self) -> bool:
