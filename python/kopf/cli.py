@@ -503,6 +503,31 @@ def testing_cluster_env() -> None:
     click.echo(_shell_lines(control))
 
 
+@testing_cluster.command(name='status')
+def testing_cluster_status() -> None:
+    """ Say what runs, where its kubeconfig, logs and programs are; exit 3 unless it all runs. """
+    from kopf._cluster import binaries, plane
+    control = _plane()
+    with contextlib.suppress(OSError, ValueError):
+        options = json.loads((control.home / "configuration").read_text())
+        control = plane.ControlPlane(home=control.home, port=control.port, audit_policy=options.get("audit"),
+                                     nodes="kwok" in options.get("components", ()),
+                                     controller_manager="kube-controller-manager" in options.get("components", ()))
+    running = control.running()
+    for name, pid in running.items():
+        click.echo(f"{name:24} {f'running, pid {pid}' if pid else 'not running'}")
+    ready = all(running.values()) and control.get("/readyz")[0] == 200
+    click.echo(f"{'api':24} https://127.0.0.1:{control.port} {'ready' if ready else 'not ready'}")
+    click.echo(f"{'kubeconfig':24} {control.kubeconfig}")
+    click.echo(f"{'logs':24} {control.home / 'logs'}")
+    for module in binaries.MODULES:
+        folder = binaries.cache_dir(module)
+        built = all((folder / name).exists() for name in binaries.MODULES[module])
+        click.echo(f"{'programs (' + module + ')':24} {folder}{'' if built else ' (not built yet)'}")
+    if not ready:
+        sys.exit(3)
+
+
 @testing_cluster.command(name='down')
 def testing_cluster_down() -> None:
     """ Stop the control plane; its programs stay in the cache. """

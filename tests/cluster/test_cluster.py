@@ -235,8 +235,8 @@ def test_port_already_taken(tmp_path: Path, cluster: dict[str, str]) -> None:
         port = blocker.getsockname()[1]
         result = run_cluster("up", KOPF_CLUSTER_HOME=str(tmp_path), KOPF_CLUSTER_PORT=str(port + 2))
     assert result.returncode == 1
-    assert f"port {port} (for etcd) is already in use" in result.stderr
-    assert "KOPF_CLUSTER_PORT=" in result.stderr
+    assert f"Port {port} (for etcd) is already in use" in result.stderr
+    assert "choose another port" in result.stderr
     assert result.stdout == ""
 
 
@@ -250,7 +250,7 @@ def test_stale_state_from_a_killed_run(tmp_path: Path, cluster: dict[str, str]) 
     try:
         result = run_cluster("up", **env)
         assert result.returncode == 0, result.stderr
-        assert "found stale state" in result.stderr
+        assert "found the state of an earlier run" in result.stderr
         assert run_cluster("status", **env).returncode == 0
     finally:
         down = run_cluster("down", **env)
@@ -263,7 +263,7 @@ def test_missing_go_toolchain(tmp_path: Path) -> None:
     result = run_cluster("up", KOPF_CLUSTER_CACHE=str(tmp_path / "cache"), KOPF_CLUSTER_HOME=str(tmp_path),
                          PATH=str(tmp_path / "empty"))
     assert result.returncode == 1
-    assert "the Go toolchain is not on PATH" in result.stderr
+    assert "The Go toolchain is not on PATH" in result.stderr
 
 
 def test_bearer_token_admin(cluster: dict[str, str]) -> None:
