@@ -1,4 +1,6 @@
-"""``kopf.testing.KopfRunner``: run an operator in a thread while a test talks to the cluster."""
+"""``kopf.testing``: ``KopfRunner`` runs an operator in a thread while a test talks to the cluster;
+``KopfCluster`` starts that cluster, a local control plane (not in Kopf); the pytest fixtures
+``kopf_cluster`` and ``kopf_namespace`` come with the wheel (``kopf._cluster.fixtures``)."""
 
 from __future__ import annotations
 
@@ -12,8 +14,11 @@ from typing import Any, Literal
 import click.testing
 
 from kopf import cli
+from kopf._cluster.session import KopfCluster, LeftoverWarning
 from kopf._handlers import OperatorRegistry
 from kopf._settings import OperatorSettings
+
+__all__ = ['KopfRunner', 'KopfCluster', 'LeftoverWarning']
 
 
 class KopfRunner(contextlib.AbstractContextManager["KopfRunner"]):

@@ -30,7 +30,8 @@ class LeftoverWarning(UserWarning):
 
 class KopfCluster(contextlib.AbstractContextManager["KopfCluster"]):
     """A local Kubernetes control plane (etcd and kube-apiserver; on request the controller
-    manager and simulated nodes), started on entry and torn down on exit, with no Docker.
+    manager and simulated nodes), started on entry and torn down on exit, with no Docker
+    (not in Kopf).
 
     The programs come from ``$KUBEBUILDER_ASSETS`` (as controller-runtime's ``setup-envtest``
     makes it) or the cache that ``kopf testing install`` fills.
