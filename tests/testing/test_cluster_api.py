@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from kopf._cluster import binaries
 from kopf.testing import KopfCluster, LeftoverWarning
 
