@@ -4,15 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import atexit
-import contextlib
 import dataclasses
 import functools
-import json
 import os
 import sys
 import threading
 from collections.abc import Callable, Collection
-from pathlib import Path
 from typing import Any
 
 import click
@@ -417,45 +414,40 @@ def testing() -> None:
 
 
 @testing.command(name='install')
-def testing_install() -> None:
-    """ Build the control plane's programs into the user's cache, from the Go module proxy (once). """
-    from kopf._cluster import binaries
+@click.option('--download', is_flag=True,
+              help="Download the official envtest release (etcd, kube-apiserver, kubectl; checked by its "
+                   "SHA-512) instead of building: no Go needed, but no controller manager, scheduler or nodes.")
+@click.option('--kubernetes-version', default=None, metavar='VERSION',
+              help="With --download: this envtest release (e.g. 1.33.0) instead of the newest.")
+def testing_install(download: bool, kubernetes_version: str | None) -> None:
+    """ Put the control plane's programs into the user's cache, once: built from the Go module proxy, or downloaded. """
+    from kopf._cluster import binaries, downloads
+    if kubernetes_version is not None and not download:
+        raise click.UsageError("--kubernetes-version goes with --download: the build makes "
+                               f"Kubernetes {binaries.KUBERNETES_VERSION}, as pinned by its Go modules.")
+    say = functools.partial(click.echo, err=True)
     try:
-        folders = binaries.install(say=lambda line: click.echo(line, err=True))
+        if download:
+            folders = [downloads.download(kubernetes_version, say=say)]
+        else:
+            folders = list(binaries.install(say=say).values())
     except binaries.BinariesError as e:
         raise click.ClickException(str(e)) from None
-    for folder in folders.values():
+    for folder in folders:
         click.echo(str(folder))
 
 
 def _plane(nodes: bool = False, controller_manager: bool = False, audit_policy: str | None = None,
            feature_gates: Collection[str] = ()) -> Any:
+    from pathlib import Path  # (not at the top: operators that never run this do not import it)
+
     from kopf._cluster import plane
-    default = Path(os.environ.get("XDG_STATE_HOME", Path.home() / ".local/state")) / "kopf-rs/cluster"
-    home = Path(os.environ.get("KOPF_CLUSTER_HOME", default)).resolve()
-    port = os.environ.get("KOPF_CLUSTER_PORT", "16443")
-    if not port.isdigit() or not 1024 < int(port) < 65536:
-        raise click.UsageError(f"KOPF_CLUSTER_PORT={port!r} is not a port number between 1025 and 65535.")
-    policy = Path(audit_policy).read_text() if audit_policy else None
-    return plane.ControlPlane(home=home, port=int(port), nodes=nodes, controller_manager=controller_manager,
-                              audit_policy=policy, feature_gates=tuple(feature_gates),
-                              say=lambda line: click.echo(line, err=True))
-
-
-def _shell_lines(control: Any) -> str:
-    """What to eval in a shell: the kubeconfig, the audit log, and kubectl on the PATH."""
-    import shutil
-
-    from kopf._cluster import binaries
-    lines = [f"export KUBECONFIG={control.kubeconfig}"]
-    if control.audit_log is not None:
-        lines.append(f"export KOPF_CLUSTER_AUDIT_LOG={control.audit_log}")
-    with contextlib.suppress(binaries.BinariesError):
-        kubectl = binaries.find(["kubectl"])["kubectl"]
-        found = shutil.which("kubectl")
-        if found is None or Path(found).resolve() != kubectl.resolve():
-            lines.append(f'export PATH="{kubectl.parent}:$PATH"')
-    return "\n".join(lines)
+    try:
+        return plane.persistent(nodes=nodes, controller_manager=controller_manager,
+                                audit_policy=Path(audit_policy).read_text() if audit_policy else None,
+                                feature_gates=tuple(feature_gates), say=lambda line: click.echo(line, err=True))
+    except plane.ControlPlaneError as e:
+        raise click.UsageError(str(e)) from None
 
 
 _NODES = "Also run kube-scheduler and kwok: pods are scheduled, run and log."
@@ -480,50 +472,32 @@ def testing_cluster_up(nodes: bool, controller_manager: bool, audit_policy: str 
     from kopf._cluster import binaries, plane, processes
     control = _plane(nodes, controller_manager, audit_policy, feature_gates)
     try:
-        if control.healthy():
-            click.echo("The control plane is running already.", err=True)
-        else:
-            if any(control.running().values()) and not control.configured():
-                click.echo("The control plane runs with other options: restarting it.", err=True)
-            seconds = control.start()
-            click.echo(f"The control plane is ready in {seconds:.1f}s.", err=True)
+        with binaries.locked(control.home / ".lock"):  # another `up` or `down` waits for this one
+            if control.healthy():
+                click.echo("The control plane is running already.", err=True)
+            else:
+                if any(control.running().values()) and not control.configured():
+                    click.echo("The control plane runs with other options: restarting it.", err=True)
+                seconds = control.start()
+                click.echo(f"The control plane is ready in {seconds:.1f}s.", err=True)
     except (binaries.BinariesError, processes.ProcessError, plane.ControlPlaneError) as e:
         raise click.ClickException(str(e)) from None
-    click.echo(_shell_lines(control))
+    click.echo(plane.shell_lines(control))
 
 
 @testing_cluster.command(name='env')
 def testing_cluster_env() -> None:
     """ Print the shell lines to use the running control plane. """
     from kopf._cluster import plane
-    control = _plane()
-    with contextlib.suppress(OSError, ValueError):
-        options = json.loads((control.home / "configuration").read_text())
-        control = plane.ControlPlane(home=control.home, port=control.port, audit_policy=options.get("audit"))
-    click.echo(_shell_lines(control))
+    click.echo(plane.shell_lines(_plane().as_recorded()))
 
 
 @testing_cluster.command(name='status')
 def testing_cluster_status() -> None:
     """ Say what runs, where its kubeconfig, logs and programs are; exit 3 unless it all runs. """
-    from kopf._cluster import binaries, plane
-    control = _plane()
-    with contextlib.suppress(OSError, ValueError):
-        options = json.loads((control.home / "configuration").read_text())
-        control = plane.ControlPlane(home=control.home, port=control.port, audit_policy=options.get("audit"),
-                                     nodes="kwok" in options.get("components", ()),
-                                     controller_manager="kube-controller-manager" in options.get("components", ()))
-    running = control.running()
-    for name, pid in running.items():
-        click.echo(f"{name:24} {f'running, pid {pid}' if pid else 'not running'}")
-    ready = all(running.values()) and control.get("/readyz")[0] == 200
-    click.echo(f"{'api':24} https://127.0.0.1:{control.port} {'ready' if ready else 'not ready'}")
-    click.echo(f"{'kubeconfig':24} {control.kubeconfig}")
-    click.echo(f"{'logs':24} {control.home / 'logs'}")
-    for module in binaries.MODULES:
-        folder = binaries.cache_dir(module)
-        built = all((folder / name).exists() for name in binaries.MODULES[module])
-        click.echo(f"{'programs (' + module + ')':24} {folder}{'' if built else ' (not built yet)'}")
+    from kopf._cluster import plane
+    lines, ready = plane.report(_plane().as_recorded())
+    click.echo("\n".join(lines))
     if not ready:
         sys.exit(3)
 
@@ -531,7 +505,10 @@ def testing_cluster_status() -> None:
 @testing_cluster.command(name='down')
 def testing_cluster_down() -> None:
     """ Stop the control plane; its programs stay in the cache. """
-    stopped = _plane(False, False).stop()
+    from kopf._cluster import binaries
+    control = _plane()
+    with binaries.locked(control.home / ".lock"):
+        stopped = control.stop()
     click.echo(f"Stopped {', '.join(stopped)}." if stopped else "Nothing was running.", err=True)
 
 

@@ -9,16 +9,27 @@ import concurrent.futures
 import contextlib
 import threading
 import types
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import click.testing
 
 from kopf import cli
-from kopf._cluster.session import KopfCluster, LeftoverWarning
 from kopf._handlers import OperatorRegistry
 from kopf._settings import OperatorSettings
 
+if TYPE_CHECKING:
+    from kopf._cluster.session import KopfCluster, LeftoverWarning
+
 __all__ = ['KopfRunner', 'KopfCluster', 'LeftoverWarning']
+
+
+def __getattr__(name: str) -> Any:
+    # The control plane's code (pathlib, yaml, ssl) is loaded by the tests that use it, not by
+    # those that only run KopfRunner.
+    if name in ('KopfCluster', 'LeftoverWarning'):
+        from kopf._cluster import session
+        return getattr(session, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class KopfRunner(contextlib.AbstractContextManager["KopfRunner"]):

@@ -1,10 +1,12 @@
-"""A local Kubernetes control plane for tests: what it is built from.
+"""A local Kubernetes control plane for tests and for people: ``kopf.testing.KopfCluster``, the
+pytest plugin's fixtures (``fixtures``), ``kopf testing install`` and ``kopf testing cluster``.
 
-``modules/build/`` and ``modules/nodes/`` are the Go modules whose commands make the control
-plane (etcd, kube-apiserver, kube-controller-manager, kubectl) and its simulated nodes
-(kube-scheduler, kwok), built from the Go module proxy; ``kwok.yaml`` holds the stages by
-which kwok moves pods through their lives. The project's own ``tests/cluster/cluster`` builds
-and runs them; they ship in the package for ``kopf.testing``'s control plane to come.
+Bottom-up: ``binaries`` (where the programs come from: ``$KUBEBUILDER_ASSETS``, or the cache that
+``modules/build/`` and ``modules/nodes/`` are built into, or ``downloads``' envtest release),
+``pki`` (certificates, tokens, kubeconfigs), ``processes`` (spawned, recorded, stopped),
+``plane`` (a control plane in a state folder), ``session`` (one per test session, with its CRDs
+and namespaces), ``fixtures``. ``kwok.yaml`` holds the stages by which kwok moves pods through
+their lives. The project's own ``tests/cluster/cluster`` runs ``plane`` with all components.
 
-Uses: nothing.
+Uses: nothing of kopf but itself (PyYAML, openssl, and Go to build).
 """

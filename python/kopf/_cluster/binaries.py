@@ -3,10 +3,12 @@
 1. ``$KUBEBUILDER_ASSETS``: a folder of ``etcd``, ``kube-apiserver`` and ``kubectl``, as
    controller-runtime's ``setup-envtest`` makes it (so its users' binaries work as they are);
 2. the user's cache, filled by ``kopf testing install``, which builds them from the Go module
-   proxy with the Go modules in ``modules/`` (Kubernetes' own sources, pinned by ``go.sum``).
+   proxy with the Go modules in ``modules/`` (Kubernetes' own sources, pinned by ``go.sum``);
+3. the user's cache, filled by ``kopf testing install --download`` with the official envtest
+   release (``downloads``: etcd, kube-apiserver, kubectl, checked by their SHA-512).
 
-The optional components (kube-controller-manager, kube-scheduler, kwok) come from the cache
-only: envtest has none of them. When a program is found nowhere, one error names the ways.
+The optional components (kube-controller-manager, kube-scheduler, kwok) are built only: envtest
+has none of them. When a program is found nowhere, one error names the ways.
 """
 
 from __future__ import annotations
@@ -73,11 +75,14 @@ def cache_dir(module: str = "build") -> Path:
 
 def find(names: Collection[str]) -> dict[str, Path]:
     """Each program's path, from ``$KUBEBUILDER_ASSETS`` or the cache; the error names the ways."""
+    from kopf._cluster import downloads
+
     assets = os.environ.get("KUBEBUILDER_ASSETS")
     found: dict[str, Path] = {}
     for name in names:
         candidates = [Path(assets) / name] if assets and name in ENVTEST else []
         candidates.append(cache_dir(module_of(name)) / name)
+        candidates += [folder / name for folder in downloads.downloaded()] if name in ENVTEST else []
         path = next((path for path in candidates if path.is_file() and os.access(path, os.X_OK)), None)
         if path is not None:
             found[name] = path
@@ -89,8 +94,9 @@ def find(names: Collection[str]) -> dict[str, Path]:
             f"(1) set KUBEBUILDER_ASSETS to a folder with {', '.join(ENVTEST)} (as controller-runtime's "
             f"setup-envtest makes it; the other components are not in it), or "
             f"(2) run `kopf testing install` once to build them into {cache_root()} from the Go module "
-            f"proxy (Go {GO_MINIMUM[0]}.{GO_MINIMUM[1]} or newer; about 5 minutes on 2 cores). "
-            f"Looked in {where} and the cache."
+            f"proxy (Go {GO_MINIMUM[0]}.{GO_MINIMUM[1]} or newer; about 5 minutes on 2 cores; all the "
+            f"components), or (3) run `kopf testing install --download` once to fetch the official envtest "
+            f"release of {', '.join(ENVTEST)} (checked by its SHA-512). Looked in {where} and the cache."
         )
     return found
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import random
 import shutil
 import ssl
@@ -80,6 +81,19 @@ class ControlPlane:
         marker = self.home / "configuration"
         return marker.exists() and marker.read_text() == self.configuration
 
+    def as_recorded(self) -> ControlPlane:
+        """This control plane with the options its running components were started with (as
+        they are, if nothing is recorded): for commands that use it without starting it."""
+        try:
+            options = json.loads((self.home / "configuration").read_text())
+        except (OSError, ValueError):
+            return self
+        components = options.get("components", ())
+        return dataclasses.replace(self, audit_policy=options.get("audit"),
+                                   feature_gates=tuple(options.get("gates", ())),
+                                   nodes="kwok" in components,
+                                   controller_manager="kube-controller-manager" in components)
+
     @property
     def audit_log(self) -> Path | None:
         return self.home / "logs" / "audit.log" if self.audit_policy is not None else None
@@ -135,8 +149,11 @@ class ControlPlane:
         pki.kubeconfig(self.home, self.port, user="controller-manager")
         started = time.monotonic()
         try:
+            # The API server is started at once: it waits for etcd itself (sooner ready by ~0.5 s).
             self._start_etcd(programs["etcd"])
-            self._start_apiserver(programs["kube-apiserver"])
+            processes.spawn(self.home, "kube-apiserver", programs["kube-apiserver"], self.apiserver_args(self.port))
+            processes.wait_until(self.home, "etcd", self._etcd_healthy, timeout=30)
+            processes.wait_until(self.home, "kube-apiserver", lambda: self.get("/readyz")[0] == 200, timeout=90)
             if "kube-controller-manager" in self.components:
                 self._start_controller_manager(programs["kube-controller-manager"])
             if self.nodes:
@@ -166,7 +183,6 @@ class ControlPlane:
             "--unsafe-no-fsync",  # a throw-away test cluster: speed over durability
             "--log-level=warn",
         ])
-        processes.wait_until(self.home, "etcd", self._etcd_healthy, timeout=30)
 
     def apiserver_args(self, port: int) -> list[str]:
         keys = self.home / "pki"
@@ -194,10 +210,6 @@ class ControlPlane:
         if self.feature_gates:
             args.append(f"--feature-gates={','.join(f'{gate}=true' for gate in self.feature_gates)}")
         return args
-
-    def _start_apiserver(self, program: Path) -> None:
-        processes.spawn(self.home, "kube-apiserver", program, self.apiserver_args(self.port))
-        processes.wait_until(self.home, "kube-apiserver", lambda: self.get("/readyz")[0] == 200, timeout=90)
 
     def _start_controller_manager(self, program: Path) -> None:
         keys = self.home / "pki"
@@ -249,6 +261,48 @@ class ControlPlane:
         # it would also evict pods) lifts that when the node is ready. Lifted here instead.
         for name in KWOK_NODES:
             self.kubectl("patch", "node", name, "--type=merge", "-p", '{"spec": {"taints": null}}')
+
+
+def persistent(**options: object) -> ControlPlane:
+    """The control plane that outlives a command (``kopf testing cluster``): its state in
+    ``$KOPF_CLUSTER_HOME`` (default ``~/.local/state/kopf-rs/cluster``), its API server on
+    ``$KOPF_CLUSTER_PORT`` (default 16443); ``options`` are ``ControlPlane``'s others."""
+    state = Path(os.environ.get("XDG_STATE_HOME", Path.home() / ".local" / "state"))
+    home = Path(os.environ.get("KOPF_CLUSTER_HOME", state / "kopf-rs" / "cluster")).resolve()
+    raw = os.environ.get("KOPF_CLUSTER_PORT", "16443")
+    if not raw.isdigit() or not 1024 < int(raw) < 65536:
+        raise ControlPlaneError(f"KOPF_CLUSTER_PORT={raw!r} is not a port number between 1025 and 65535.")
+    return ControlPlane(home=home, port=int(raw), **options)  # type: ignore[arg-type]
+
+
+def shell_lines(control: ControlPlane) -> str:
+    """What to eval in a shell to use it: the kubeconfig, the audit log, kubectl on the PATH."""
+    lines = [f"export KUBECONFIG={control.kubeconfig}"]
+    if control.audit_log is not None:
+        lines.append(f"export KOPF_CLUSTER_AUDIT_LOG={control.audit_log}")
+    try:
+        kubectl = binaries.find(["kubectl"])["kubectl"]
+    except binaries.BinariesError:
+        return "\n".join(lines)
+    found = shutil.which("kubectl")
+    if found is None or Path(found).resolve() != kubectl.resolve():
+        lines.append(f'export PATH="{kubectl.parent}:$PATH"')
+    return "\n".join(lines)
+
+
+def report(control: ControlPlane) -> tuple[list[str], bool]:
+    """What runs, where its API, kubeconfig, logs and programs are; and whether it is ready."""
+    running = control.running()
+    lines = [f"{name:24} {f'running, pid {pid}' if pid else 'not running'}" for name, pid in running.items()]
+    ready = all(running.values()) and control.get("/readyz")[0] == 200
+    lines.append(f"{'api':24} https://127.0.0.1:{control.port} {'ready' if ready else 'not ready'}")
+    lines.append(f"{'kubeconfig':24} {control.kubeconfig}")
+    lines.append(f"{'logs':24} {control.home / 'logs'}")
+    for module, programs in binaries.MODULES.items():
+        folder = binaries.cache_dir(module)
+        built = all((folder / name).exists() for name in programs)
+        lines.append(f"{'programs (' + module + ')':24} {folder}{'' if built else ' (not built yet)'}")
+    return lines, ready
 
 
 def free_port() -> int:
