@@ -16,14 +16,14 @@ from pathlib import Path
 
 import pytest
 import yaml
-from kopf._cluster import binaries, downloads
+from kopf._cluster import binaries
 from kopf.testing import KopfCluster
 
 
 def release(tmp_path: Path, version: str, programs: dict[str, bytes | Path], *, digest: str | None = None) -> str:
     """An archive as controller-tools makes it (controller-tools/envtest/<program>), and an index
     listing it (with an older release besides); the index's address."""
-    archive = tmp_path / f"envtest-{version}-{downloads.this_platform()}.tar.gz"
+    archive = tmp_path / f"envtest-{version}-{binaries.this_platform()}.tar.gz"
     with tarfile.open(archive, "w") as tar:  # (uncompressed: the reader does not mind, and it is fast)
         for name, content in programs.items():
             if isinstance(content, Path):
@@ -35,7 +35,7 @@ def release(tmp_path: Path, version: str, programs: dict[str, bytes | Path], *, 
     sha512 = digest or hashlib.sha512(archive.read_bytes()).hexdigest()
     index = {"releases": {
         version: {archive.name: {"hash": sha512, "selfLink": archive.as_uri()}},
-        "v1.20.0": {f"envtest-v1.20.0-{downloads.this_platform()}.tar.gz": {
+        "v1.20.0": {f"envtest-v1.20.0-{binaries.this_platform()}.tar.gz": {
             "hash": "0" * 128, "selfLink": (tmp_path / "never-fetched.tar.gz").as_uri()}},
     }}
     (tmp_path / "index.yaml").write_text(yaml.safe_dump(index))
@@ -53,7 +53,7 @@ def test_a_control_plane_of_downloaded_programs(tmp_path: Path, monkeypatch: pyt
     cache = tmp_path / "cache"
     result = install(KOPF_ENVTEST_INDEX=index, KOPF_CLUSTER_CACHE=str(cache))
     assert result.returncode == 0, result.stderr
-    folder = cache / f"envtest-v1.36.3-{downloads.this_platform()}" / "bin"
+    folder = cache / f"envtest-v1.36.3-{binaries.this_platform()}" / "bin"
     assert result.stdout.strip() == str(folder)
     assert sorted(path.name for path in folder.iterdir()) == sorted(binaries.ENVTEST)
 

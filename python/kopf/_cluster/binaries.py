@@ -17,9 +17,11 @@ import contextlib
 import fcntl
 import hashlib
 import os
+import platform
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Collection, Iterator
@@ -49,6 +51,7 @@ KWOK_MODULE = "sigs.k8s.io/kwok"
 KWOK_CRDS = ("kwok.x-k8s.io_logs.yaml",)
 # What setup-envtest puts in a KUBEBUILDER_ASSETS folder.
 ENVTEST = ("etcd", "kube-apiserver", "kubectl")
+PREFIX = "envtest-"  # the cache's folders of downloaded releases: envtest-v1.33.0-linux-amd64/bin
 
 
 class BinariesError(Exception):
@@ -73,16 +76,32 @@ def cache_dir(module: str = "build") -> Path:
     return cache_root() / f"{prefix}-{digest.hexdigest()[:12]}" / "bin"
 
 
+def this_platform() -> str:
+    """As envtest's release archives are named: linux-amd64, darwin-arm64, ..."""
+    machine = platform.machine().lower()
+    arch = {"x86_64": "amd64", "amd64": "amd64", "aarch64": "arm64", "arm64": "arm64"}.get(machine, machine)
+    return f"{sys.platform}-{arch}"
+
+
+def version_key(version: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in re.findall(r"\d+", version)[:3])
+
+
+def downloaded() -> list[Path]:
+    """The cache's downloaded envtest releases for this platform (``downloads``), the newest first."""
+    folders = [path / "bin" for path in cache_root().glob(f"{PREFIX}v*-{this_platform()}")
+               if (path / "bin").is_dir()]
+    return sorted(folders, key=lambda path: version_key(path.parent.name), reverse=True)
+
+
 def find(names: Collection[str]) -> dict[str, Path]:
     """Each program's path, from ``$KUBEBUILDER_ASSETS`` or the cache; the error names the ways."""
-    from kopf._cluster import downloads
-
     assets = os.environ.get("KUBEBUILDER_ASSETS")
     found: dict[str, Path] = {}
     for name in names:
         candidates = [Path(assets) / name] if assets and name in ENVTEST else []
         candidates.append(cache_dir(module_of(name)) / name)
-        candidates += [folder / name for folder in downloads.downloaded()] if name in ENVTEST else []
+        candidates += [folder / name for folder in downloaded()] if name in ENVTEST else []
         path = next((path for path in candidates if path.is_file() and os.access(path, os.X_OK)), None)
         if path is not None:
             found[name] = path

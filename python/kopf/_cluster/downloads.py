@@ -13,10 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-import platform
-import re
 import shutil
-import sys
 import tarfile
 import tempfile
 import urllib.error
@@ -25,33 +22,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from kopf._cluster.binaries import ENVTEST, BinariesError, cache_root, locked
+from kopf._cluster.binaries import ENVTEST, PREFIX, BinariesError, cache_root, locked, this_platform, version_key
 
 INDEX = "https://raw.githubusercontent.com/kubernetes-sigs/controller-tools/HEAD/envtest-releases.yaml"
-PREFIX = "envtest-"  # the cache's folders of downloaded releases: envtest-v1.33.0-linux-amd64/bin
 
 
 def index_url() -> str:
     return os.environ.get("KOPF_ENVTEST_INDEX", INDEX)
-
-
-def this_platform() -> str:
-    """As the release's archives are named: linux-amd64, darwin-arm64, ..."""
-    system = {"linux": "linux", "darwin": "darwin"}.get(sys.platform, sys.platform)
-    machine = platform.machine().lower()
-    arch = {"x86_64": "amd64", "amd64": "amd64", "aarch64": "arm64", "arm64": "arm64"}.get(machine, machine)
-    return f"{system}-{arch}"
-
-
-def _version_key(version: str) -> tuple[int, ...]:
-    return tuple(int(part) for part in re.findall(r"\d+", version)[:3])
-
-
-def downloaded() -> list[Path]:
-    """The cache's downloaded releases for this platform, the newest first."""
-    folders = [path / "bin" for path in cache_root().glob(f"{PREFIX}v*-{this_platform()}")
-               if (path / "bin").is_dir()]
-    return sorted(folders, key=lambda path: _version_key(path.parent.name), reverse=True)
 
 
 def _fetch(url: str, timeout: float = 60) -> Any:
@@ -72,11 +49,11 @@ def choose(releases: dict[str, Any], version: str | None) -> tuple[str, str, str
     if version is not None:
         wanted = version if version.startswith("v") else f"v{version}"
         if wanted not in releases:
-            newest = sorted(releases, key=_version_key, reverse=True)[:5]
+            newest = sorted(releases, key=version_key, reverse=True)[:5]
             raise BinariesError(f"There is no envtest release {wanted} in {index_url()}; "
                                 f"the newest are {', '.join(newest)}.")
     else:
-        wanted = max(releases, key=_version_key)
+        wanted = max(releases, key=version_key)
     archive = f"{PREFIX}{wanted}-{this_platform()}.tar.gz"
     entry = (releases[wanted] or {}).get(archive)
     if not entry or "selfLink" not in entry or "hash" not in entry:
