@@ -9,7 +9,11 @@ use std::sync::OnceLock;
 pub fn kubeconfig() -> PathBuf {
     static PATH: OnceLock<PathBuf> = OnceLock::new();
     PATH.get_or_init(|| {
-        let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/cluster/cluster");
+        // The checkout's path as `cargo test` gives it when running, not as compiled in: a
+        // test binary from a shared target directory may have been built in another clone.
+        let root = std::env::var_os("CARGO_MANIFEST_DIR")
+            .map_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")), PathBuf::from);
+        let script = root.join("tests/cluster/cluster");
         let out = Command::new(&script)
             .arg("up")
             .output()
