@@ -104,6 +104,25 @@ class MetricsSettings:
 
 
 @dataclasses.dataclass
+class SecretsSettings:
+    """What the engine's own log lines never show (not in Kopf).
+
+    The values of core Secrets' ``data`` and ``stringData`` are always shown as
+    ``'<redacted>'`` (keys kept) in the body dumps, patches and diffs that the engine logs at
+    any level, also inside annotations that hold an object's JSON. Handlers' own lines are theirs.
+    """
+    fields: Iterable[str | Iterable[str]] = ()
+    """More field paths whose values are redacted likewise, in every resource: dotted strings
+    (``'spec.credentials.password'``) or sequences of keys; a dict's keys stay, its values go."""
+    diffbase_digests: bool = False
+    """Keep Secrets' values out of the diff base (the ``last-handled-configuration``
+    annotation): each value of ``data`` is kept as a digest salted with the Secret's uid, so a
+    changed value is still a change. ``old``, ``new`` and ``diff`` of Secrets' handlers then hold
+    the digests (``body`` the values). Kopf cannot read digests: while this is on, a peering
+    with Kopf's operators (or this engine's without it) is refused."""
+
+
+@dataclasses.dataclass
 class LogsSettings:
     """How ``@kopf.on.log`` handlers follow the pods' logs (not in Kopf)."""
     max_streams: int = 500
@@ -302,6 +321,7 @@ class OperatorSettings:
     admission: AdmissionSettings = dataclasses.field(default_factory=AdmissionSettings)
     metrics: MetricsSettings = dataclasses.field(default_factory=MetricsSettings)
     logs: LogsSettings = dataclasses.field(default_factory=LogsSettings)
+    secrets: SecretsSettings = dataclasses.field(default_factory=SecretsSettings)
     conversion: ConversionSettings = dataclasses.field(default_factory=ConversionSettings)
 
     @property
@@ -366,12 +386,15 @@ class OperatorSettings:
                 'standalone': self.peering.standalone,
                 'clusterwide': self.peering.clusterwide,
                 'sharded': bool(self.watching.shard_selectors) or self.sharding.auto,
+                'diffbase_digests': bool(self.secrets.diffbase_digests),
             },
             'leadership': dataclasses.asdict(self.leadership),
             'sharding': dataclasses.asdict(self.sharding),
             'metrics': dataclasses.asdict(self.metrics),
             'conversion': dataclasses.asdict(self.conversion),
             'logs': dataclasses.asdict(self.logs),
+            'secrets': {'fields': [list(_secret_field(field)) for field in self.secrets.fields],
+                        'diffbase_digests': bool(self.secrets.diffbase_digests)},
             'networking': {
                 'request_timeout': self.networking.request_timeout,
                 'connect_timeout': self.networking.connect_timeout,
@@ -380,3 +403,11 @@ class OperatorSettings:
             },
             'scanning': {'disabled': self.scanning.disabled},
         }
+
+
+def _secret_field(field: str | Iterable[str]) -> tuple[str, ...]:
+    path = tuple(field.split('.')) if isinstance(field, str) else tuple(field)
+    if not path or not all(isinstance(key, str) and key for key in path):
+        raise ValueError(f"settings.secrets.fields: {field!r} is not a field path "
+                         "(a dotted string like 'spec.password', or a sequence of keys).")
+    return path

@@ -23,7 +23,19 @@ pub struct Settings {
     pub scanning: ScanningSettings,
     pub metrics: MetricsSettings,
     pub logs: LogsSettings,
+    pub secrets: SecretsSettings,
     pub conversion: ConversionSettings,
+}
+
+/// `settings.secrets` (not in Kopf): what the core's log lines never show, besides core
+/// Secrets' `data` and `stringData` (`util::redaction`).
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SecretsSettings {
+    /// More field paths whose values are redacted, in every resource.
+    pub fields: Vec<crate::util::dicts::FieldPath>,
+    /// Keep core Secrets' values out of the diff base: digests instead (`state::digests`).
+    pub diffbase_digests: bool,
 }
 
 /// `settings.conversion` (not in Kopf): the CRDs whose versions `@kopf.on.convert` handlers
@@ -286,6 +298,9 @@ pub struct PeeringSettings {
     pub identity: String,
     /// With shard selectors, peers of the same priority serve different objects: no pause.
     pub sharded: bool,
+    /// `settings.secrets.diffbase_digests`: said in our record; a peer that does not say it
+    /// (Kopf) cannot read the digests, and we pause while it is there.
+    pub diffbase_digests: bool,
 }
 
 impl Default for PeeringSettings {
@@ -300,6 +315,7 @@ impl Default for PeeringSettings {
             clusterwide: false,
             identity: "kopf-rs".into(),
             sharded: false,
+            diffbase_digests: false,
         }
     }
 }

@@ -354,6 +354,7 @@ pub async fn run(
     events: mpsc::UnboundedReceiver<K8sEvent>,
     ready: impl FnOnce(),
 ) -> Result<(), RunError> {
+    crate::util::redaction::configure(spec.settings.secrets.fields.clone());
     let persistence = &spec.settings.persistence;
     let storages = Storages::build(
         &persistence.progress_storage,

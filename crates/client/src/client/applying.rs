@@ -248,7 +248,10 @@ impl Writes<'_> {
             self.object,
             "Merge-patching the {} with: {}",
             what,
-            crate::util::encoding::to_python_repr(&patch)
+            crate::util::encoding::to_python_repr(&crate::util::redaction::redacted(
+                self.object,
+                &patch
+            ))
         );
         Ok(self
             .credentials

@@ -1,7 +1,7 @@
 //! State: what the engine keeps in the objects themselves, byte for byte as
 //! Kopf 1.45.2 keeps it — patches (`patches`), annotation keys (`conventions`), the
 //! handlers' progress records (`progress`, `progression`), the diff base and essences
-//! (`diffbase`, `diffs`), and the storages built from the settings (`storages`); and
+//! (`diffbase`, `diffs`; Secrets' values as digests in it: `digests`), and the storages built from the settings (`storages`); and
 //! what it keeps of an object's body between events (`bodies`). Here: what every storage
 //! shares, the error of a storage that cannot read or write, and the forms in which Kopf
 //! keeps values in objects.
@@ -12,6 +12,7 @@ pub mod bodies;
 pub mod conventions;
 pub mod diffbase;
 pub mod diffs;
+pub mod digests;
 pub mod patches;
 pub mod progress;
 pub mod progression;

@@ -1,7 +1,7 @@
 //! Utilities: when a thread pool wakes a thread (`waking`), JSON paths and merges (`dicts`),
 //! Python-exact JSON and reprs (`encoding`), error texts with their causes (`errors`), the
 //! servers' accept loop (`accepting`), plain HTTP endpoints (`endpoints`), objects' compact identities (`identity`), the core's log
-//! lines (`logging`), and its tasks (`tasks`).
+//! lines (`logging`) and what they never show (`redaction`), and its tasks (`tasks`).
 //!
 //! Uses: nothing.
 
@@ -12,5 +12,6 @@ pub mod endpoints;
 pub mod errors;
 pub mod identity;
 pub mod logging;
+pub mod redaction;
 pub mod tasks;
 pub mod waking;

@@ -128,6 +128,9 @@ pub struct Change {
     pub diff: Diff,
     /// The first cycle of an object seen in the listing: resume handlers apply.
     pub initial: bool,
+    /// The stored diff base is written again even if it equals `new`: it is in the other form
+    /// of Secrets' values (digests or values) than `settings.secrets.diffbase_digests` says.
+    pub rewrite_base: bool,
 }
 
 impl Change {
@@ -147,6 +150,7 @@ impl Change {
             new: resolve(&self.new),
             diff: diffs::reduce(&self.diff, field),
             initial: self.initial,
+            rewrite_base: self.rewrite_base,
         }
     }
 }

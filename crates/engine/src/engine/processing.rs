@@ -11,12 +11,14 @@ use crate::intents::handlers::{Match, Reason, SpawningHandler};
 use crate::intents::hooks::{self, HandlerKind};
 use crate::object_log;
 use crate::state::diffs::{self, Diff};
+use crate::state::digests;
 use crate::state::patches::{FinalizerOp, Patch};
 use crate::state::progression::State;
 use crate::state::StorageResult;
 use crate::util::dicts;
 use crate::util::encoding::to_python_repr;
 use crate::util::logging::ObjectRef;
+use crate::util::redaction;
 use chrono::Utc;
 use serde_json::Value;
 use std::sync::{Arc, Mutex};
@@ -70,6 +72,12 @@ async fn process_cycle(
         Some((_, object)) => spawning_candidates(ctx, object, body, !detected.diff.is_empty()),
         None => Vec::new(),
     };
+    // A diff base in the other form of Secrets' values than the settings say, while nothing
+    // has changed: written again in the settings' form even if no handler runs for it.
+    let rewrite = (detected.rewrite_base
+        && matches!(detected.reason, Reason::Noop | Reason::Resume))
+    .then(|| detected.new.clone())
+    .flatten();
     let change = (!ctx.changing.is_empty()).then_some(detected);
     let verdicts = Verdicts::ask(ctx, body, change.as_ref(), &candidates).await;
     let (spawning_delays, spawning_blocks) = match spawning {
@@ -113,6 +121,13 @@ async fn process_cycle(
         return Ok(());
     }
 
+    if let (None, Some(new)) = (&change, &rewrite) {
+        if patch_initially_empty && !deletion_ongoing {
+            let mut base = Patch::default();
+            ctx.diffbase.store(body, &mut base, new)?;
+            cycle.patch.then(base);
+        }
+    }
     if let Some(c) = &change {
         cycle.matched = true;
         let delays =
@@ -187,7 +202,7 @@ fn detect_change(
         ctx.progress.clear(old)?;
     }
     ctx.progress.clear(&mut new)?;
-    let diff = diffs::diff(old.as_ref(), Some(&new));
+    let (diff, rewrite_base) = secrets_diff(ctx, body, old.as_mut(), &mut new);
     let initial = memory.noticed_by_listing && !memory.fully_handled_once;
     let finalizer = &ctx.settings.persistence.finalizer;
     let reason = if event.event_type == EventType::Deleted {
@@ -213,7 +228,46 @@ fn detect_change(
         new: Some(new),
         diff,
         initial,
+        rewrite_base,
     })
+}
+
+/// The diff of the essences; a Secret's values compared as digests when either side holds them
+/// (`settings.secrets.diffbase_digests` on, or a diff base written while it was on). With the
+/// setting on, `old` and `new` hold the digests; off, `new` keeps the values. Whether the diff
+/// base must be written again in the setting's form.
+fn secrets_diff(
+    ctx: &ResourceContext,
+    body: &Value,
+    old: Option<&mut Value>,
+    new: &mut Value,
+) -> (Diff, bool) {
+    if !digests::is_secret(body) {
+        return (diffs::diff(old.as_deref(), Some(new)), false);
+    }
+    let uid = dicts::meta(body, "uid")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let stored_digests = old.as_deref().is_some_and(digests::has_digests);
+    if ctx.settings.secrets.diffbase_digests {
+        digests::digest_values(new, uid);
+        let rewrite = old.as_deref().is_some_and(|old| {
+            let mut digested = old.clone();
+            digests::digest_values(&mut digested, uid);
+            &digested != old
+        });
+        let old = old.map(|old| {
+            digests::digest_values(old, uid);
+            &*old
+        });
+        (diffs::diff(old, Some(new)), rewrite)
+    } else if stored_digests {
+        let mut digested = new.clone();
+        digests::digest_values(&mut digested, uid);
+        (diffs::diff(old.as_deref(), Some(&digested)), true)
+    } else {
+        (diffs::diff(old.as_deref(), Some(new)), false)
+    }
 }
 
 async fn process_change(
@@ -263,7 +317,7 @@ async fn process_change(
             object,
             "{} is in progress: {}",
             capitalize(&title),
-            to_python_repr(body)
+            to_python_repr(&redaction::redacted(object, body))
         );
         if !change.diff.is_empty() && change.old.is_some() && change.new.is_some() {
             object_log!(
@@ -271,7 +325,7 @@ async fn process_change(
                 object,
                 "{} diff: {}",
                 capitalize(&title),
-                diff_repr(&change.diff)
+                diff_repr(object, &change.diff)
             );
         }
 
@@ -305,9 +359,9 @@ async fn process_change(
         }
     }
 
-    if done_or_skipped {
+    if done_or_skipped || (change.rewrite_base && change.reason == Reason::Noop) {
         if let Some(new) = &change.new {
-            if change.old.as_ref() != Some(new) {
+            if change.old.as_ref() != Some(new) || change.rewrite_base {
                 // Written after the outcome (results, progress and its purge): see `Patch::later`.
                 let mut base = Patch::default();
                 ctx.diffbase.store(body, &mut base, new)?;
@@ -366,8 +420,8 @@ fn capitalize(s: &str) -> String {
     }
 }
 
-/// Kopf logs diffs as Python tuples: `(('change', ('spec', 'x'), 1, 2),)`.
-fn diff_repr(diff: &Diff) -> String {
+/// Kopf logs diffs as Python tuples: `(('change', ('spec', 'x'), 1, 2),)`; secret values redacted.
+fn diff_repr(object: &ObjectRef, diff: &Diff) -> String {
     let items: Vec<String> = diff
         .iter()
         .map(|item| {
@@ -387,8 +441,8 @@ fn diff_repr(diff: &Diff) -> String {
             };
             format!(
                 "('{op}', {field}, {}, {})",
-                to_python_repr(&item.old),
-                to_python_repr(&item.new)
+                to_python_repr(&redaction::redacted_at(object, &item.field, &item.old)),
+                to_python_repr(&redaction::redacted_at(object, &item.field, &item.new))
             )
         })
         .collect();
@@ -461,6 +515,15 @@ mod tests {
             Some(&json!({"spec": {"x": 1}})),
             Some(&json!({"spec": {"x": 2}})),
         );
-        assert_eq!(diff_repr(&d), "(('change', ('spec', 'x'), 1, 2),)");
+        let object = ObjectRef::of(&json!({"apiVersion": "v1", "kind": "Secret"}));
+        assert_eq!(diff_repr(&object, &d), "(('change', ('spec', 'x'), 1, 2),)");
+        let d = diffs::diff(
+            Some(&json!({"data": {"x": "b2xk"}})),
+            Some(&json!({"data": {"x": "bmV3"}})),
+        );
+        assert_eq!(
+            diff_repr(&object, &d),
+            "(('change', ('data', 'x'), '<redacted>', '<redacted>'),)"
+        );
     }
 }

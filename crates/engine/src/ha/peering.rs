@@ -76,6 +76,9 @@ pub(crate) struct Peer {
     /// Why a `kopf freeze` pauses the others (`--message`); not in Kopf's records, which
     /// Kopf reads past.
     pub message: Option<String>,
+    /// It keeps Secrets' values as digests in the diff base (`"diffbase": "digests"`; not in
+    /// Kopf's records, which Kopf reads past).
+    pub digests: bool,
 }
 
 impl Peer {
@@ -95,6 +98,7 @@ impl Peer {
                 .and_then(parse_time)
                 .unwrap_or(now),
             message: (record.get("message").and_then(Value::as_str)).map(str::to_owned),
+            digests: record.get("diffbase").and_then(Value::as_str) == Some("digests"),
         }
     }
 
@@ -111,6 +115,9 @@ impl Peer {
                "lastseen": format_time(self.lastseen)});
         if let Some(message) = &self.message {
             record["message"] = Value::String(message.clone());
+        }
+        if self.digests {
+            record["diffbase"] = Value::String("digests".into());
         }
         record
     }
@@ -239,6 +246,7 @@ pub async fn touch(
             lifetime,
             lastseen: Utc::now(),
             message: message.map(str::to_owned),
+            digests: settings.diffbase_digests,
         }
         .record()
     } else {
@@ -363,6 +371,7 @@ impl Peering {
         // it resumes), as Kopf's does; an auto-detected one resumes silently.
         let mut paused = self.settings.mandatory.then_some(true);
         let mut next_check: Option<DateTime<Utc>> = None;
+        let mut refusing = false;
         loop {
             let wait = next_check
                 .map(|deadline| (deadline - Utc::now()).to_std().unwrap_or(Duration::ZERO));
@@ -390,13 +399,18 @@ impl Peering {
                 () = sleep => {}
             }
             let Some(body) = &body else { continue };
-            next_check = self.evaluate(body, &mut paused).await;
+            next_check = self.evaluate(body, &mut paused, &mut refusing).await;
         }
         streaming.abort();
     }
 
     /// Judge the peers; clean the dead ones; pause or resume. When to look again.
-    async fn evaluate(&self, body: &Value, paused: &mut Option<bool>) -> Option<DateTime<Utc>> {
+    async fn evaluate(
+        &self,
+        body: &Value,
+        paused: &mut Option<bool>,
+        refusing: &mut bool,
+    ) -> Option<DateTime<Utc>> {
         let now = Utc::now();
         let peers = peers_of(body, now);
         let judgement = judge(&peers, &self.settings.identity, self.settings.priority, now);
@@ -416,7 +430,27 @@ impl Peering {
             }
         }
         let was_paused = *paused == Some(true);
-        if !judgement.higher.is_empty() {
+        // Secrets' diff base holds digests: an operator that reads it as values (Kopf) must not
+        // serve beside us, nor take over from us; we refuse by pausing, and say why.
+        let unaware: Vec<&Peer> = if self.settings.diffbase_digests {
+            (peers.iter())
+                .filter(|p| !p.is_dead(now) && p.identity != self.settings.identity && !p.digests)
+                .collect()
+        } else {
+            Vec::new()
+        };
+        if !unaware.is_empty() {
+            if !*refusing {
+                tracing::error!(target: PEERING,
+                    "Refusing a hand-over with {}: Secrets' diff base holds digests \
+                     (settings.secrets.diffbase_digests), which Kopf, or this engine without that \
+                     setting, would take for values. Pausing until they are gone; turn the setting \
+                     off everywhere to hand over.",
+                    reprs(&unaware)
+                );
+            }
+            *paused = Some(true);
+        } else if !judgement.higher.is_empty() {
             if !was_paused {
                 tracing::info!(target: PEERING,
                     "Pausing operations in favour of {}.",
@@ -445,8 +479,11 @@ impl Peering {
             }
             *paused = Some(false);
         }
+        *refusing = !unaware.is_empty();
         self.pause.vote(self.voter, *paused == Some(true));
-        judgement.next_deadline()
+        // A refused peer that dies without withdrawing is looked at again when it expires.
+        let expiring = unaware.iter().map(|p| p.deadline());
+        expiring.chain(judgement.next_deadline()).min()
     }
 }
 
@@ -562,6 +599,17 @@ mod tests {
             peers[0].record(),
             json!({"priority": 10, "lifetime": 30, "lastseen": "2026-11-22T00:10:00.123456+00:00"})
         );
+        assert!(!peers[0].digests, "Kopf's records say nothing of digests");
+    }
+
+    #[test]
+    fn a_record_says_that_its_operator_keeps_digests() {
+        let now = Utc::now();
+        let record = json!({"priority": 0, "lifetime": 60, "lastseen": format_time(now),
+                            "diffbase": "digests"});
+        let peer = Peer::from_record("ours", &record, now);
+        assert!(peer.digests);
+        assert_eq!(peer.record(), record);
     }
 
     #[test]
