@@ -4,7 +4,7 @@
 //! side's mapping (`OperatorSettings.for_engine`) is checked against these structs by
 //! `tests/compat/test_public_surface.py`, through `_engine.settings_as_read`.
 //!
-//! Uses: `state` (the storages' specs).
+//! Uses: `state` (the storages' specs), `util` (field paths).
 
 use serde::{Deserialize, Serialize};
 
