@@ -6,6 +6,7 @@ lines, the Kubernetes Events, and how the process ended on SIGTERM (or SIGINT). 
 from __future__ import annotations
 
 import collections
+import contextlib
 import dataclasses
 import json
 import os
@@ -387,7 +388,10 @@ def record(*, engine: str, venv: Path, command: list[str], namespace: str, sourc
         process_env.update(pod_env)
         del process_env["KUBECONFIG"]
     with log_path.open("wb") as log:
-        process = subprocess.Popen(argv, cwd=workdir, stdout=log, stderr=subprocess.STDOUT, env=process_env)
+        # A group of its own: the operator runs under wrappers (`kopf rbac record`, a pod's mount
+        # namespace); a kill after the grace period must reach it too, not orphan it.
+        process = subprocess.Popen(argv, cwd=workdir, stdout=log, stderr=subprocess.STDOUT, env=process_env,
+                                   start_new_session=True)
         session = Session(namespace=namespace, source=source, resources=resources, recording=recording,
                           log_path=log_path, alias=alias, alive=lambda: process.poll() is None)
         session.namespaces += [f"{namespace}-{suffix}" for suffix in namespaces]
@@ -404,6 +408,8 @@ def record(*, engine: str, venv: Path, command: list[str], namespace: str, sourc
                 process.wait()
                 recording.exit_code = None  # did not stop within the grace period
             recording.exit_seconds = time.monotonic() - started
+            with contextlib.suppress(ProcessLookupError):  # whatever of the group outlived it
+                os.killpg(process.pid, signal.SIGKILL)
     recording.output = log_path.read_text(errors="replace")
     if recording.rbac is not None:
         recording.output = restricting.finish(recording.output, recording.rbac)
