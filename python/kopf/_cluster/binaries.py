@@ -98,10 +98,11 @@ def find(names: Collection[str]) -> dict[str, Path]:
     """Each program's path, from ``$KUBEBUILDER_ASSETS`` or the cache; the error names the ways."""
     assets = os.environ.get("KUBEBUILDER_ASSETS")
     found: dict[str, Path] = {}
+    releases = downloaded()  # (listed once: a folder per downloaded release)
     for name in names:
         candidates = [Path(assets) / name] if assets and name in ENVTEST else []
         candidates.append(cache_dir(module_of(name)) / name)
-        candidates += [folder / name for folder in downloaded()] if name in ENVTEST else []
+        candidates += [folder / name for folder in releases] if name in ENVTEST else []
         path = next((path for path in candidates if path.is_file() and os.access(path, os.X_OK)), None)
         if path is not None:
             found[name] = path

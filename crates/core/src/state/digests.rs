@@ -56,11 +56,18 @@ pub fn digest_values(essence: &mut Value, uid: &str) {
 
 /// Whether a stored essence holds digests (written while the setting was on).
 pub fn has_digests(essence: &Value) -> bool {
+    any_value(essence, is_digest)
+}
+
+/// Whether a stored essence holds values, not digests (Kopf's, or written with the setting off).
+pub fn has_values(essence: &Value) -> bool {
+    any_value(essence, |text| !is_digest(text))
+}
+
+fn any_value(essence: &Value, test: impl Fn(&str) -> bool) -> bool {
     FIELDS.iter().any(|field| {
-        essence
-            .get(*field)
-            .and_then(Value::as_object)
-            .is_some_and(|values| values.values().any(|v| v.as_str().is_some_and(is_digest)))
+        (essence.get(*field).and_then(Value::as_object))
+            .is_some_and(|values| values.values().any(|v| v.as_str().is_some_and(&test)))
     })
 }
 
@@ -76,6 +83,7 @@ mod tests {
         digest_values(&mut essence, "uid-1");
         let first = essence["data"]["password"].as_str().unwrap().to_owned();
         assert!(is_digest(&first) && has_digests(&essence), "{first}");
+        assert!(!has_values(&essence));
         assert_eq!(essence["type"], json!("Opaque"));
         digest_values(&mut essence, "uid-1"); // a digest stays as it is
         assert_eq!(essence["data"]["password"], json!(first));
@@ -90,6 +98,7 @@ mod tests {
     #[test]
     fn values_are_not_taken_for_digests() {
         assert!(!has_digests(&json!({"data": {"a": "Ymxha2UyYjp4"}})));
+        assert!(has_values(&json!({"data": {"a": "Ymxha2UyYjp4"}})));
         assert!(!has_digests(
             &json!({"spec": {"a": format!("{PREFIX}{}", "0".repeat(64))}})
         ));

@@ -251,11 +251,7 @@ fn secrets_diff(
     let stored_digests = old.as_deref().is_some_and(digests::has_digests);
     if ctx.settings.secrets.diffbase_digests {
         digests::digest_values(new, uid);
-        let rewrite = old.as_deref().is_some_and(|old| {
-            let mut digested = old.clone();
-            digests::digest_values(&mut digested, uid);
-            &digested != old
-        });
+        let rewrite = old.as_deref().is_some_and(digests::has_values);
         let old = old.map(|old| {
             digests::digest_values(old, uid);
             &*old
