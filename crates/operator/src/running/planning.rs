@@ -1,0 +1,244 @@
+//! What to serve: the resources that the handlers' selectors pick among the discovered
+//! ones, each with its handlers.
+
+use super::OperatorSpec;
+use crate::client::resources::{Resource, Selector};
+use crate::intents::handlers::{
+    ChangingHandler, IndexingHandler, LogHandler, SpawningHandler, WatchingHandler,
+};
+use crate::intents::hooks::{HandlerKind, Hooks};
+use crate::settings::ServerSelectors;
+use crate::util::dicts::FieldPath;
+use crate::util::logging::ENGINE;
+use crate::webhooks::admitting::Served;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+/// The API groups the engine itself reads through discovery: the core API (as Kopf's
+/// backbone has it), the CRDs (to rescan on their changes), and both groups of Kopf's
+/// peering resources.
+pub(super) const OWN_GROUPS: [&str; 4] = ["", "apiextensions.k8s.io", "kopf.dev", "zalando.org"];
+
+impl OperatorSpec {
+    /// The API groups to discover, as Kopf narrows its scans: those the handlers' selectors
+    /// name and the engine's own; all (`None`) if any selector leaves its group open (a bare
+    /// name, `kopf.EVERYTHING`, a callable).
+    pub(super) fn api_groups(&self) -> Option<BTreeSet<String>> {
+        let filters = (self.changing.iter().map(|h| &h.filters))
+            .chain(self.watching.iter().map(|h| &h.filters))
+            .chain(self.spawning.iter().map(|h| &h.filters))
+            .chain(self.indexing.iter().map(|h| &h.filters))
+            .chain(self.webhooks.iter().map(|h| &h.filters))
+            .chain(self.logging.iter().map(|h| &h.filters));
+        let mut groups: BTreeSet<String> = OWN_GROUPS.iter().map(|g| (*g).to_owned()).collect();
+        let selectors = (filters.filter_map(|filters| filters.selector.as_ref()))
+            .chain(self.conversions.iter().map(|h| &h.selector));
+        for selector in selectors {
+            match &selector.group {
+                Some(group) if !selector.callable => groups.insert(group.clone()),
+                _ => return None,
+            };
+        }
+        Some(groups)
+    }
+}
+
+/// The resources a handler's selector picks; callable selectors are asked in Python.
+pub(super) async fn select<'r>(
+    selector: &Selector,
+    kind: HandlerKind,
+    index: usize,
+    resources: &'r [Resource],
+    hooks: &dyn Hooks,
+) -> Vec<&'r Resource> {
+    if !selector.callable {
+        return selector.select(resources);
+    }
+    // As in Kopf: a callable sees every version of every resource, except events.
+    let candidates: Vec<&Resource> = resources.iter().filter(|r| !r.is_events()).collect();
+    let owned = candidates.iter().map(|r| (*r).clone()).collect();
+    let verdicts = hooks.select_resources(kind, index, owned).await;
+    candidates
+        .into_iter()
+        .zip(verdicts)
+        .filter_map(|(resource, wanted)| wanted.then_some(resource))
+        .collect()
+}
+
+/// The resources that the admission handlers select, each with its handlers' positions.
+pub(super) async fn webhook_resources(
+    spec: &OperatorSpec,
+    resources: &[Resource],
+    hooks: &dyn Hooks,
+) -> Served {
+    let mut served: BTreeMap<String, (Arc<Resource>, Vec<usize>)> = BTreeMap::new();
+    for (at, handler) in spec.webhooks.iter().enumerate() {
+        let Some(selector) = &handler.filters.selector else {
+            continue;
+        };
+        for resource in select(
+            selector,
+            HandlerKind::Admission,
+            handler.index,
+            resources,
+            hooks,
+        )
+        .await
+        {
+            let entry = served
+                .entry(resource.name())
+                .or_insert_with(|| (Arc::new(resource.clone()), Vec::new()));
+            entry.1.push(at);
+        }
+    }
+    served.into_values().collect()
+}
+
+/// A resource to serve, with its handlers.
+pub(super) struct Planned {
+    pub(super) resource: Resource,
+    /// What its streams ask the server to filter (`settings.watching.*_selectors`).
+    pub(super) selectors: ServerSelectors,
+    pub(super) changing: Vec<ChangingHandler>,
+    pub(super) watching: Vec<WatchingHandler>,
+    /// Shared by all the daemons and timers spawned for the objects.
+    pub(super) spawning: Vec<Arc<SpawningHandler>>,
+    pub(super) indexing: Vec<IndexingHandler>,
+    pub(super) logging: Vec<Arc<LogHandler>>,
+}
+
+/// Which resources to serve, with the handlers of each; `warn` about the unresolved ones
+/// (at start; later rescans stay quiet, as the same warning would repeat on every CRD change).
+pub(super) async fn plan(
+    spec: &OperatorSpec,
+    resources: &[Resource],
+    hooks: &dyn Hooks,
+    warn: bool,
+) -> Vec<Planned> {
+    let mut planned: BTreeMap<String, Planned> = BTreeMap::new();
+    let mut unresolved = std::collections::BTreeSet::new();
+    // (kind, filters, the handler's index in Python, its position in the spec)
+    let changing = (spec.changing.iter().enumerate())
+        .map(|(at, h)| (HandlerKind::Changing, &h.filters, h.index, at));
+    let watching = (spec.watching.iter().enumerate())
+        .map(|(at, h)| (HandlerKind::Watching, &h.filters, h.index, at));
+    let spawning = (spec.spawning.iter().enumerate())
+        .map(|(at, h)| (HandlerKind::Spawning, &h.filters, h.index, at));
+    let indexing = (spec.indexing.iter().enumerate())
+        .map(|(at, h)| (HandlerKind::Indexing, &h.filters, h.index, at));
+    let logging = (spec.logging.iter().enumerate())
+        .map(|(at, h)| (HandlerKind::Logging, &h.filters, h.index, at));
+    let all = (changing.chain(watching).chain(spawning))
+        .chain(indexing)
+        .chain(logging);
+    for (kind, filters, index, at) in all {
+        let Some(selector) = &filters.selector else {
+            continue; // not the operator's own handler (none comes without a selector)
+        };
+        let found = select(selector, kind, index, resources, hooks).await;
+        if found.is_empty() {
+            unresolved.insert(selector.repr.clone());
+        }
+        if selector.is_specific() && found.len() > 1 {
+            // As Kopf: a name that means several resources serves none of them (an operator
+            // must not act on objects it was not meant for). Kopf also takes them from the
+            // handlers that name them exactly; here those still serve them.
+            if warn {
+                let names: Vec<String> = found.iter().map(|r| r.name()).collect();
+                tracing::warn!(target: ENGINE,
+                    "Ambiguous resources will not be served (try specifying API groups): {} => {}",
+                    selector.repr, names.join(", ")
+                );
+            }
+            continue;
+        }
+        for resource in found {
+            let plan = planned.entry(resource.name()).or_insert_with(|| Planned {
+                resource: resource.clone(),
+                selectors: ServerSelectors::default(),
+                changing: Vec::new(),
+                watching: Vec::new(),
+                spawning: Vec::new(),
+                indexing: Vec::new(),
+                logging: Vec::new(),
+            });
+            match kind {
+                HandlerKind::Changing => plan.changing.push(spec.changing[at].clone()),
+                HandlerKind::Watching => plan.watching.push(spec.watching[at].clone()),
+                HandlerKind::Spawning => plan.spawning.push(Arc::new(spec.spawning[at].clone())),
+                HandlerKind::Indexing => plan.indexing.push(spec.indexing[at].clone()),
+                HandlerKind::Logging => plan.logging.push(Arc::new(spec.logging[at].clone())),
+                HandlerKind::Admission => {} // served by the webhooks, not watched
+            }
+        }
+    }
+    if warn && !unresolved.is_empty() {
+        let names: Vec<String> = unresolved.into_iter().collect();
+        tracing::warn!(target: ENGINE,
+            "Unresolved resources cannot be served (try creating their CRDs): {}",
+            names.join(", ")
+        );
+    }
+    let mut result = Vec::new();
+    for (_, mut plan) in planned {
+        let logless = !plan.resource.subresources.iter().any(|s| s == "log");
+        if logless && !plan.logging.is_empty() {
+            // Only objects with a `log` subresource (pods) have logs to follow.
+            plan.logging.clear();
+            if warn {
+                tracing::warn!(target: ENGINE,
+                    "Log handlers are not served for {}: its objects have no logs",
+                    plan.resource.name()
+                );
+            }
+            let empty = plan.changing.is_empty() && plan.watching.is_empty();
+            if empty && plan.spawning.is_empty() && plan.indexing.is_empty() {
+                continue;
+            }
+        }
+        let resource = &plan.resource;
+        let can = |verb: &str| resource.verbs.iter().any(|v| v == verb);
+        let patches = !plan.changing.is_empty() || !plan.spawning.is_empty();
+        // (each message spelled whole, so that the source is found by what the log says)
+        if !can("list") || !can("watch") {
+            if warn {
+                tracing::warn!(target: ENGINE, "Non-watchable resources will not be served: {}", resource.name());
+            }
+        } else if !can("patch") && patches {
+            if warn {
+                tracing::warn!(target: ENGINE, "Non-patchable resources will not be served: {}", resource.name());
+            }
+        } else {
+            result.push(plan);
+        }
+    }
+    if !spec.settings.watching.selecting || result.is_empty() {
+        return result;
+    }
+    let resources = result.iter().map(|plan| plan.resource.clone()).collect();
+    match hooks.server_selectors(resources).await {
+        Ok(selectors) => {
+            for (plan, selectors) in result.iter_mut().zip(selectors) {
+                plan.selectors = selectors;
+            }
+            result
+        }
+        Err(error) => {
+            tracing::error!(target: ENGINE, "The server-side selectors (settings.watching.*_selectors) failed, so no resource is served: {error}");
+            Vec::new()
+        }
+    }
+}
+
+/// Handlers' fields outside the default essence are added to it (e.g. `status.phase`).
+pub(super) fn extra_fields(plan: &Planned) -> Vec<FieldPath> {
+    let changing = plan.changing.iter().map(|h| &h.filters);
+    let spawning = plan.spawning.iter().map(|h| &h.filters);
+    let mut fields: Vec<FieldPath> = changing
+        .chain(spawning)
+        .filter_map(|f| f.field.clone())
+        .collect();
+    fields.sort();
+    fields.dedup();
+    fields
+}
