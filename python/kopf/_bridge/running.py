@@ -1,16 +1,13 @@
-"""The operator's life: activities (startup, login, cleanup), the core's run, and stopping
-by signals or flags. ``kopf.run()`` for scripts, ``kopf.operator()`` for embedding."""
+"""The operator's life: activities (startup, login, cleanup) and the core's run, until a
+signal or a flag stops it (``stopping``). ``kopf.run()`` for scripts, ``kopf.operator()`` for embedding."""
 
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import json
 import logging
 import os
 import re
-import signal
-import threading
 import warnings
 from collections.abc import Collection, Coroutine
 from typing import Any
@@ -18,7 +15,9 @@ from typing import Any
 from kopf import _engine, _webhooks
 from kopf import _lifecycles as lifecycles
 from kopf._activities import authenticate, run_activity
+from kopf._bridge import stopping
 from kopf._bridge.calls import Bridge
+from kopf._bridge.stopping import Flag
 from kopf._errors import OperatorError
 from kopf._handlers import Activity, OperatorRegistry, get_default_registry
 from kopf._indices import Index
@@ -29,32 +28,6 @@ from kopf._structs import Memo
 
 logger = logging.getLogger('kopf._core.reactor.running')
 
-Flag = asyncio.Future | asyncio.Event | concurrent.futures.Future | threading.Event  # type: ignore[type-arg]
-
-
-async def _wait_flag(flag: Flag) -> Any:
-    if isinstance(flag, asyncio.Future):
-        return await asyncio.shield(flag)
-    if isinstance(flag, asyncio.Event):
-        return await flag.wait()
-    if isinstance(flag, concurrent.futures.Future):
-        return await asyncio.wrap_future(flag)
-    while not flag.is_set():  # threading.Event: poll, as there is no awaitable for it
-        await asyncio.sleep(0.1)
-    return True  # what its wait() returns once it is set (Kopf logs the flag's value)
-
-
-def _raise_flag(flag: Flag | None) -> None:
-    if flag is None:
-        return
-    if isinstance(flag, asyncio.Future):
-        if not flag.done():
-            flag.set_result(None)
-    elif isinstance(flag, concurrent.futures.Future):
-        if not flag.done():
-            flag.set_result(None)
-    else:
-        flag.set()
 
 
 def specific_namespaces(patterns: Collection[str]) -> list[str] | None:
@@ -134,10 +107,26 @@ async def operator(
         _command: Coroutine[None, None, None] | None = None,
 ) -> None:
     """Run an operator in the current asyncio loop until it is stopped (by a signal or ``stop_flag``)."""
+    clusterwide, namespaces = _scope(clusterwide=clusterwide, namespaces=namespaces, namespace=namespace)
+    _refuse_shared_state(indexers=indexers, memories=memories, insights=insights, vault=vault, _command=_command)
+    settings = _settings_with(
+        settings if settings is not None else OperatorSettings(),
+        clusterwide=clusterwide, peering_name=peering_name, lease_name=lease_name, shards=shards,
+        metrics_address=metrics_address, standalone=standalone, priority=priority)
+    life = _Life(
+        registry=registry if registry is not None else get_default_registry(),
+        lifecycle=lifecycle if lifecycle is not None else lifecycles.get_default_lifecycle(),
+        settings=settings, memo=memo if memo is not None else Memo(),
+        stop_flag=stop_flag, ready_flag=ready_flag)
+    await life.run(identity=identity, namespaces=namespaces, liveness_endpoint=liveness_endpoint)
+
+
+def _scope(*, clusterwide: bool, namespaces: Collection[str], namespace: str | None) -> tuple[bool, Collection[str]]:
+    """Cluster-wide or the namespaces' patterns, from the arguments as Kopf takes them."""
     if namespaces and namespace:
         raise TypeError("Either namespaces= or namespace= can be passed. Got both.")
     if namespace:
-        warnings.warn("namespace= is deprecated; use namespaces=[...]", DeprecationWarning, stacklevel=2)
+        warnings.warn("namespace= is deprecated; use namespaces=[...]", DeprecationWarning, stacklevel=3)
         namespaces = [namespace]
     if clusterwide and namespaces:
         raise TypeError("The operator can be either cluster-wide or namespaced, not both.")
@@ -146,24 +135,29 @@ async def operator(
                       " For now, switching to the cluster-wide mode for backward compatibility.",
                       FutureWarning, stacklevel=1)  # located in kopf's own code, as Kopf's is (not in asyncio's)
         clusterwide = True
+    return clusterwide, namespaces
 
-    # Kopf's internal state objects, for sharing it with an embedding program: this engine keeps
-    # that state in its core, so none can be given (rather than taken and silently not used).
-    unsupported = {
-        'indexers': (indexers, "the indices are read in handlers, as kwargs named by the @kopf.index ids"),
-        'memories': (memories, "the objects' memos are the `memo` kwarg of handlers"),
-        'insights': (insights, "the served resources and namespaces are not shared"),
-        'vault': (vault, "the credentials come from the @kopf.on.login handlers"),
-        '_command': (_command, "run the coroutine as a task beside the operator"),
+
+def _refuse_shared_state(**given: Any) -> None:
+    """Kopf's internal state objects, for sharing it with an embedding program: this engine keeps
+    that state in its core, so none can be given (rather than taken and silently not used)."""
+    instead = {
+        'indexers': "the indices are read in handlers, as kwargs named by the @kopf.index ids",
+        'memories': "the objects' memos are the `memo` kwarg of handlers",
+        'insights': "the served resources and namespaces are not shared",
+        'vault': "the credentials come from the @kopf.on.login handlers",
+        '_command': "run the coroutine as a task beside the operator",
     }
-    for name, (value, instead) in unsupported.items():
+    for name, value in given.items():
         if value is not None:
             raise TypeError(f"{name}= is not supported by this engine (kopf-rs), which keeps the "
-                            f"operator's state in its core: {instead}.")
+                            f"operator's state in its core: {instead[name]}.")
 
-    registry = registry if registry is not None else get_default_registry()
-    lifecycle = lifecycle if lifecycle is not None else lifecycles.get_default_lifecycle()
-    settings = settings if settings is not None else OperatorSettings()
+
+def _settings_with(settings: OperatorSettings, *, clusterwide: bool, peering_name: str | None,
+                   lease_name: str | None, shards: str | None, metrics_address: str | None,
+                   standalone: bool | None, priority: int | None) -> OperatorSettings:
+    """The settings with the operator's arguments (the CLI's options) put in them."""
     settings.peering.clusterwide = clusterwide
     if peering_name is not None:
         settings.peering.mandatory = True
@@ -180,182 +174,164 @@ async def operator(
         settings.peering.standalone = standalone
     if priority is not None:
         settings.peering.priority = priority
-    memo = memo if memo is not None else Memo()
-    loop = asyncio.get_running_loop()
-    engine = _engine.Operator()
-    # Empty until the core fills them: even startup handlers get them (as in Kopf).
-    indices: dict[str, Index[Any, Any]] = {h.id: Index(engine.index(h.id)) for h in registry._indexing}
-    engine_var.set(engine)
-    settings_var.set(settings)
+    return settings
 
-    stop = loop.create_future()
-    _install_signals(loop, stop)
-    watchers = [asyncio.create_task(_wait_flag(stop_flag), name='stop-flag')] if stop_flag is not None else []
 
-    engine_task: asyncio.Task[None] | None = None
-    admission_task: asyncio.Task[None] | None = None
-    bridge: Bridge | None = None
-    started = False
-    try:
-        # A signal or the stop-flag stops the operator in its startup or login too, as in
-        # Kopf: a startup handler retried forever must not keep it from exiting.
-        startup = asyncio.create_task(run_activity(registry=registry, settings=settings, activity=Activity.STARTUP,
-                                                   memo=memo, indices=indices), name='startup activity')
-        if not await _unless_stopped(startup, stop, watchers):
+def _check_settings(settings: OperatorSettings, registry: OperatorRegistry) -> None:
+    """What the settings contradict, refused before the core starts."""
+    _webhooks.check_configured(settings.admission.server, registry._webhooks, registry._conversions)
+    _check_sharding(settings)
+    _check_posting(settings)
+    _check_conversion(settings)
+
+
+class _Life:
+    """One run of an operator, step by step: the startup activity, the login, the core (and the
+    webhook server) started and followed until a stop, then the cleanup activity."""
+
+    def __init__(self, *, registry: OperatorRegistry, lifecycle: Any, settings: OperatorSettings,
+                 memo: Any, stop_flag: Flag | None, ready_flag: Flag | None) -> None:
+        self.registry = registry
+        self.lifecycle = lifecycle
+        self.settings = settings
+        self.memo = memo
+        self.ready_flag = ready_flag
+        self.loop = asyncio.get_running_loop()
+        self.engine = _engine.Operator()
+        # Empty until the core fills them: even startup handlers get them (as in Kopf).
+        self.indices: dict[str, Index[Any, Any]] = {
+            h.id: Index(self.engine.index(h.id)) for h in registry._indexing}
+        engine_var.set(self.engine)
+        settings_var.set(settings)
+        self.stop: asyncio.Future[Any] = self.loop.create_future()
+        self.watchers = ([asyncio.create_task(stopping.wait_flag(stop_flag), name='stop-flag')]
+                         if stop_flag is not None else [])
+        self.engine_task: asyncio.Task[None] | None = None
+        self.admission_task: asyncio.Task[None] | None = None
+        self.bridge: Bridge | None = None
+        self.started = False
+
+    async def run(self, *, identity: Any, namespaces: Collection[str], liveness_endpoint: str | None) -> None:
+        """The whole life; the cleanup activity runs if the startup activity has finished."""
+        stopping.install_signals(self.loop, self.stop)
+        try:
+            # A signal or the stop-flag stops the operator in its startup or login too, as in
+            # Kopf: a startup handler retried forever must not keep it from exiting.
+            if not await self._startup():
+                return
+            connection = await self._login()
+            if connection is None:
+                return
+            ready = self._launch(connection, identity=identity, namespaces=namespaces,
+                                 liveness_endpoint=liveness_endpoint)
+            await self._follow(ready)
+        finally:
+            await self._finish()
+
+    async def _startup(self) -> bool:
+        startup = asyncio.create_task(run_activity(
+            registry=self.registry, settings=self.settings, activity=Activity.STARTUP, memo=self.memo,
+            indices=self.indices), name='startup activity')
+        if not await stopping.unless_stopped(startup, self.stop, self.watchers):
             logger.warning("Startup activity is only partially executed due to cancellation.")
-            return  # (no cleanup activity after a startup that has not finished, as in Kopf)
-        started = True
-        _webhooks.serve_as_olm_configures(settings)
-        login = asyncio.create_task(authenticate(registry=registry, settings=settings, memo=memo,
-                                                 indices=indices), name='initial authentication')
-        if not await _unless_stopped(login, stop, watchers):
-            return
-        connection = login.result()
+            return False  # (no cleanup activity after a startup that has not finished, as in Kopf)
+        self.started = True
+        _webhooks.serve_as_olm_configures(self.settings)
+        return True
+
+    async def _login(self) -> Any:
+        """The connection info from the login handlers; ``None`` if stopped meanwhile."""
+        login = asyncio.create_task(authenticate(
+            registry=self.registry, settings=self.settings, memo=self.memo, indices=self.indices),
+            name='initial authentication')
+        if not await stopping.unless_stopped(login, self.stop, self.watchers):
+            return None
+        return login.result()
+
+    def _launch(self, connection: Any, *, identity: Any, namespaces: Collection[str],
+                liveness_endpoint: str | None) -> asyncio.Event:
+        """The core started with the handlers' spec, and the webhook server beside it (if any);
+        the event the core sets once all its watchers are started."""
+        settings, registry = self.settings, self.registry
         ready = asyncio.Event()
-        bridge = Bridge(registry=registry, settings=settings, memo=memo, ready=ready, loop=loop,
-                        lifecycle=lifecycle, indices=indices)
+        self.bridge = Bridge(registry=registry, settings=settings, memo=self.memo, ready=ready, loop=self.loop,
+                             lifecycle=self.lifecycle, indices=self.indices)
         storages: list[Any] = []  # the custom ones, called as Python from the engine
         engine_settings = settings.for_engine(storages)
         engine_settings['peering']['identity'] = str(identity or detect_own_id(manual=False))
         engine_settings['leadership']['lease_namespace'] = _lease_namespace(settings, namespaces)
-        spec = {**bridge.spec(), 'namespaces': list(namespaces), 'settings': engine_settings,
-                'lifecycle': lifecycles.engine_name(lifecycle),
+        spec = {**self.bridge.spec(), 'namespaces': list(namespaces), 'settings': engine_settings,
+                'lifecycle': lifecycles.engine_name(self.lifecycle),
                 'liveness_endpoint': liveness_endpoint,
                 'admission_managed': settings.admission.managed}
-        _webhooks.check_configured(settings.admission.server, registry._webhooks, registry._conversions)
-        _check_sharding(settings)
-        _check_posting(settings)
-        _check_conversion(settings)
+        _check_settings(settings, registry)
         _webhooks.connection_var.set(connection)
-        running = engine.run(json.dumps(spec), json.dumps(connection), bridge, storages)
-        engine_task = asyncio.create_task(_as_coroutine(running))
-        ready_task = asyncio.create_task(ready.wait())
-        waiting: set[asyncio.Future[Any]] = {stop, engine_task, ready_task, *watchers}
+        running = self.engine.run(json.dumps(spec), json.dumps(connection), self.bridge, storages)
+        self.engine_task = asyncio.create_task(_as_coroutine(running))
         # As Kopf: a configured server runs (and its managed configurations are kept) even
         # with no admission handlers yet.
         if registry._webhooks or registry._conversions or settings.admission.server is not None:
-            admission_task = asyncio.create_task(_webhooks.serve(settings.admission.server, engine),
-                                                 name='admission webhook server')
-            waiting.add(admission_task)
+            self.admission_task = asyncio.create_task(_webhooks.serve(settings.admission.server, self.engine),
+                                                      name='admission webhook server')
+        return ready
+
+    async def _follow(self, ready: asyncio.Event) -> None:
+        """Until the core ends (its error raised), or a signal or the stop-flag comes; the
+        ready-flag is raised once the core is ready."""
+        assert self.engine_task is not None
+        ready_task = asyncio.create_task(ready.wait())
+        waiting: set[asyncio.Future[Any]] = {self.stop, self.engine_task, ready_task, *self.watchers}
+        if self.admission_task is not None:
+            waiting.add(self.admission_task)
         while True:
             done, _ = await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
             if ready_task in done:
                 waiting.discard(ready_task)
-                _raise_flag(ready_flag)
-            if admission_task is not None and admission_task in done:
+                stopping.raise_flag(self.ready_flag)
+            if self.admission_task is not None and self.admission_task in done:
                 try:
-                    admission_task.result()
+                    self.admission_task.result()
                 except Exception as e:
                     logger.error(f"The admission webhook server has failed: {e!r}")
                     raise
-                waiting.discard(admission_task)  # the server has ended by itself: nothing to serve
-            if engine_task in done:
+                waiting.discard(self.admission_task)  # the server has ended by itself: nothing to serve
+            if self.engine_task in done:
                 try:
-                    engine_task.result()
+                    self.engine_task.result()
                 except RuntimeError as e:  # the core's errors come as RuntimeError
                     raise OperatorError(str(e)) from None
                 break
-            if _stopping(done, stop, watchers):
+            if stopping.stopping(done, self.stop, self.watchers):
                 break
-    finally:
-        engine.stop()
-        if engine_task is not None and not engine_task.done():
-            await asyncio.wait({engine_task}, timeout=settings.process.ultimate_exiting_timeout)
+
+    async def _finish(self) -> None:
+        """The core stopped, then the webhook server, then the cleanup activity."""
+        self.engine.stop()
+        if self.engine_task is not None and not self.engine_task.done():
+            await asyncio.wait({self.engine_task}, timeout=self.settings.process.ultimate_exiting_timeout)
         # The webhooks are served until the core has stopped: its last requests may need its
         # own conversions (and reviews keep being answered while its workers finish).
-        if admission_task is not None and not admission_task.done():
-            admission_task.cancel()  # stops listening (the core has cleaned up the managed webhooks)
-            await asyncio.wait({admission_task})
-        if bridge is not None:
-            bridge.detach()
-        for task in watchers:
+        if self.admission_task is not None and not self.admission_task.done():
+            self.admission_task.cancel()  # stops listening (the core has cleaned up the managed webhooks)
+            await asyncio.wait({self.admission_task})
+        if self.bridge is not None:
+            self.bridge.detach()
+        for task in self.watchers:
             task.cancel()
-        _uninstall_signals(loop)
+        stopping.uninstall_signals(self.loop)
         try:
-            if started:
-                await run_activity(registry=registry, settings=settings, activity=Activity.CLEANUP, memo=memo,
-                                   indices=indices)
+            if self.started:
+                await run_activity(registry=self.registry, settings=self.settings, activity=Activity.CLEANUP,
+                                   memo=self.memo, indices=self.indices)
             # Kopf's last words, which tools (and Kopf's own tests) wait for.
             logger.debug("Root tasks are stopped: finishing normally; tasks left: set()")
-            await _stop_hung_tasks(bridge.running_calls() if bridge is not None else set())
+            await stopping.stop_hung_tasks(self.bridge.running_calls() if self.bridge is not None else set())
         finally:
-            _raise_flag(ready_flag)  # if never ready, do not leave the waiters hanging
-
-
-def _stopping(done: Collection[asyncio.Future[Any]], stop: asyncio.Future[Any],
-              watchers: Collection[asyncio.Task[Any]]) -> bool:
-    """Whether a signal or the stop-flag is among the finished; if so, say so as Kopf does."""
-    if stop in done:
-        logger.info(f"Signal {stop.result().name!s} is received. Operator is stopping.")
-        return True
-    if any(w in done for w in watchers):
-        # As Kopf says it: by the flag's value (a future's result, an event's True).
-        value = next(w for w in watchers if w in done).result()
-        if value is None:
-            logger.info("Stop-flag is raised. Operator is stopping.")
-        elif isinstance(value, signal.Signals):
-            logger.info(f"Signal {value.name!s} is received. Operator is stopping.")
-        else:
-            logger.info(f"Stop-flag is set to {value!r}. Operator is stopping.")
-        return True
-    return False
-
-
-async def _unless_stopped(task: asyncio.Task[Any], stop: asyncio.Future[Any],
-                          watchers: Collection[asyncio.Task[Any]]) -> bool:
-    """Wait for the task, unless a signal or the stop-flag comes first: then it is cancelled
-    (and awaited). Whether the task has finished; its errors are raised."""
-    try:
-        done, _ = await asyncio.wait({task, stop, *watchers}, return_when=asyncio.FIRST_COMPLETED)
-    except asyncio.CancelledError:  # the operator itself is cancelled (embedded): the task with it
-        task.cancel()
-        raise
-    if task in done:
-        task.result()
-        return True
-    _stopping(done, stop, watchers)
-    task.cancel()
-    await asyncio.wait({task})
-    return False
-
-
-async def _stop_hung_tasks(tasks: set[asyncio.Task[None]]) -> None:
-    """Handler calls still running after the core has stopped (e.g. abandoned daemons):
-    5 seconds to finish, then cancelled; said as Kopf says it."""
-    pending: set[asyncio.Task[None]] = set()
-    if tasks:
-        _, pending = await asyncio.wait(tasks, timeout=5)
-    if not pending:
-        logger.debug("Hung tasks stopping is skipped: no tasks given.")
-        return
-    for task in pending:
-        task.cancel()
-    while pending:
-        _, pending = await asyncio.wait(pending, timeout=1)
-        are = 'are' if not pending else 'are not'
-        logger.debug(f"Hung tasks {are} stopped: finishing normally; tasks left: {pending!r}")
+            stopping.raise_flag(self.ready_flag)  # if never ready, do not leave the waiters hanging
 
 
 async def _as_coroutine(awaitable: Any) -> None:
     await awaitable
-
-
-def _install_signals(loop: asyncio.AbstractEventLoop, stop: asyncio.Future[Any]) -> None:
-    if threading.current_thread() is not threading.main_thread():
-        logger.warning("OS signals are ignored: running not in the main thread.")
-        return
-    def received(sig: signal.Signals) -> None:
-        if not stop.done():
-            stop.set_result(sig)
-
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, received, sig)
-
-
-def _uninstall_signals(loop: asyncio.AbstractEventLoop) -> None:
-    if threading.current_thread() is threading.main_thread():
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.remove_signal_handler(sig)
 
 
 async def spawn_tasks(**kwargs: Any) -> list[asyncio.Task[None]]:

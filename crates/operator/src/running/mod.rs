@@ -16,7 +16,6 @@ mod webhooks;
 use crate::client::credentials::Credentials;
 use crate::client::discovery::DiscoveryError;
 use crate::client::posting::{K8sEvent, Poster};
-use crate::conversions;
 use crate::ha::peering::PeeringError;
 use crate::indices::Indices;
 use crate::intents::handlers::{
@@ -28,22 +27,17 @@ use crate::intents::lifecycles::Lifecycle;
 use crate::settings::LeadershipProblem;
 use crate::settings::Settings;
 use crate::state::storages::{Storages, StoragesError};
-use crate::util::errors;
-use crate::util::logging::ENGINE;
 use crate::util::tasks;
-use crate::webhooks::crd_managing;
 use crate::webhooks::routing::Webhooks;
 use endpoints::Endpoints;
 use ha::{peering_targets, Ha};
-use planning::{plan, webhook_resources};
-use rescanning::{discover, watch_crds, CrdVersions};
+use planning::plan;
+use rescanning::Scanner;
 use serde::Deserialize;
 use serving::Serving;
-use std::collections::BTreeMap;
 use std::sync::Arc;
-use tokio::sync::{mpsc, watch, Semaphore};
-use tokio::task::JoinSet;
-use webhooks::serve_webhooks;
+use tokio::sync::{mpsc, watch};
+use webhooks::WebhookServing;
 
 #[derive(Debug, Clone, Deserialize)]
 pub struct OperatorSpec {
@@ -123,92 +117,23 @@ pub async fn run(
     ready: impl FnOnce(),
 ) -> Result<(), RunError> {
     crate::util::redaction::configure(spec.settings.secrets.fields.clone());
-    let persistence = &spec.settings.persistence;
-    let storages = Storages::build(
-        &persistence.progress_storage,
-        &persistence.diffbase_storage,
-        hooks.custom_storages(),
-    )?;
-    let endpoints = Endpoints::start(&spec, &hooks).await?;
-    let admission = webhooks.as_ref().map(|w| w.admission.clone());
-    let conversion = webhooks.as_ref().map(|w| w.conversion.clone());
-    let groups = spec.api_groups();
-    let resources = discover(&credentials, server, groups.as_ref()).await?;
-    if let Some(conversion) = &conversion {
-        let served = conversions::served(&credentials, &spec.conversions, &resources, true);
-        conversion.serve(served.await.map_err(RunError::Conversion)?);
-    }
     let settings = Arc::new(spec.settings.clone());
+    let storages = build_storages(&settings, hooks.as_ref())?;
+    let endpoints = Endpoints::start(&spec, &hooks).await?;
+    let mut scanner = Scanner::new(credentials.clone(), server, spec.api_groups());
+    let resources = scanner.discover().await?;
+    let mut webhooks = WebhookServing::new(&credentials, &hooks, webhooks);
+    webhooks.serve_conversions(&spec, &resources, true).await?;
     let targets = peering_targets(&credentials, &spec, &resources).await?;
     let mut ha = Ha::start(&credentials, &settings, targets, &stop).await?;
-    let mut paused = ha.pause.subscribe();
-    if let Some(metrics) = crate::metrics::get() {
-        metrics.set_paused(*paused.borrow());
-    }
     let poster = start_posting(&credentials, &settings, events);
-    let limiter = settings
-        .queueing
-        .worker_limit
-        .map(|n| Arc::new(Semaphore::new(n.max(1))));
-    let mut serving = Serving {
-        credentials: credentials.clone(),
-        settings: settings.clone(),
-        hooks: hooks.clone(),
-        storages,
-        indices,
-        lifecycle: spec.lifecycle,
-        limiter,
-        patterns: spec.namespaces.clone(),
-        paused: paused.clone(),
-        pause: ha.pause.clone(),
-        shards: ha.shards.take(),
-        daemons: Vec::new(),
-        logs: Vec::new(),
-        watchers: BTreeMap::new(),
-        dispatchers: JoinSet::new(),
-    };
-    let managing = serve_webhooks(&credentials, &spec, &resources, &hooks, &webhooks, &stop).await;
-    // The CRDs' conversion is taken away (if asked) only after the workers have stopped:
-    // their last writes may need it.
-    let (crds_stop, crds_stopping) = watch::channel(false);
-    let managing_crds = (webhooks.as_ref())
-        .filter(|_| spec.settings.conversion.managed)
-        .map(|webhooks| {
-            let cleanup = spec.settings.conversion.cleanup;
-            let task = crd_managing::manage(
-                credentials.clone(),
-                webhooks.conversion.clone(),
-                webhooks.watch_client_config(),
-                cleanup,
-                crds_stopping,
-            );
-            tasks::spawn(task)
-        });
-    // Objects read or patched in another version than the stored one before the CRD points
-    // at the webhook would be converted by strategy `None` (relabelled, their other fields
-    // pruned by the version's schema: lost on the next write). Their watchers wait.
-    if let Some(conversion) = conversion.as_ref().filter(|_| managing_crds.is_some()) {
-        let waiting = async {
-            let pending = conversion
-                .served
-                .get()
-                .iter()
-                .map(|s| s.crd.name.clone())
-                .collect::<Vec<_>>();
-            if !pending.is_empty() {
-                tracing::info!(target: ENGINE,
-                    "Waiting for the conversion webhooks of {} before serving.", pending.join(", "));
-            }
-            conversion.configured(&pending).await;
-        };
-        tokio::select! {
-            _ = waiting => {}
-            _ = stop.wait_for(|stopped| *stopped) => {}
-        }
-    }
+    let embedded = (&hooks, indices);
+    let mut serving = Serving::new(&spec, &settings, &credentials, embedded, storages, &mut ha);
+    webhooks.serve_admissions(&spec, &resources).await;
+    webhooks.manage(&spec, &stop);
+    webhooks.await_conversions(&mut stop).await;
     serving.update(plan(&spec, &resources, hooks.as_ref(), true).await);
-    let (crd_watcher, mut crd_rx) = watch_crds(&credentials, &resources, &settings);
-    let mut crd_versions = CrdVersions::default();
+    scanner.watch_crds(&resources, &settings);
     ready();
 
     loop {
@@ -217,63 +142,38 @@ pub async fn run(
             // waited for the CRDs' conversion) was seen there, and would be waited for forever.
             // Its guard is dropped at once: the other branches await while it would live.
             _ = async { stop.wait_for(|stopped| *stopped).await.map(|_| ()) } => break,
-            Ok(()) = paused.changed() => {
-                let now_paused = *paused.borrow_and_update();
-                if let Some(metrics) = crate::metrics::get() {
-                    metrics.set_paused(now_paused);
-                }
-                serving.set_paused(now_paused);
-            }
-            Some(event) = crd_rx.recv() => {
-                if !crd_versions.is_news(&event) {
+            paused = serving.pause_changed() => serving.set_paused(paused),
+            () = scanner.changed() => {
+                let Some(resources) = scanner.rescan().await else {
                     continue;
-                }
-                // A CRD of a group that was not scanned cannot change what is served.
-                let group = event.object.pointer("/spec/group").and_then(|g| g.as_str());
-                if groups.as_ref().zip(group).is_some_and(|(groups, group)| !groups.contains(group)) {
-                    continue;
-                }
-                // Let a burst (a new CRD becoming established) settle, then look again.
-                tokio::time::sleep(std::time::Duration::from_secs(1)).await;
-                while let Ok(event) = crd_rx.try_recv() {
-                    crd_versions.is_news(&event);
-                }
-                match discover(&credentials, server, groups.as_ref()).await {
-                    Ok(resources) => {
-                        serving.update(plan(&spec, &resources, hooks.as_ref(), false).await);
-                        if let Some(admission) = &admission {
-                            admission.served.set(webhook_resources(&spec, &resources, hooks.as_ref()).await);
-                        }
-                        if let Some(conversion) = &conversion {
-                            match conversions::served(&credentials, &spec.conversions, &resources, false).await {
-                                Ok(served) => conversion.serve(served),
-                                Err(problem) => tracing::error!(target: ENGINE, "{problem}"),
-                            }
-                        }
-                    }
-                    Err(error) => tracing::warn!(target: ENGINE, "Re-scanning the API failed: {}", errors::chain(&error)),
-                }
+                };
+                serving.update(plan(&spec, &resources, hooks.as_ref(), false).await);
+                webhooks.serve_admissions(&spec, &resources).await;
+                let _ = webhooks.serve_conversions(&spec, &resources, false).await;
             }
         }
     }
-    if let Some(crd_watcher) = crd_watcher {
-        crd_watcher.abort();
-    }
-    // The managed webhook configurations are cleaned up on the stop signal: let that finish.
-    if let Some(managing) = managing {
-        let _ = tokio::time::timeout(std::time::Duration::from_secs(10), managing).await;
-    }
+
+    scanner.stop();
+    webhooks.stopped_configs().await;
     // Stopping the watchers ends the streams; the dispatchers then let their workers
     // finish the current cycles (within the exit timeout) and exit by themselves.
     serving.stop().await;
-    crds_stop.send_replace(true);
-    if let Some(managing) = managing_crds {
-        let _ = tokio::time::timeout(std::time::Duration::from_secs(10), managing).await;
-    }
+    webhooks.stop_crds().await;
     ha.withdraw().await;
     poster.abort();
     endpoints.stop();
     Ok(())
+}
+
+/// Where the handlers' progress and the diff base are kept (`settings.persistence`).
+fn build_storages(settings: &Settings, hooks: &dyn Hooks) -> Result<Storages, StoragesError> {
+    let persistence = &settings.persistence;
+    Storages::build(
+        &persistence.progress_storage,
+        &persistence.diffbase_storage,
+        hooks.custom_storages(),
+    )
 }
 
 /// Kubernetes Events (`kopf.event()` & co., and log lines posted as Events), posted apart.

@@ -115,8 +115,25 @@ pub(super) async fn plan(
     hooks: &dyn Hooks,
     warn: bool,
 ) -> Vec<Planned> {
+    let assigned = assign(spec, resources, hooks, warn).await;
+    let servable: Vec<Planned> = (assigned.into_values())
+        .filter_map(|plan| servable(plan, warn))
+        .collect();
+    if !spec.settings.watching.selecting || servable.is_empty() {
+        return servable;
+    }
+    with_server_selectors(servable, hooks).await
+}
+
+/// Each handler to the resources its selector picks, by resource name.
+async fn assign(
+    spec: &OperatorSpec,
+    resources: &[Resource],
+    hooks: &dyn Hooks,
+    warn: bool,
+) -> BTreeMap<String, Planned> {
     let mut planned: BTreeMap<String, Planned> = BTreeMap::new();
-    let mut unresolved = std::collections::BTreeSet::new();
+    let mut unresolved = BTreeSet::new();
     // (kind, filters, the handler's index in Python, its position in the spec)
     let changing = (spec.changing.iter().enumerate())
         .map(|(at, h)| (HandlerKind::Changing, &h.filters, h.index, at));
@@ -153,23 +170,9 @@ pub(super) async fn plan(
             continue;
         }
         for resource in found {
-            let plan = planned.entry(resource.name()).or_insert_with(|| Planned {
-                resource: resource.clone(),
-                selectors: ServerSelectors::default(),
-                changing: Vec::new(),
-                watching: Vec::new(),
-                spawning: Vec::new(),
-                indexing: Vec::new(),
-                logging: Vec::new(),
-            });
-            match kind {
-                HandlerKind::Changing => plan.changing.push(spec.changing[at].clone()),
-                HandlerKind::Watching => plan.watching.push(spec.watching[at].clone()),
-                HandlerKind::Spawning => plan.spawning.push(Arc::new(spec.spawning[at].clone())),
-                HandlerKind::Indexing => plan.indexing.push(spec.indexing[at].clone()),
-                HandlerKind::Logging => plan.logging.push(Arc::new(spec.logging[at].clone())),
-                HandlerKind::Admission => {} // served by the webhooks, not watched
-            }
+            let plan = (planned.entry(resource.name()))
+                .or_insert_with(|| Planned::empty(resource.clone()));
+            plan.add(spec, kind, at);
         }
     }
     if warn && !unresolved.is_empty() {
@@ -179,53 +182,87 @@ pub(super) async fn plan(
             names.join(", ")
         );
     }
-    let mut result = Vec::new();
-    for (_, mut plan) in planned {
-        let logless = !plan.resource.subresources.iter().any(|s| s == "log");
-        if logless && !plan.logging.is_empty() {
-            // Only objects with a `log` subresource (pods) have logs to follow.
-            plan.logging.clear();
-            if warn {
-                tracing::warn!(target: ENGINE,
-                    "Log handlers are not served for {}: its objects have no logs",
-                    plan.resource.name()
-                );
-            }
-            let empty = plan.changing.is_empty() && plan.watching.is_empty();
-            if empty && plan.spawning.is_empty() && plan.indexing.is_empty() {
-                continue;
-            }
+    planned
+}
+
+/// The plan, if its resource can be served as its handlers need: listed and watched, and
+/// patched if they write; log handlers only where objects have logs.
+fn servable(mut plan: Planned, warn: bool) -> Option<Planned> {
+    let logless = !plan.resource.subresources.iter().any(|s| s == "log");
+    if logless && !plan.logging.is_empty() {
+        // Only objects with a `log` subresource (pods) have logs to follow.
+        plan.logging.clear();
+        if warn {
+            tracing::warn!(target: ENGINE,
+                "Log handlers are not served for {}: its objects have no logs",
+                plan.resource.name()
+            );
         }
-        let resource = &plan.resource;
-        let can = |verb: &str| resource.verbs.iter().any(|v| v == verb);
-        let patches = !plan.changing.is_empty() || !plan.spawning.is_empty();
-        // (each message spelled whole, so that the source is found by what the log says)
-        if !can("list") || !can("watch") {
-            if warn {
-                tracing::warn!(target: ENGINE, "Non-watchable resources will not be served: {}", resource.name());
-            }
-        } else if !can("patch") && patches {
-            if warn {
-                tracing::warn!(target: ENGINE, "Non-patchable resources will not be served: {}", resource.name());
-            }
-        } else {
-            result.push(plan);
+        let empty = plan.changing.is_empty() && plan.watching.is_empty();
+        if empty && plan.spawning.is_empty() && plan.indexing.is_empty() {
+            return None;
         }
     }
-    if !spec.settings.watching.selecting || result.is_empty() {
-        return result;
+    let resource = &plan.resource;
+    let can = |verb: &str| resource.verbs.iter().any(|v| v == verb);
+    let patches = !plan.changing.is_empty() || !plan.spawning.is_empty();
+    // (each message spelled whole, so that the source is found by what the log says)
+    if !can("list") || !can("watch") {
+        if warn {
+            tracing::warn!(target: ENGINE, "Non-watchable resources will not be served: {}", resource.name());
+        }
+        None
+    } else if !can("patch") && patches {
+        if warn {
+            tracing::warn!(target: ENGINE, "Non-patchable resources will not be served: {}", resource.name());
+        }
+        None
+    } else {
+        Some(plan)
     }
-    let resources = result.iter().map(|plan| plan.resource.clone()).collect();
+}
+
+/// The server-side selectors of each resource's streams (`settings.watching.*_selectors`),
+/// asked in Python; if that fails, nothing is served (an operator must not act on objects
+/// it was not meant for).
+async fn with_server_selectors(mut plans: Vec<Planned>, hooks: &dyn Hooks) -> Vec<Planned> {
+    let resources = plans.iter().map(|plan| plan.resource.clone()).collect();
     match hooks.server_selectors(resources).await {
         Ok(selectors) => {
-            for (plan, selectors) in result.iter_mut().zip(selectors) {
+            for (plan, selectors) in plans.iter_mut().zip(selectors) {
                 plan.selectors = selectors;
             }
-            result
+            plans
         }
         Err(error) => {
             tracing::error!(target: ENGINE, "The server-side selectors (settings.watching.*_selectors) failed, so no resource is served: {error}");
             Vec::new()
+        }
+    }
+}
+
+impl Planned {
+    fn empty(resource: Resource) -> Self {
+        Planned {
+            resource,
+            selectors: ServerSelectors::default(),
+            changing: Vec::new(),
+            watching: Vec::new(),
+            spawning: Vec::new(),
+            indexing: Vec::new(),
+            logging: Vec::new(),
+        }
+    }
+
+    /// The spec's handler of this kind at this position serves the resource too.
+    fn add(&mut self, spec: &OperatorSpec, kind: HandlerKind, at: usize) {
+        match kind {
+            HandlerKind::Changing => self.changing.push(spec.changing[at].clone()),
+            HandlerKind::Watching => self.watching.push(spec.watching[at].clone()),
+            HandlerKind::Spawning => self.spawning.push(Arc::new(spec.spawning[at].clone())),
+            HandlerKind::Indexing => self.indexing.push(spec.indexing[at].clone()),
+            HandlerKind::Logging => self.logging.push(Arc::new(spec.logging[at].clone())),
+            HandlerKind::Admission => {} // served by the webhooks, not watched
         }
     }
 }

@@ -1,7 +1,9 @@
 //! The resources being served: a watcher and a dispatcher per resource and namespace,
 //! started and stopped as the plan changes.
 
+use super::ha::Ha;
 use super::planning::{extra_fields, Planned};
+use super::OperatorSpec;
 use crate::client::applying::ApiPatcher;
 use crate::client::credentials::Credentials;
 use crate::client::namespaces;
@@ -30,27 +32,64 @@ pub(super) const STREAM_BACKLOG: usize = 64;
 
 /// The resources being served: their watchers by resource name, and all dispatchers.
 pub(super) struct Serving {
-    pub(super) credentials: Arc<Credentials>,
-    pub(super) settings: Arc<Settings>,
-    pub(super) hooks: Arc<dyn Hooks>,
-    pub(super) storages: Storages,
-    pub(super) indices: Arc<Indices>,
-    pub(super) lifecycle: Lifecycle,
-    pub(super) limiter: Option<Arc<Semaphore>>,
-    pub(super) patterns: Vec<String>,
+    credentials: Arc<Credentials>,
+    settings: Arc<Settings>,
+    hooks: Arc<dyn Hooks>,
+    storages: Storages,
+    indices: Arc<Indices>,
+    lifecycle: Lifecycle,
+    limiter: Option<Arc<Semaphore>>,
+    patterns: Vec<String>,
     /// The operator's pause (peering): watchers stop streaming, daemons stop.
-    pub(super) paused: watch::Receiver<bool>,
-    pub(super) pause: Arc<Pause>,
+    paused: watch::Receiver<bool>,
+    /// The same, for `pause_changed` to tell the changes (the watchers' copies see them too).
+    pause_seen: watch::Receiver<bool>,
+    pause: Arc<Pause>,
     /// The shard served now, with automatic sharding.
-    pub(super) shards: Option<watch::Receiver<Option<String>>>,
-    pub(super) daemons: Vec<Arc<Daemons>>,
+    shards: Option<watch::Receiver<Option<String>>>,
+    daemons: Vec<Arc<Daemons>>,
     /// The pods' logs followed for log handlers, paused with the daemons.
-    pub(super) logs: Vec<Arc<Logs>>,
-    pub(super) watchers: BTreeMap<String, JoinSet<()>>,
-    pub(super) dispatchers: JoinSet<()>,
+    logs: Vec<Arc<Logs>>,
+    watchers: BTreeMap<String, JoinSet<()>>,
+    dispatchers: JoinSet<()>,
 }
 
 impl Serving {
+    /// Nothing served yet: `update` serves the plan.
+    pub(super) fn new(
+        spec: &OperatorSpec,
+        settings: &Arc<Settings>,
+        credentials: &Arc<Credentials>,
+        embedded: (&Arc<dyn Hooks>, Arc<Indices>),
+        storages: Storages,
+        ha: &mut Ha,
+    ) -> Self {
+        let (hooks, indices) = embedded;
+        let limiter = (settings.queueing.worker_limit).map(|n| Arc::new(Semaphore::new(n.max(1))));
+        let paused = ha.pause.subscribe();
+        if let Some(metrics) = crate::metrics::get() {
+            metrics.set_paused(*paused.borrow());
+        }
+        Serving {
+            credentials: credentials.clone(),
+            settings: settings.clone(),
+            hooks: hooks.clone(),
+            storages,
+            indices,
+            lifecycle: spec.lifecycle,
+            limiter,
+            patterns: spec.namespaces.clone(),
+            pause_seen: paused.clone(),
+            paused,
+            pause: ha.pause.clone(),
+            shards: ha.shards.take(),
+            daemons: Vec::new(),
+            logs: Vec::new(),
+            watchers: BTreeMap::new(),
+            dispatchers: JoinSet::new(),
+        }
+    }
+
     /// Serve what is planned and not served yet; stop serving what is gone from the plan.
     pub(super) fn update(&mut self, planned: Vec<Planned>) {
         let names: Vec<String> = planned.iter().map(|p| p.resource.name()).collect();
@@ -154,8 +193,19 @@ impl Serving {
         watchers
     }
 
-    /// Pause or resume the daemons (the watchers follow the pause by themselves).
+    /// The operator paused or resumed (the watchers follow by themselves). Safe to cancel.
+    pub(super) async fn pause_changed(&mut self) -> bool {
+        if self.pause_seen.changed().await.is_err() {
+            return std::future::pending().await; // nobody votes any more (stopping)
+        }
+        *self.pause_seen.borrow_and_update()
+    }
+
+    /// Pause or resume the daemons and the logs' followers.
     pub(super) fn set_paused(&self, paused: bool) {
+        if let Some(metrics) = crate::metrics::get() {
+            metrics.set_paused(paused);
+        }
         for logs in &self.logs {
             logs.set_paused(paused);
         }
