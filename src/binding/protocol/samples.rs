@@ -1,17 +1,11 @@
-//! The call protocol against its description. `kopf._bridge.protocol`'s TypedDicts describe the
-//! dicts that cross the boundary; the dicts themselves are made and read by `hooks.rs` and
-//! `logs.rs`, and nowhere else. `protocol_samples()` makes one of each with those very
-//! builders, every optional part present; `invoked_as_read()` reads an answer with the very
-//! reader and tells what it took (`log_writing_as_read()` likewise for the lines the core
-//! writes itself). `tests/unit/test_protocol.py` checks both against the
-//! TypedDicts, so neither side can add, drop or misspell a key on its own.
+//! One dict of each shape, made and read by the very builders and readers, for the tests.
 
-use super::hooks::{
+use super::super::indices::Converter;
+use super::super::logs::{object_dict, LogWriting};
+use super::{
     conversion_dict, invocation_dict, parse_converted, parse_invoked, plan_dict, resource_dict,
     selection_dict,
 };
-use super::indices::Converter;
-use super::logs::{object_dict, LogWriting};
 use crate::client::resources::Resource;
 use crate::client::watching::EventType;
 use crate::indices::datum::Strings;
@@ -30,7 +24,7 @@ use std::sync::Arc;
 
 /// One dict of each shape the core sends, by the name of its TypedDict.
 #[pyfunction]
-pub(super) fn protocol_samples(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
+pub(crate) fn protocol_samples(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     let resource = Arc::new(Resource {
         group: "kopf.dev".into(),
         version: "v1".into(),
@@ -104,7 +98,7 @@ pub(super) fn protocol_samples(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
 /// indexing function's result converted as for an index). A `ValueError` for a key the core
 /// does not read.
 #[pyfunction]
-pub(super) fn invoked_as_read(answer: &Bound<'_, PyAny>) -> PyResult<String> {
+pub(crate) fn invoked_as_read(answer: &Bound<'_, PyAny>) -> PyResult<String> {
     let strings = Strings::default();
     let converter = Converter {
         strings: &strings,
@@ -147,7 +141,7 @@ pub(super) fn invoked_as_read(answer: &Bound<'_, PyAny>) -> PyResult<String> {
 /// `Bridge.convert()`'s answer as the core reads it, as JSON: `{"converted": [...]}` or
 /// `{"error": "..."}`; a `ValueError` for a key the core does not read.
 #[pyfunction]
-pub(super) fn converted_as_read(answer: &Bound<'_, PyAny>) -> PyResult<String> {
+pub(crate) fn converted_as_read(answer: &Bound<'_, PyAny>) -> PyResult<String> {
     Ok(match parse_converted(answer)? {
         Ok(converted) => json!({"converted": converted}),
         Err(error) => json!({"error": error}),
@@ -158,7 +152,7 @@ pub(super) fn converted_as_read(answer: &Bound<'_, PyAny>) -> PyResult<String> {
 /// `Bridge.log_writing()`'s answer (JSON) as the core reads it, written back as JSON: a
 /// `ValueError` for a key the core does not read or one it needs and misses.
 #[pyfunction]
-pub(super) fn log_writing_as_read(answer: &str) -> PyResult<String> {
+pub(crate) fn log_writing_as_read(answer: &str) -> PyResult<String> {
     let read = LogWriting::parse(answer)?;
     serde_json::to_string(&read).map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))
 }
