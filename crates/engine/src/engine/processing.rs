@@ -13,6 +13,7 @@ use crate::object_log;
 use crate::state::diffs::{self, Diff};
 use crate::state::digests;
 use crate::state::patches::{FinalizerOp, Patch};
+use crate::state::progress::ProgressStorage;
 use crate::state::progression::State;
 use crate::state::StorageResult;
 use crate::util::dicts;
@@ -266,6 +267,8 @@ fn secrets_diff(
     }
 }
 
+/// A change's cycle: its cause's handlers (if it has any), the diff base once all are done
+/// (or none apply), and a line for the changes nobody handles. The delays asked for.
 async fn process_change(
     ctx: &Arc<ResourceContext>,
     memory: &mut Memory,
@@ -275,86 +278,11 @@ async fn process_change(
     change: &Change,
     patch: &mut Patch,
 ) -> StorageResult<Vec<f64>> {
-    let mut delays = Vec::new();
-    let mut done_or_skipped = false;
-
-    if change.reason.is_for_handlers() {
-        let now = Utc::now();
-        let purpose = change.reason.as_str();
-        let title = Reason::title(purpose);
-        let owned_ids: Vec<String> = dedup_ids(ctx.changing.iter().map(|h| h.id.clone()));
-        let handlers = selecting::cause_handlers(&ctx.changing, verdicts, body, change);
-        let handler_ids: Vec<String> = handlers.iter().map(|h| h.id.clone()).collect();
-        let storage = ctx.progress.as_ref();
-
-        let mut state = State::from_storage(body, storage, &owned_ids, now)?
-            .with_purpose(purpose, &[])
-            .with_handlers(&handler_ids, now);
-        let extras = state.extras();
-        for (extra_purpose, counters) in &extras {
-            object_log!(
-                Level::INFO,
-                object,
-                "{} is superseded by {}: {} succeeded; {} failed; {} left to the moment.",
-                capitalize(&Reason::title(extra_purpose)),
-                title,
-                counters.success,
-                counters.failure,
-                counters.running
-            );
-            state = state.with_purpose(purpose, &handler_ids);
-        }
-        if !extras.is_empty() {
-            state.purge(body, patch, storage, &owned_ids)?;
-        }
-
-        object_log!(
-            Level::DEBUG,
-            object,
-            "{} is in progress: {}",
-            capitalize(&title),
-            to_python_repr(&redaction::redacted(object, body))
-        );
-        if !change.diff.is_empty() && change.old.is_some() && change.new.is_some() {
-            object_log!(
-                Level::DEBUG,
-                object,
-                "{} diff: {}",
-                capitalize(&title),
-                diff_repr(object, &change.diff)
-            );
-        }
-
-        if handlers.is_empty() {
-            done_or_skipped = true;
-        } else {
-            // The calls and their sub-handlers write into one patch, shared at every depth.
-            let shared: SharedPatch = Arc::new(Mutex::new(std::mem::take(patch)));
-            let change = Arc::new(change.clone());
-            let lifecycle = ctx.lifecycle;
-            state = executing::execute_once(
-                ctx, None, &handlers, state, lifecycle, body, &change, &shared,
-            )
-            .await;
-            *patch = std::mem::take(&mut *shared.lock().expect("not poisoned"));
-            state.store(body, patch, storage)?;
-            if state.done() {
-                let counters = state.counts();
-                object_log!(
-                    Level::INFO,
-                    object,
-                    "{} is processed: {} succeeded; {} failed.",
-                    capitalize(&title),
-                    counters.success,
-                    counters.failure
-                );
-                state.purge(body, patch, storage, &owned_ids)?;
-                done_or_skipped = true;
-            }
-            delays = state.delays(Utc::now());
-        }
-    }
-
+    let (delays, done_or_skipped) = if change.reason.is_for_handlers() {
+        handle_cause(ctx, verdicts, body, object, change, patch).await?
+    } else {
+        (Vec::new(), false)
+    };
     if done_or_skipped || (change.rewrite_base && change.reason == Reason::Noop) {
         if let Some(new) = &change.new {
             if change.old.as_ref() != Some(new) || change.rewrite_base {
@@ -385,6 +313,125 @@ async fn process_change(
         _ => {}
     }
     Ok(delays)
+}
+
+/// The cause's handlers run once each (those not done yet), their progress stored: the delays
+/// they ask for, and whether all are done (or none apply).
+async fn handle_cause(
+    ctx: &Arc<ResourceContext>,
+    verdicts: &Verdicts,
+    body: &Arc<Value>,
+    object: &ObjectRef,
+    change: &Change,
+    patch: &mut Patch,
+) -> StorageResult<(Vec<f64>, bool)> {
+    let purpose = change.reason.as_str();
+    let title = Reason::title(purpose);
+    let owned_ids: Vec<String> = dedup_ids(ctx.changing.iter().map(|h| h.id.clone()));
+    let handlers = selecting::cause_handlers(&ctx.changing, verdicts, body, change);
+    let handler_ids: Vec<String> = handlers.iter().map(|h| h.id.clone()).collect();
+    let storage = ctx.progress.as_ref();
+    let state = progress_state(
+        body,
+        storage,
+        &owned_ids,
+        object,
+        purpose,
+        &handler_ids,
+        patch,
+    )?;
+    say_in_progress(object, body, change, &title);
+    if handlers.is_empty() {
+        return Ok((Vec::new(), true));
+    }
+    // The calls and their sub-handlers write into one patch, shared at every depth.
+    let shared: SharedPatch = Arc::new(Mutex::new(std::mem::take(patch)));
+    let lifecycle = ctx.lifecycle;
+    let shared_change = Arc::new(change.clone());
+    let state = executing::execute_once(
+        ctx,
+        None,
+        &handlers,
+        state,
+        lifecycle,
+        body,
+        &shared_change,
+        &shared,
+    )
+    .await;
+    *patch = std::mem::take(&mut *shared.lock().expect("not poisoned"));
+    state.store(body, patch, storage)?;
+    let done = state.done();
+    if done {
+        let counters = state.counts();
+        object_log!(
+            Level::INFO,
+            object,
+            "{} is processed: {} succeeded; {} failed.",
+            capitalize(&title),
+            counters.success,
+            counters.failure
+        );
+        state.purge(body, patch, storage, &owned_ids)?;
+    }
+    Ok((state.delays(Utc::now()), done))
+}
+
+/// The handlers' progress for this purpose, as stored in the object; the progress of another
+/// purpose that this one supersedes (an update while a creation was under way) is said and
+/// purged.
+fn progress_state(
+    body: &Value,
+    storage: &dyn ProgressStorage,
+    owned_ids: &[String],
+    object: &ObjectRef,
+    purpose: &str,
+    handler_ids: &[String],
+    patch: &mut Patch,
+) -> StorageResult<State> {
+    let now = Utc::now();
+    let title = Reason::title(purpose);
+    let mut state = State::from_storage(body, storage, owned_ids, now)?
+        .with_purpose(purpose, &[])
+        .with_handlers(handler_ids, now);
+    let extras = state.extras();
+    for (extra_purpose, counters) in &extras {
+        object_log!(
+            Level::INFO,
+            object,
+            "{} is superseded by {}: {} succeeded; {} failed; {} left to the moment.",
+            capitalize(&Reason::title(extra_purpose)),
+            title,
+            counters.success,
+            counters.failure,
+            counters.running
+        );
+        state = state.with_purpose(purpose, handler_ids);
+    }
+    if !extras.is_empty() {
+        state.purge(body, patch, storage, owned_ids)?;
+    }
+    Ok(state)
+}
+
+/// The debug lines of a cause's cycle: the object, and the diff of an update.
+fn say_in_progress(object: &ObjectRef, body: &Value, change: &Change, title: &str) {
+    object_log!(
+        Level::DEBUG,
+        object,
+        "{} is in progress: {}",
+        capitalize(title),
+        to_python_repr(&redaction::redacted(object, body))
+    );
+    if !change.diff.is_empty() && change.old.is_some() && change.new.is_some() {
+        object_log!(
+            Level::DEBUG,
+            object,
+            "{} diff: {}",
+            capitalize(title),
+            diff_repr(object, &change.diff)
+        );
+    }
 }
 
 /// `on.event` handlers: called for every event, in order, silently; never retried.

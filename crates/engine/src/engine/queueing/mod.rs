@@ -19,7 +19,7 @@ use crate::util::tasks;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::{mpsc, Semaphore};
+use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
@@ -87,98 +87,148 @@ struct Routes {
     workers: JoinSet<Finished>,
 }
 
+/// A dispatcher's state while it runs: the routes, the listing under way, and the one timer
+/// for all idle workers (set for the first of them to end).
+struct Dispatching {
+    routes: Routes,
+    /// The objects listed since the listing began: the others known are gone.
+    listed: HashSet<ObjectId>,
+    backlog: Arc<Semaphore>,
+    known: Known,
+    idle_ending: std::pin::Pin<Box<tokio::time::Sleep>>,
+    armed: Option<Instant>,
+}
+
+impl Dispatching {
+    fn new(ctx: &ResourceContext) -> Self {
+        Dispatching {
+            routes: Routes::default(),
+            listed: HashSet::new(),
+            backlog: Arc::new(Semaphore::new(LISTING_BACKLOG)),
+            known: Known::new(ctx),
+            idle_ending: Box::pin(tokio::time::sleep(Duration::ZERO)),
+            armed: None,
+        }
+    }
+
+    /// The timer set for the first idle worker to end, if it is not yet.
+    fn arm_idle_ending(&mut self) {
+        if let Some(&(until, _)) = self.routes.idling.front() {
+            if self.armed != Some(until) {
+                self.idle_ending.as_mut().reset(until);
+                self.armed = Some(until);
+            }
+        }
+    }
+}
+
 impl Dispatcher {
     /// Route the stream's events to the objects' workers until the stream ends.
     pub async fn run(self, mut events: mpsc::Receiver<Watched>) {
         let this = Arc::new(self);
-        let mut routes = Routes::default();
-        // The objects listed since the listing began: the others known are gone.
-        let mut listed: HashSet<ObjectId> = HashSet::new();
-        let backlog = Arc::new(Semaphore::new(LISTING_BACKLOG));
-        let mut known = Known::new(&this.ctx);
-        // One timer for all idle workers: set for the first of them to end.
-        let mut idle_ending = std::pin::pin!(tokio::time::sleep(Duration::ZERO));
-        let mut armed: Option<Instant> = None;
-        loop {
-            known.update(&routes);
-            if let Some(&(until, _)) = routes.idling.front() {
-                if armed != Some(until) {
-                    idle_ending.as_mut().reset(until);
-                    armed = Some(until);
-                }
+        let mut state = Dispatching::new(&this.ctx);
+        while let Some(watched) = this.next(&mut state, &mut events).await {
+            match watched {
+                Watched::Event(event) => this.dispatch(&mut state, event).await,
+                Watched::Synced => this.synced(&mut state),
             }
-            let watched = tokio::select! {
-                watched = events.recv() => match watched {
-                    Some(watched) => watched,
-                    None => break,
-                },
-                Some(finished) = routes.workers.join_next() => {
-                    if let Ok(finished) = finished {
-                        this.finished(&mut routes, finished);
-                    }
-                    continue;
-                }
-                () = &mut idle_ending, if armed.is_some() => {
-                    armed = None;
-                    routes.end_idle(Instant::now());
-                    continue;
-                }
-            };
-            let event = match watched {
-                Watched::Event(event) => event,
-                Watched::Synced => {
-                    let resting = (routes.resting.keys())
-                        .filter(|id| !listed.contains(*id))
-                        .map(ObjectId::to_string);
-                    let busy = (routes.queues.keys())
-                        .filter(|key| !listed.contains(&ObjectId::new(key)))
-                        .cloned();
-                    let vanished: Vec<String> = resting.chain(busy).collect();
-                    for key in vanished {
-                        // In order with its other events: through its own queue.
-                        let body = serde_json::json!({"metadata": {"uid": key}});
-                        let event = RawEvent {
-                            event_type: EventType::Vanished,
-                            object: Arc::new(body),
-                        };
-                        known.queued(1);
-                        this.route(&mut routes, key, (event, false, None));
-                    }
-                    listed = HashSet::new(); // not kept at the listing's size meanwhile
-                    if let Some(listing) = &this.listing {
-                        listing.completed();
-                    }
-                    continue;
-                }
-            };
-            let key = object_key(&event.object);
-            let mut counted = false;
-            let mut place = None;
-            if event.event_type == EventType::Listed {
-                listed.insert(ObjectId::new(&key));
-                if let Some(listing) = this.listing.as_ref().filter(|l| l.is_listing()) {
-                    listing.listed();
-                    counted = true;
-                }
-                // Workers that end meanwhile are let go (their successors may hold places).
-                place = loop {
-                    tokio::select! {
-                        permit = backlog.clone().acquire_owned() => break permit.ok(),
-                        Some(finished) = routes.workers.join_next() => {
-                            if let Ok(finished) = finished {
-                                this.finished(&mut routes, finished);
-                            }
-                        }
-                    }
-                };
-            }
-            known.queued(1);
-            this.route(&mut routes, key, (event, counted, place));
         }
-        known.forget();
-        // The stream has ended (the operator stops): stop the daemons, and meanwhile
-        // let the workers finish their cycles.
-        if let Some(listing) = &this.listing {
+        state.known.forget();
+        this.stop(state.routes).await;
+    }
+
+    /// The stream's next event (none: it has ended); meanwhile, the workers that end are let
+    /// go, and the idle ones whose time is up end.
+    async fn next(
+        self: &Arc<Self>,
+        state: &mut Dispatching,
+        events: &mut mpsc::Receiver<Watched>,
+    ) -> Option<Watched> {
+        loop {
+            state.known.update(&state.routes);
+            state.arm_idle_ending();
+            tokio::select! {
+                watched = events.recv() => return watched,
+                Some(finished) = state.routes.workers.join_next() => {
+                    if let Ok(finished) = finished {
+                        self.finished(&mut state.routes, finished);
+                    }
+                }
+                () = &mut state.idle_ending, if state.armed.is_some() => {
+                    state.armed = None;
+                    state.routes.end_idle(Instant::now());
+                }
+            }
+        }
+    }
+
+    /// An object's event into its queue; a listed one waits for its place in the backlog.
+    async fn dispatch(self: &Arc<Self>, state: &mut Dispatching, event: RawEvent) {
+        let key = object_key(&event.object);
+        let (counted, place) = match event.event_type {
+            EventType::Listed => self.listed(state, &key).await,
+            _ => (false, None),
+        };
+        state.known.queued(1);
+        self.route(&mut state.routes, key, (event, counted, place));
+    }
+
+    /// A listed object: counted in the indices' initial listing (if it is under way), and its
+    /// place in the listing's backlog, waited for. Workers that end meanwhile are let go
+    /// (their successors may hold places).
+    async fn listed(
+        self: &Arc<Self>,
+        state: &mut Dispatching,
+        key: &str,
+    ) -> (bool, Option<OwnedSemaphorePermit>) {
+        state.listed.insert(ObjectId::new(key));
+        let mut counted = false;
+        if let Some(listing) = self.listing.as_ref().filter(|l| l.is_listing()) {
+            listing.listed();
+            counted = true;
+        }
+        loop {
+            tokio::select! {
+                permit = state.backlog.clone().acquire_owned() => return (counted, permit.ok()),
+                Some(finished) = state.routes.workers.join_next() => {
+                    if let Ok(finished) = finished {
+                        self.finished(&mut state.routes, finished);
+                    }
+                }
+            }
+        }
+    }
+
+    /// The listing is complete: the objects known but not listed are gone. Each is told so
+    /// through its own queue, in order with its other events.
+    fn synced(self: &Arc<Self>, state: &mut Dispatching) {
+        let listed = std::mem::take(&mut state.listed); // not kept at the listing's size meanwhile
+        let routes = &state.routes;
+        let resting = (routes.resting.keys())
+            .filter(|id| !listed.contains(*id))
+            .map(ObjectId::to_string);
+        let busy = (routes.queues.keys())
+            .filter(|key| !listed.contains(&ObjectId::new(key)))
+            .cloned();
+        let vanished: Vec<String> = resting.chain(busy).collect();
+        for key in vanished {
+            let body = serde_json::json!({"metadata": {"uid": key}});
+            let event = RawEvent {
+                event_type: EventType::Vanished,
+                object: Arc::new(body),
+            };
+            state.known.queued(1);
+            self.route(&mut state.routes, key, (event, false, None));
+        }
+        if let Some(listing) = &self.listing {
+            listing.completed();
+        }
+    }
+
+    /// The stream has ended (the operator stops): stop the daemons and the logs' followers,
+    /// and meanwhile let the workers finish their cycles (within the exit timeout).
+    async fn stop(&self, routes: Routes) {
+        if let Some(listing) = &self.listing {
             listing.abandon();
         }
         let Routes {
@@ -192,23 +242,22 @@ impl Dispatcher {
             inbox.close();
         }
         drop((queues, successors));
-        let exit_timeout = Duration::from_secs_f64(this.ctx.settings.queueing.exit_timeout);
+        let exit_timeout = Duration::from_secs_f64(self.ctx.settings.queueing.exit_timeout);
         let finishing = async {
-            if tokio::time::timeout(exit_timeout, async {
-                while workers.join_next().await.is_some() {}
-            })
-            .await
-            .is_err()
+            let all_joined = async { while workers.join_next().await.is_some() {} };
+            if tokio::time::timeout(exit_timeout, all_joined)
+                .await
+                .is_err()
             {
                 workers.abort_all();
             }
         };
         let logs = async {
-            if let Some(logs) = &this.logs {
+            if let Some(logs) = &self.logs {
                 logs.stop_all().await;
             }
         };
-        tokio::join!(this.daemons.stop_all(), logs, finishing);
+        tokio::join!(self.daemons.stop_all(), logs, finishing);
     }
 
     /// Into the object's queue; a closed one (its worker idled out) or none: a new worker.

@@ -3,7 +3,7 @@
 
 use crate::client::applying;
 use crate::client::watching::{EventType, RawEvent};
-use crate::engine::context::{Memory, ResourceContext};
+use crate::engine::context::{Cycle, Memory, ResourceContext};
 use crate::engine::daemons::ObjectDaemons;
 use crate::engine::{indexing, processing};
 use crate::ha::pausing::Busy;
@@ -48,6 +48,14 @@ enum Slept {
 struct OwnChange {
     version: String,
     deadline: Instant,
+}
+
+/// What a cycle's write has left.
+enum Written {
+    /// The object is gone (the write found it deleted).
+    Gone,
+    /// Written or nothing to write; the cycle's event given back if nothing was written.
+    Done(Option<RawEvent>),
 }
 
 /// What a cycle leaves the worker to do.
@@ -270,14 +278,13 @@ impl Worker {
     /// `busy` counts it as handling in progress until the handlers' patch is applied (not
     /// while sleeping for a delayed handler or throttling).
     async fn cycle(&mut self, event: RawEvent, busy: Busy) -> Flow {
-        let dispatcher = self.dispatcher.clone();
-        let ctx = &dispatcher.ctx;
         if event.event_type == EventType::Vanished {
             // Deleted while nothing watched: nothing to call, only to forget.
             self.forget();
             return Flow::Exit;
         }
         let deleted = event.event_type == EventType::Deleted;
+        let dispatcher = self.dispatcher.clone();
         let _permit = match &dispatcher.limiter {
             Some(limiter) => Some(limiter.clone().acquire_owned().await.expect("never closed")),
             None => None,
@@ -285,21 +292,9 @@ impl Worker {
         if event.event_type == EventType::Listed {
             self.memory.noticed_by_listing = true;
         }
-        let patch = std::mem::take(&mut self.watching_patch);
-        let object_daemons =
-            (!ctx.spawning.is_empty()).then(|| dispatcher.daemons.object(&self.key, &event.object));
-        let spawning = object_daemons.as_ref().map(|o| (&dispatcher.daemons, o));
-        // Boxed: its state is big, and is not needed while the cycle then waits to patch
-        // (in a burst, hundreds of cycles wait for a request slot at once).
-        let processed = Box::pin(processing::process_changing(
-            ctx,
-            &mut self.memory,
-            &event,
-            patch,
-            spawning,
-        ))
-        .await;
-        let cycle = match processed {
+        let object_daemons = (!dispatcher.ctx.spawning.is_empty())
+            .then(|| dispatcher.daemons.object(&self.key, &event.object));
+        let cycle = match self.process(&event, object_daemons.as_ref()).await {
             Ok(cycle) => cycle,
             Err(error) if deleted => {
                 // Nothing to retry on: the object is gone.
@@ -327,15 +322,50 @@ impl Worker {
         } else {
             ObjectRef::default()
         };
+        let event = match self.write(event, cycle.patch).await {
+            Ok(Written::Gone) => return Flow::Next,
+            Ok(Written::Done(event)) => event,
+            Err(error) => {
+                drop(busy);
+                Box::pin(self.throttle(&object, &error)).await;
+                return Flow::Next;
+            }
+        };
+        drop(busy);
+        let daemons = object_daemons.as_deref();
+        self.follow_up(&object, delay, cycle.matched, event, daemons)
+            .await;
+        Flow::Next
+    }
+
+    /// The handlers' part of a cycle, with the patch that `on.event` handlers left.
+    async fn process(
+        &mut self,
+        event: &RawEvent,
+        object_daemons: Option<&Arc<ObjectDaemons>>,
+    ) -> Result<Cycle, StorageError> {
+        let dispatcher = self.dispatcher.clone();
+        let patch = std::mem::take(&mut self.watching_patch);
+        let spawning = object_daemons.map(|o| (&dispatcher.daemons, o));
+        // Boxed: its state is big, and is not needed while the cycle then waits to patch
+        // (in a burst, hundreds of cycles wait for a request slot at once).
+        let processing =
+            processing::process_changing(&dispatcher.ctx, &mut self.memory, event, patch, spawning);
+        Box::pin(processing).await
+    }
+
+    /// The cycle's patch written (if any). With a patch, the event's tree is let go before the
+    /// write waits for its request slot: our change's own event is expected next, and till
+    /// then (or till it is overdue) the state is kept as text. Without, the event is given back.
+    async fn write(&mut self, event: RawEvent, patch: Patch) -> Result<Written, CycleError> {
+        let had_patch = !patch.is_empty();
         // Kept until applied: handlers that ran must not run again because a write failed.
-        let unapplied = cycle.patch.clone();
-        // Our change's own event is expected next: till then (or till it is overdue), the
-        // state is kept as text, not as a tree, while the patch waits for a request slot.
+        let unapplied = patch.clone();
         if had_patch {
             let text = Latest::Text(event.event_type, CompactBody::of(&event.object));
             self.latest = Some(text);
         }
-        let applying = self.apply(&event.object, cycle.patch);
+        let applying = self.apply(&event.object, patch);
         let event = (!had_patch).then_some(event);
         match applying.await {
             // Processed: the throttling starts over (as Kopf's, written or not).
@@ -345,7 +375,7 @@ impl Worker {
                 self.memory.remaining_patch = applied.remaining;
                 if applied.gone {
                     self.latest = None;
-                    return Flow::Next;
+                    return Ok(Written::Gone);
                 }
                 if applied.resource_version.is_some() {
                     self.expect(applied.resource_version);
@@ -353,41 +383,52 @@ impl Worker {
             }
             Err(error) => {
                 self.memory.remaining_patch = Some(unapplied);
-                drop(busy);
-                Box::pin(self.throttle(&object, &error)).await;
-                return Flow::Next;
+                return Err(error);
             }
         }
-        drop(busy);
+        Ok(Written::Done(event))
+    }
+
+    /// After a cycle: sleep for the handlers' delay (unless our own patch brings a new cycle
+    /// anyway), then touch the object; or wait for real news. `event`: the cycle's event,
+    /// given back when nothing was written.
+    async fn follow_up(
+        &mut self,
+        object: &ObjectRef,
+        delay: Option<f64>,
+        matched: bool,
+        event: Option<RawEvent>,
+        daemons: Option<&ObjectDaemons>,
+    ) {
+        let had_patch = event.is_none();
         if had_patch && delay.is_some() {
             // Our own patch brings a new cycle anyway. (Kopf says so only for a real delay.)
             if let Some(delay) = delay.filter(|d| *d > 0.0) {
                 object_log!(
                     Level::DEBUG,
-                    &object,
+                    object,
                     "Sleeping was skipped because of the patch, {delay} seconds left."
                 );
             }
         } else if let Some(delay) = delay {
-            match Box::pin(self.sleep(&object, delay, object_daemons.as_deref())).await {
+            match Box::pin(self.sleep(object, delay, daemons)).await {
                 // The new state is in `latest` already (or the daemons are to be re-checked).
                 Slept::Interrupted | Slept::DaemonExited => self.retry_now = true,
                 Slept::Fully => {
                     let event = event.expect("a delay is slept only without a patch");
-                    Box::pin(self.touch(&object, &event.object)).await
+                    Box::pin(self.touch(object, &event.object)).await
                 }
             }
-        } else if !had_patch && cycle.matched {
+        } else if !had_patch && matched {
             object_log!(
                 Level::DEBUG,
-                &object,
+                object,
                 "Handling cycle is finished, waiting for new changes."
             );
         }
         if !had_patch && delay.is_none() {
             self.latest = None; // nothing pending: wait for real news
         }
-        Flow::Next
     }
 
     /// Our own change is on its way: its version, and how long to wait for it.
