@@ -8,7 +8,7 @@ wheels="${1:?usage: docker/install.sh WHEEL_FOLDER}"
 arch="$(uname -m)"
 set -- "$wheels"/kopf_rs-*-manylinux2014_"$arch"*.whl
 if [ "$#" -ne 1 ] || [ ! -f "$1" ]; then
-  echo "docker/install.sh: expected one kopf_rs-*-manylinux2014_$arch*.whl in $wheels (tests/setup builds it)" >&2
+  echo "docker/install.sh: expected one kopf_rs-*-manylinux2014_$arch*.whl in $wheels (checks/setup builds it)" >&2
   exit 1
 fi
 pip install --no-cache-dir --disable-pip-version-check "$1"

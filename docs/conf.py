@@ -1,4 +1,4 @@
-"""Sphinx's configuration of the documentation site (built by tests/run with warnings as
+"""Sphinx's configuration of the documentation site (built by checks/run with warnings as
 errors; hosted by Read the Docs, .readthedocs.yaml). Pages are Markdown (MyST); the reference
 pages are made from the code: the API from its docstrings (autodoc), the CLI from its click
 commands (sphinx-click), the settings, metrics, keyword arguments and accepted differences by

@@ -17,7 +17,7 @@
 //!
 //! The layers follow, bottom-up, each with its crate if not this one. A layer may use only
 //! layers listed before it; each layer's own doc ends with the ones it uses (`Uses: ...`).
-//! `tests/layering.py` reads this list and those lines and checks them against the code
+//! `checks/layering.py` reads this list and those lines and checks them against the code
 //! (and that no modules import each other in a cycle). A new subsystem gets a crate (or a
 //! folder in one) of its own, listed here after the layers it uses.
 //!

@@ -1,5 +1,5 @@
 """What clients asked of the API: the test cluster's audit log (see AUDIT_POLICY in
-tests/cluster/cluster), one JSON line per request, with its verb and user agent."""
+checks/cluster), one JSON line per request, with its verb and user agent."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ class AuditLog:
         self.path = Path(os.environ["KOPF_CLUSTER_AUDIT_LOG"])
         if not self.path.exists():
             raise AssertionError(f"no audit log at {self.path}: restart the cluster "
-                                 "(tests/cluster/cluster down; up) to enable it")
+                                 "(checks/cluster down; up) to enable it")
         self.offset = self.path.stat().st_size
 
     def requests(self, *, agent: str, namespace: str | None = None) -> list[dict[str, Any]]:

@@ -1,4 +1,4 @@
-"""Shared fixtures: the real control plane (tests/cluster/cluster) for the whole session."""
+"""Shared fixtures: the real control plane (checks/cluster) for the whole session."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-CLUSTER = Path(__file__).parent / "cluster" / "cluster"
+CLUSTER = Path(__file__).parents[1] / "checks" / "cluster"
 EXAMPLES = Path(__file__).parent.parent / "examples"
 
 
@@ -108,13 +108,13 @@ def kopf_cli(*args: str) -> subprocess.CompletedProcess[str]:
 
 @pytest.fixture(scope="session")
 def reference_kopf() -> Path:
-    """The `kopf` command of PyPI's Kopf 1.45.2, in its own virtualenv (tests/reference-kopf)."""
+    """The `kopf` command of PyPI's Kopf 1.45.2, in its own virtualenv (checks/reference-kopf)."""
     venv = os.environ.get("KOPF_REFERENCE_VENV")
     if not venv:
-        script = Path(__file__).parent / "reference-kopf"
+        script = Path(__file__).parents[1] / "checks" / "reference-kopf"
         result = subprocess.run([str(script)], capture_output=True, text=True, check=False)
         if result.returncode != 0:
-            pytest.fail(f"tests/reference-kopf failed:\n{result.stderr}", pytrace=False)
+            pytest.fail(f"checks/reference-kopf failed:\n{result.stderr}", pytrace=False)
         venv = result.stdout.strip().splitlines()[-1]
     return Path(venv) / "bin" / "kopf"
 

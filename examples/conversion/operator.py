@@ -1,6 +1,6 @@
 """A Contact's name, one field in v1 and two in v2 (crd.yaml), converted both ways.
 
-Run it beside a local API server (the one of `tests/cluster/cluster up`)::
+Run it beside a local API server (the one of `checks/cluster up`)::
 
     kubectl apply -f examples/conversion/crd.yaml
     kopf run examples/conversion/operator.py --verbose

@@ -1,4 +1,4 @@
-//! How Rust integration tests find the local control plane: `tests/cluster/cluster up`
+//! How Rust integration tests find the local control plane: `checks/cluster up`
 //! (idempotent) prints `export KUBECONFIG=...`; the kube client is built from that file.
 
 use std::path::PathBuf;
@@ -13,7 +13,7 @@ pub fn kubeconfig() -> PathBuf {
         // test binary from a shared target directory may have been built in another clone.
         let root = std::env::var_os("CARGO_MANIFEST_DIR")
             .map_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")), PathBuf::from);
-        let script = root.join("tests/cluster/cluster");
+        let script = root.join("checks/cluster");
         let out = Command::new(&script)
             .arg("up")
             .output()

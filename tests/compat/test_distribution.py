@@ -1,4 +1,4 @@
-"""What a user installs: the manylinux2014 wheel that tests/setup builds (and this suite runs on),
+"""What a user installs: the manylinux2014 wheel that checks/setup builds (and this suite runs on),
 the sdist with and without a Rust toolchain, the Docker image's install step, the release
 workflow for the platforms this machine cannot build for (and for the operator image)."""
 
@@ -28,7 +28,7 @@ def run(*args: str | Path, env: dict[str, str] | None = None, cwd: Path | None =
 
 def the_wheel() -> Path:
     wheels = list(WHEELS.glob("kopf_rs-*.whl"))
-    assert len(wheels) == 1, f"tests/setup leaves one wheel in {WHEELS}: {wheels}"
+    assert len(wheels) == 1, f"checks/setup leaves one wheel in {WHEELS}: {wheels}"
     return wheels[0]
 
 
@@ -77,7 +77,7 @@ def test_the_sdist_without_a_rust_toolchain_says_what_is_missing(sdist: Path, tm
 
 def test_the_sdist_builds_and_installs_with_a_rust_toolchain(sdist: Path, tmp_path: Path) -> None:
     bin = fresh_venv(tmp_path / "venv")
-    # The Rust build's cache is shared with tests/setup's (only the crate itself is built again).
+    # The Rust build's cache is shared with checks/setup's (only the crate itself is built again).
     env = {**os.environ, "CARGO_TARGET_DIR": str(CACHE / "target"), "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
     # The sdist's files all carry one fixed date (a reproducible archive), older than any build:
     # cargo would take the crate built from an earlier sdist as up to date with these sources.
@@ -133,6 +133,6 @@ def test_the_release_workflow_builds_every_platform_and_lints_clean() -> None:
     assert jobs["image"]["needs"] == ["linux"]
     actionlint = os.environ.get("KOPF_RS_ACTIONLINT") or shutil.which("actionlint")
     if not actionlint:
-        pytest.fail("actionlint is not installed: tests/run installs it (with Go) and sets KOPF_RS_ACTIONLINT")
+        pytest.fail("actionlint is not installed: checks/run installs it (with Go) and sets KOPF_RS_ACTIONLINT")
     linted = run(actionlint, workflow, cwd=ROOT)
     assert linted.returncode == 0, linted.stdout + linted.stderr

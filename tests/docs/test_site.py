@@ -107,7 +107,7 @@ def served(site: Path) -> Iterator[str]:
 def test_a_page_renders_in_chromium(served: str, page: str, heading: str) -> None:
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
-    assert CHROMIUM.exists() and CHROMEDRIVER.exists(), "tests/run installs Debian's chromium and chromium-driver"
+    assert CHROMIUM.exists() and CHROMEDRIVER.exists(), "checks/run installs Debian's chromium and chromium-driver"
     options = webdriver.ChromeOptions()
     options.binary_location = str(CHROMIUM)
     for argument in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"):

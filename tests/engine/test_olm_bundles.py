@@ -1,5 +1,5 @@
 """`kopf olm generate`: OLM bundles of operators, checked by operator-framework's own validator
-(`operator-verify manifests`, built by tests/run from the Go module proxy) and against what
+(`operator-verify manifests`, built by checks/run from the Go module proxy) and against what
 `kopf rbac generate` says the handlers need; the CSV's Deployment taken by the API server
 (`--dry-run=server`) and its pod run on kwok's node; its `kopf run` started as OLM starts it (its arguments and
 environment, OLM's certificate, OLM's webhook configuration and CRD conversion as the bundle's

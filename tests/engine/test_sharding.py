@@ -30,7 +30,7 @@ from operators import (
 )
 
 EXAMPLES = Path(__file__).parents[2] / "examples"
-CLUSTER = Path(__file__).parents[1] / "cluster" / "cluster"
+CLUSTER = Path(__file__).parents[2] / "checks" / "cluster"
 DURATION, DEADLINE, RETRY = 4.0, 3.0, 0.5
 
 

@@ -1,5 +1,5 @@
 """The operator image (docker/Dockerfile), built and run as a user builds and runs it, with
-podman: on stand-ins of the official `python:3.x-slim` bases (tests/image/standin: no image
+podman: on stand-ins of the official `python:3.x-slim` bases (checks/image-standin: no image
 registry is reachable here), against the project's control plane.
 
 - The image of examples/deploy (the handlers copied in) runs as the Deployment's pods would:
@@ -70,11 +70,11 @@ def free_port() -> int:
 
 @pytest.fixture(scope="module")
 def standins() -> list[str]:
-    """The stand-in bases; waits for tests/run's background preparation, or does it now."""
-    result = subprocess.run([str(ROOT / "tests" / "image" / "standin")], capture_output=True, text=True,
+    """The stand-in bases; waits for checks/run's background preparation, or does it now."""
+    result = subprocess.run([str(ROOT / "checks" / "image-standin")], capture_output=True, text=True,
                             check=False, timeout=1800)
     if result.returncode != 0:
-        pytest.fail(f"tests/image/standin failed:\n{result.stderr[-3000:]}", pytrace=False)
+        pytest.fail(f"checks/image-standin failed:\n{result.stderr[-3000:]}", pytrace=False)
     return result.stdout.split()
 
 

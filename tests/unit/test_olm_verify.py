@@ -1,5 +1,5 @@
 """`kopf olm verify` against operator-framework's own validator (`operator-verify manifests`, built by
-tests/run from the Go module proxy): both find a generated bundle valid, and both refuse the same
+checks/run from the Go module proxy): both find a generated bundle valid, and both refuse the same
 bundles broken on purpose, each for the same reason."""
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 //! crate of their own so that the compiler keeps them there: nothing here can reach the
 //! client, the engine or Python. Their order among themselves is in the floor plan (the top
 //! crate's `src/lib.rs`, which re-exports them under the same names), checked by
-//! `tests/layering.py`.
+//! `checks/layering.py`.
 //!
 //! Uses: `region` (the allocator's region, for the bodies kept between events).
 

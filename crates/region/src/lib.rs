@@ -18,7 +18,7 @@
 //!
 //! A crate of its own, the lowest of the workspace: it uses only `std` and `libc`, and the
 //! top crate (`src/lib.rs`) installs it as the process's allocator. Its unsafe code is tested
-//! natively and under Miri (`tests/run`: `cargo miri test -p kopf-rs-region`, with strict
+//! natively and under Miri (`checks/run`: `cargo miri test -p kopf-rs-region`, with strict
 //! provenance), including many threads allocating and freeing at once.
 
 use std::alloc::{GlobalAlloc, Layout, System};

@@ -3,6 +3,6 @@
 operator (``stopping``: until signals or flags stop it), ``protocol`` describes what crosses
 between them, and ``services`` names the core's other services that the package offers its
 users (cron checks, kubeconfig files, discovery and access reviews, the peering objects,
-certificates, the indices). ``tests/layering.py`` keeps every other module from importing
+certificates, the indices). ``checks/layering.py`` keeps every other module from importing
 ``kopf._engine``.
 """

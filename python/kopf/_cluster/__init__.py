@@ -6,7 +6,7 @@ Bottom-up: ``binaries`` (where the programs come from: ``$KUBEBUILDER_ASSETS``, 
 ``pki`` (certificates, tokens, kubeconfigs), ``processes`` (spawned, recorded, stopped),
 ``plane`` (a control plane in a state folder), ``session`` (one per test session, with its CRDs
 and namespaces), ``fixtures``. ``kwok.yaml`` holds the stages by which kwok moves pods through
-their lives. The project's own ``tests/cluster/cluster`` runs ``plane`` with all components.
+their lives. The project's own ``checks/cluster`` runs ``plane`` with all components.
 
 Uses: nothing of kopf but itself (PyYAML, openssl, and Go to build).
 """

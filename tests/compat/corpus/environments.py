@@ -24,11 +24,11 @@ class EnvironmentError_(Exception):
 
 
 def our_wheel() -> Path:
-    """The wheel that tests/setup built and installed into the suite's own virtualenv."""
+    """The wheel that checks/setup built and installed into the suite's own virtualenv."""
     wheels = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "kopf-rs" / "wheels"
     found = sorted(wheels.glob("kopf_rs-*.whl"))
     if not found:
-        raise EnvironmentError_(f"no wheel in {wheels}: run tests/setup first")
+        raise EnvironmentError_(f"no wheel in {wheels}: run checks/setup first")
     return found[-1]
 
 
@@ -94,7 +94,7 @@ def sdist(requirement: str) -> Path:
 
 
 def prepare_all() -> None:
-    """Every operator's two environments, made side by side (tests/run starts this early, in
+    """Every operator's two environments, made side by side (checks/run starts this early, in
     the background: the tests wait for each on its lock)."""
     import concurrent.futures
 

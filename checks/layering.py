@@ -8,7 +8,7 @@ outside the bridge (`kopf._bridge`) or imports one of Kopf's paths kept for oper
 Rust: every `crate::...` path (in `use` lines, grouped ones included, and inline in code) and
 `super::...` path is resolved to the module file it names; a module is a node, and a file's
 uses are its edges. Python: every `import`/`from ... import` of a `kopf` module, at the top of
-a file or inside a function alike, is an edge. ``python tests/layering.py`` prints the layers.
+a file or inside a function alike, is an edge. ``python checks/layering.py`` prints the layers.
 """
 
 from __future__ import annotations
