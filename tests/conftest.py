@@ -1,8 +1,8 @@
-"""Shared fixtures: the real control plane (checks/cluster) for the whole session."""
+"""Shared fixtures: the real control plane (checks/cluster) for the whole session, namespaces,
+the examples' CRDs, PyPI's Kopf. The helpers the tests share are in `support/`."""
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -10,12 +10,9 @@ import tarfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
-
-CLUSTER = Path(__file__).parents[1] / "checks" / "cluster"
-EXAMPLES = Path(__file__).parent.parent / "examples"
+from support.cluster import CLUSTER, EXAMPLES, apply, kubectl
 
 
 def _cluster(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -40,23 +37,6 @@ def cluster() -> Iterator[dict[str, str]]:
     yield {"KUBECONFIG": os.environ["KUBECONFIG"]}
     if not was_running and not os.environ.get("KOPF_CLUSTER_KEEP"):
         _cluster("down")
-
-
-def kubectl(*args: str, input: str | None = None, check: bool = True) -> str:
-    """Run kubectl against the test cluster; fail the test with its stderr if it fails."""
-    result = subprocess.run(["kubectl", *args], input=input, capture_output=True, text=True, check=False)
-    if check and result.returncode != 0:
-        raise AssertionError(f"kubectl {' '.join(args)} failed: {result.stderr.strip()}")
-    return result.stdout if check else result.stdout + result.stderr
-
-
-def kubectl_json(*args: str) -> Any:
-    return json.loads(kubectl(*args, "-o", "json"))
-
-
-def apply(manifest: dict[str, Any] | list[dict[str, Any]]) -> None:
-    items = manifest if isinstance(manifest, list) else [manifest]
-    kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": items}))
 
 
 @pytest.fixture()
@@ -99,11 +79,6 @@ def peering(peering_crds: None, crd: None, namespace: str) -> Iterator[str]:
     """A `KopfPeering` named `test` in the test's namespace."""
     apply({"apiVersion": "kopf.dev/v1", "kind": "KopfPeering", "metadata": {"name": "test", "namespace": namespace}})
     yield "test"
-
-
-def kopf_cli(*args: str) -> subprocess.CompletedProcess[str]:
-    kopf = Path(sys.executable).with_name("kopf")
-    return subprocess.run([str(kopf), *args], capture_output=True, text=True, check=False, timeout=60)
 
 
 @pytest.fixture(scope="session")

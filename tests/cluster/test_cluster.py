@@ -15,8 +15,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from conftest import CLUSTER, apply, kubectl, kubectl_json
-from webhooks import admission_server
+from support.cluster import CLUSTER, apply, kubectl, kubectl_json
+from support.webhooks import admission_server
 
 GROUP = "clustertest.kopf.dev"
 CRD = {

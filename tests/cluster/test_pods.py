@@ -10,9 +10,9 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from conftest import apply, kubectl, kubectl_json
-from kwok import exit_with, log_files, pod, pod_status, restart, write_lines
-from operators import eventually
+from support.cluster import apply, kubectl, kubectl_json
+from support.kwok import exit_with, log_files, pod, pod_status, restart, write_lines
+from support.operators import eventually
 
 NODES = {"kwok-node-0", "kwok-node-1"}
 

@@ -14,7 +14,7 @@ import re
 import pytest
 from corpus import differing, environments, operators, restricting
 from corpus.recording import Recording
-from operators import refused
+from support.operators import refused
 
 OPERATORS = {operator.name: operator for operator in operators.OPERATORS}
 

@@ -15,8 +15,8 @@ from typing import Any
 
 import kopf
 import pytest
-from conftest import apply, kubectl, kubectl_json
-from operators import eventually
+from support.cluster import apply, kubectl, kubectl_json
+from support.operators import eventually
 
 PROVIDED = {
     "kopf._cogs.structs.bodies": ["Body", "RawBody", "Meta", "Spec", "Status", "RawEvent",

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import kubectl
+from support.cluster import kubectl
 
 FINALIZER = "kopf.zalando.org/KopfFinalizerMarker"
 

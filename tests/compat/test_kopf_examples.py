@@ -17,9 +17,9 @@ from pathlib import Path
 
 import kopf
 import pytest
-from conftest import kubectl
 from kopf._handlers import SmartOperatorRegistry
 from kopf.testing import KopfRunner
+from support.cluster import kubectl
 
 
 @dataclasses.dataclass

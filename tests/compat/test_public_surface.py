@@ -228,8 +228,8 @@ def test_an_unknown_name_says_what_this_package_is() -> None:
 
 def test_a_handler_using_an_unknown_name_fails_permanently(
         crd: None, namespace: str, tmp_path: Path) -> None:
-    from conftest import kubectl
-    from operators import OperatorProcess, write_script
+    from support.cluster import kubectl
+    from support.operators import OperatorProcess, write_script
     script = write_script(tmp_path, """
         import kopf
 

@@ -17,9 +17,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import kubectl, kubectl_json
-from operators import OperatorProcess, get, write_script
-from test_metrics import free_port, scrape, value
+from support.cluster import kubectl, kubectl_json
+from support.metrics import scrape, value
+from support.network import free_port
+from support.operators import OperatorProcess, get, write_script
 
 HANDLERS = """
 import kopf

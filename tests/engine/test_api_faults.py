@@ -1,4 +1,4 @@
-"""Faults between the operator and the API server (`tests/faults.py`): throttling with only a
+"""Faults between the operator and the API server (`tests/support/faults.py`): throttling with only a
 Retry-After header, an unavailable server, a watch stream cut in the middle of an event; run
 with our engine and, for comparison, with PyPI's Kopf 1.45.2."""
 
@@ -10,9 +10,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import kubectl
-from faults import Fault, FaultProxy
-from operators import OperatorProcess, write_script
+from support.cluster import kubectl
+from support.faults import Fault, FaultProxy
+from support.operators import OperatorProcess, write_script
 
 HANDLERS = """
     import kopf

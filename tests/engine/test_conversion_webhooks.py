@@ -14,38 +14,12 @@ import json
 import shutil
 import subprocess
 from pathlib import Path
-from typing import Any
 
-from conftest import EXAMPLES, kubectl, kubectl_json
-from operators import OperatorProcess, eventually, write_script
-from test_metrics import free_port, scrape, value
-
-CRD = "contacts.demo.kopf.dev"
-RECONFIGURED = r"Reconfiguring the conversion webhook of contacts\.demo\.kopf\.dev"
-
-
-def contact(called: str, namespace: str, version: str = "v1", **spec: Any) -> dict[str, Any]:
-    return {"apiVersion": f"demo.kopf.dev/{version}", "kind": "Contact",
-            "metadata": {"name": called, "namespace": namespace}, "spec": spec}
-
-
-def create(*objects: dict[str, Any]) -> None:
-    kubectl("create", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": list(objects)}))
-
-
-def read(name: str, namespace: str, version: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["kubectl", "get", f"contacts.{version}.demo.kopf.dev", name, "-n", namespace,
-                           "-o", "json"], capture_output=True, text=True, timeout=30, check=False)
-
-
-def read_ok(name: str, namespace: str, version: str) -> dict[str, Any]:
-    result = read(name, namespace, version)
-    assert result.returncode == 0, result.stderr
-    return json.loads(result.stdout)  # type: ignore[no-any-return]
-
-
-def conversion() -> dict[str, Any]:
-    return kubectl_json("get", "crd", CRD)["spec"].get("conversion", {})  # type: ignore[no-any-return]
+from support.cluster import EXAMPLES, kubectl, kubectl_json
+from support.contacts import CRD, RECONFIGURED, certificate, contact, conversion, create, read, read_ok
+from support.metrics import scrape, value
+from support.network import free_port
+from support.operators import OperatorProcess, eventually, write_script
 
 
 def example(tmp_path: Path, namespace: str, *options: str) -> OperatorProcess:
@@ -179,14 +153,6 @@ def test_versions_without_a_way_between_them_stop_the_operator(contacts: None, n
     assert ("The conversion handlers of contacts.demo.kopf.dev lead nowhere from v2 to v1: every served "
             "version (v1, v2) must lead to every other one") in operator.output, operator.output
     assert conversion().get("strategy") == "None", "nothing was pointed at an operator that did not start"
-
-
-def certificate(directory: Path, name: str) -> tuple[Path, Path]:
-    cert, key = directory / f"{name}.pem", directory / f"{name}.key"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-keyout", str(key),
-                    "-out", str(cert), "-subj", f"/CN={name}", "-addext", "subjectAltName=IP:127.0.0.1"],
-                   check=True, capture_output=True)
-    return cert, key
 
 
 CERTIFIED = """

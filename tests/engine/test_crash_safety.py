@@ -10,8 +10,8 @@ import signal
 import time
 from pathlib import Path
 
-from conftest import kubectl
-from operators import OperatorProcess, write_script
+from support.cluster import kubectl
+from support.operators import OperatorProcess, write_script
 
 OBJECTS = 300
 ROUNDS = 3

@@ -9,8 +9,8 @@ import signal
 import time
 from pathlib import Path
 
-from conftest import kubectl
-from operators import OperatorProcess, eventually, get, write_script
+from support.cluster import kubectl
+from support.operators import OperatorProcess, eventually, get, write_script
 
 EXAMPLES = Path(__file__).parents[2] / "examples"
 

@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import apply, kopf_cli, kubectl
-from operators import OperatorProcess, eventually, get, write_script
+from support.cluster import apply, kopf_cli, kubectl
+from support.operators import OperatorProcess, eventually, get, write_script
 
 
 def greeting(name: str, namespace: str, labels: dict[str, str] | None = None, **spec: Any) -> dict[str, Any]:

@@ -10,8 +10,16 @@ import time
 from pathlib import Path
 from typing import Any
 
-from conftest import EXAMPLES, apply, kubectl_json
-from operators import OperatorProcess, account_kubeconfig, eventually, get, refused, write_script, yaml_documents
+from support.cluster import EXAMPLES, apply, kubectl_json
+from support.operators import (
+    OperatorProcess,
+    account_kubeconfig,
+    eventually,
+    get,
+    refused,
+    write_script,
+    yaml_documents,
+)
 
 DURATION, DEADLINE, RETRY = 4.0, 3.0, 0.5
 

@@ -13,9 +13,9 @@ import sys
 import time
 from pathlib import Path
 
-from conftest import EXAMPLES, apply, kopf_cli, kubectl
-from kwok import exit_with, log_files, pod, restart, write_lines
-from operators import OperatorProcess, account_kubeconfig, eventually, refused, write_script
+from support.cluster import EXAMPLES, apply, kopf_cli, kubectl
+from support.kwok import exit_with, log_files, pod, restart, write_lines
+from support.operators import OperatorProcess, account_kubeconfig, eventually, refused, write_script
 
 OPERATOR = """
 import kopf

@@ -5,15 +5,15 @@ official Python client's parser."""
 from __future__ import annotations
 
 import json
-import socket
 import urllib.error
 import urllib.request
 from pathlib import Path
 
 import pytest
-from conftest import kubectl
-from operators import OperatorProcess, eventually, write_script
-from prometheus_client.parser import text_string_to_metric_families
+from support.cluster import kubectl
+from support.metrics import scrape, value
+from support.network import free_port
+from support.operators import OperatorProcess, eventually, write_script
 
 HANDLERS = """
     import kopf
@@ -41,26 +41,6 @@ HANDLERS = """
 """
 
 RESOURCE = "greetings.v1.demo.kopf.dev"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def scrape(port: int) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
-    """Every sample by its name and labels."""
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
-        assert response.headers["Content-Type"].startswith("application/openmetrics-text")
-        text = response.read().decode()
-    return {(sample.name, frozenset(sample.labels.items())): sample.value
-            for family in text_string_to_metric_families(text) for sample in family.samples}
-
-
-def value(samples: dict[tuple[str, frozenset[tuple[str, str]]], float], name: str, **labels: str) -> float:
-    """The sum of the samples of that name whose labels include these."""
-    return sum(v for (n, ls), v in samples.items() if n == name and set(labels.items()) <= ls)
 
 
 def greeting(name: str, namespace: str) -> str:

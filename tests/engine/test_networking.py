@@ -13,11 +13,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from audit import AuditLog
-from conftest import apply, kubectl
-from forwarding import pipe
-from operators import OperatorProcess, eventually, get, write_script
-from webhooks import validating_webhook
+from support.audit import AuditLog
+from support.cluster import apply, kubectl
+from support.forwarding import pipe
+from support.operators import OperatorProcess, eventually, get, write_script
+from support.webhooks import validating_webhook
 
 AGENT = "kopf-rs/"
 

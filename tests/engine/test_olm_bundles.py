@@ -16,13 +16,13 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from conftest import EXAMPLES, apply, kopf_cli, kubectl, kubectl_json
-from kwok import pod_status
-from olm import failures, operator_verify
-from operators import OperatorProcess, account_kubeconfig, eventually, refused, write_script
-from test_conversion_webhooks import CRD as CONTACTS
-from test_conversion_webhooks import certificate, contact, conversion, create, read, read_ok
-from test_metrics import free_port
+from support.cluster import EXAMPLES, apply, kopf_cli, kubectl, kubectl_json
+from support.contacts import CRD as CONTACTS
+from support.contacts import certificate, contact, conversion, create, read, read_ok
+from support.kwok import pod_status
+from support.network import free_port
+from support.olm import failures, operator_verify
+from support.operators import OperatorProcess, account_kubeconfig, eventually, refused, write_script
 
 OPERATING = EXAMPLES / "operating" / "operator.py"
 CRD = EXAMPLES / "crd.yaml"

@@ -7,7 +7,6 @@ import json
 import os
 import re
 import signal
-import socket
 import textwrap
 import threading
 import time
@@ -17,15 +16,10 @@ from pathlib import Path
 
 import kopf
 import pytest
-from conftest import kubectl
 from kopf.testing import KopfRunner
-from operators import OperatorProcess, eventually, get, write_script
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+from support.cluster import kubectl
+from support.network import free_port
+from support.operators import OperatorProcess, eventually, get, write_script
 
 
 def test_activities_and_liveness_probes(cluster: dict[str, str], namespace: str, tmp_path: Path) -> None:

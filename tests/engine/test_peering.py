@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import apply, kopf_cli, kubectl
-from operators import OperatorProcess, eventually, get, write_script
+from support.cluster import apply, kopf_cli, kubectl
+from support.operators import OperatorProcess, eventually, get, write_script
 
 HANDLERS = """
 import kopf

@@ -9,9 +9,9 @@ import re
 from pathlib import Path
 
 import pytest
-from conftest import apply, kubectl
-from kwok import exit_with, pod
-from operators import OperatorProcess, eventually, write_script
+from support.cluster import apply, kubectl
+from support.kwok import exit_with, pod
+from support.operators import OperatorProcess, eventually, write_script
 
 OPERATOR = """
 import kopf

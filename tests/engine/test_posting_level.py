@@ -11,8 +11,8 @@ import json
 import re
 from pathlib import Path
 
-from conftest import kubectl, kubectl_json
-from operators import OperatorProcess, eventually, get, write_script
+from support.cluster import kubectl, kubectl_json
+from support.operators import OperatorProcess, eventually, get, write_script
 
 SCRIPT = """
 import kopf

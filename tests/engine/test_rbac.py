@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from conftest import EXAMPLES, kubectl
-from operators import OperatorProcess, account_kubeconfig, eventually, refused, write_script
+from support.cluster import EXAMPLES, kubectl
+from support.operators import OperatorProcess, account_kubeconfig, eventually, refused, write_script
 
 CHILDREN = EXAMPLES / "children" / "operator.py"
 

@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import apply, kubectl, kubectl_json
-from operators import OperatorProcess, eventually, write_script
+from support.cluster import apply, kubectl, kubectl_json
+from support.operators import OperatorProcess, eventually, write_script
 
 SECRET = "TopSecretValue123"
 CHANGED = "NewSecretValue456"

@@ -12,9 +12,9 @@ import urllib.parse
 from pathlib import Path
 from typing import Any
 
-from audit import AuditLog
-from conftest import apply, kubectl
-from operators import (
+from support.audit import AuditLog
+from support.cluster import apply, kubectl
+from support.operators import (
     OperatorProcess,
     account_kubeconfig,
     eventually,

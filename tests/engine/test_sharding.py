@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-from audit import AuditLog
-from conftest import apply, kubectl
-from operators import (
+from support.audit import AuditLog
+from support.cluster import apply, kubectl
+from support.operators import (
     OperatorProcess,
     account_kubeconfig,
     eventually,

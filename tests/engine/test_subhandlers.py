@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from audit import AuditLog
-from conftest import apply, kubectl
-from operators import OperatorProcess, eventually, get, write_script
+from support.audit import AuditLog
+from support.cluster import apply, kubectl
+from support.operators import OperatorProcess, eventually, get, write_script
 
 
 def greeting(name: str, namespace: str, **spec: Any) -> dict[str, Any]:

@@ -11,8 +11,8 @@ import time
 from pathlib import Path
 
 import pytest
-from operators import OperatorProcess, write_script
-from test_metrics import free_port
+from support.network import free_port
+from support.operators import OperatorProcess, write_script
 
 HANDLERS = """
 import kopf

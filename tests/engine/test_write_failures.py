@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import kubectl
-from operators import OperatorProcess, eventually, get, write_script
-from webhooks import validating_webhook
+from support.cluster import kubectl
+from support.operators import OperatorProcess, eventually, get, write_script
+from support.webhooks import validating_webhook
 
 
 @pytest.fixture()

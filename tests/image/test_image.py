@@ -20,7 +20,6 @@ import os
 import resource
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -29,9 +28,10 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import kubectl, kubectl_json
-from forwarding import Forwarder
-from operators import OperatorProcess, api_server, eventually, get, pod_secrets, refused
+from support.cluster import kubectl, kubectl_json
+from support.forwarding import Forwarder
+from support.network import free_port
+from support.operators import OperatorProcess, api_server, eventually, get, pod_secrets, refused
 
 ROOT = Path(__file__).parents[2]
 CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "kopf-rs"
@@ -59,13 +59,6 @@ def run_options(name: str) -> list[str]:
               for kind, number in {"nofile": resource.RLIMIT_NOFILE, "nproc": resource.RLIMIT_NPROC}.items()}
     return ["--rm", "--name", name, "--pull", "never", "--runtime", "runc", "--network", "host",
             *(option for kind, value in limits.items() for option in ("--ulimit", f"{kind}={value}:{value}"))]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 @pytest.fixture(scope="module")

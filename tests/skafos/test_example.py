@@ -7,9 +7,9 @@ import signal
 import sys
 from pathlib import Path
 
-from conftest import EXAMPLES, apply, kubectl
-from operators import OperatorProcess, account_kubeconfig, eventually, get, refused, yaml_documents
-from test_listeners import free_port
+from support.cluster import EXAMPLES, apply, kubectl
+from support.network import free_port
+from support.operators import OperatorProcess, account_kubeconfig, eventually, get, refused, yaml_documents
 
 
 def test_the_example_greets_with_its_deployments_rbac(crd: None, namespace: str, tmp_path: Path) -> None:

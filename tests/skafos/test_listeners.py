@@ -8,7 +8,6 @@ import json
 import os
 import re
 import signal
-import socket
 import sys
 import urllib.error
 import urllib.request
@@ -18,17 +17,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import apply, kubectl, kubectl_json
-from forwarding import Forwarder
-from operators import OperatorProcess, eventually
+from support.cluster import apply, kubectl, kubectl_json
+from support.forwarding import Forwarder
+from support.network import free_port
+from support.operators import OperatorProcess, eventually
 
 HERE = Path(__file__).parent
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class Listeners(OperatorProcess):

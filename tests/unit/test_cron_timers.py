@@ -7,7 +7,7 @@ from pathlib import Path
 import kopf
 import pytest
 from kopf._handlers import TimerHandler
-from operators import run_python
+from support.operators import run_python
 
 
 def declare(**options: object) -> TimerHandler:

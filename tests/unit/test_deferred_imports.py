@@ -6,7 +6,7 @@ Each case runs in a fresh interpreter: this one has imported asyncio (and ssl) l
 import textwrap
 from pathlib import Path
 
-from operators import run_python
+from support.operators import run_python
 
 
 def test_kopf_loads_no_openssl_until_tls_or_hashes_are_used() -> None:

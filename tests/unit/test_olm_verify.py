@@ -16,7 +16,7 @@ import yaml
 from kopf import _olm
 from kopf._rbac import planning as _rbac
 from kopf._rbac import rules
-from olm import failures, operator_verify
+from support.olm import failures, operator_verify
 
 EXAMPLES = Path(__file__).parents[2] / "examples"
 GREETINGS = kopf.Resource('demo.kopf.dev', 'v1', 'greetings', kind='Greeting', singular='greeting',

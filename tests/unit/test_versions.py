@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib.metadata
 
 import kopf
-from conftest import kopf_cli
+from support.cluster import kopf_cli
 
 
 def test_the_kopf_version_is_the_one_followed() -> None:

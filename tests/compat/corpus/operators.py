@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import kwok
+from support import kwok
 
 from . import environments
 from .recording import Recording, Session, record, served

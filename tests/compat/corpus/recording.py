@@ -20,7 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from operators import api_server, pod_secrets
+from support.operators import api_server, pod_secrets
 
 from . import restricting
 

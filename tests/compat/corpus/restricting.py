@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import yaml
-from operators import account_kubeconfig, api_server
+from support.operators import account_kubeconfig, api_server
 
 RULES = Path(__file__).parent / "rbac"  # kopf.rbac declarations of what an operator's code hides
 # `kopf rbac record`'s lines after the run (not the operator's: they are not compared with Kopf's log).

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from conftest import kubectl
+from support.cluster import kubectl
 
 
 class OperatorProcess:

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from conftest import apply, kubectl
+from support.cluster import apply, kubectl
 
 # What the stages in python/kopf/_cluster/kwok.yaml react to.
 EXIT_CODE = "kwok.kopf.dev/exit-code"

@@ -54,7 +54,7 @@ def validating_webhook(directory: Path, name: str, decide: Callable[[dict[str, A
                        rule: dict[str, Any], namespace: str) -> Iterator[None]:
     """`decide` as the API's validating webhook for the requests of `rule` in the namespace; the
     configuration is removed afterwards."""
-    from conftest import apply, kubectl
+    from support.cluster import apply, kubectl
     with admission_server(directory, decide) as (port, ca_bundle):
         apply({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
                "metadata": {"name": name},
