@@ -422,7 +422,7 @@ def indexing(run: Run) -> dict[str, Any]:
 
 class Pods:
     """N pods on kwok's simulated nodes, each with a container whose log is a file that the
-    benchmark writes (see python/kopf/_cluster/kwok.yaml); their namespace deleted afterwards."""
+    benchmark writes (see python/kopf/_operating/cluster/kwok.yaml); their namespace deleted afterwards."""
 
     def __init__(self, count: int, directory: Path) -> None:
         self.namespace = f"bench-{uuid.uuid4().hex[:8]}"

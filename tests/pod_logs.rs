@@ -1,5 +1,5 @@
 //! A container's log, followed through the real API server from a pod on a simulated node
-//! (kwok, see python/kopf/_cluster/kwok.yaml), resumes after a break without losing or repeating a
+//! (kwok, see python/kopf/_operating/cluster/kwok.yaml), resumes after a break without losing or repeating a
 //! line, also among lines of the same time.
 
 mod common;

@@ -2,7 +2,7 @@
 API (every name, by autodoc; one without a docstring fails the build), the settings
 (``kopf.OperatorSettings``, with their defaults and their attribute docstrings), the metrics (as
 the core describes them), the keyword arguments of each kind of handler (the callback protocols
-of ``kopf._callbacks``), what of the surface is Kopf's and what is new, and the differences from
+of ``kopf._structures.callbacks``), what of the surface is Kopf's and what is new, and the differences from
 Kopf that the corpus of real operators accepts (``tests/compat/corpus/accepted.toml``)."""
 
 from __future__ import annotations
@@ -125,11 +125,11 @@ _KINDS = {
 
 
 class Kwargs(Generated):
-    """The keyword arguments that each kind of handler gets (``kopf._callbacks``), and what each one is
-    (``kopf._callbacks.KWARGS``; one described nowhere fails the build, naming it)."""
+    """The keyword arguments that each kind of handler gets (``kopf._structures.callbacks``), and what each one is
+    (``kopf._structures.callbacks.KWARGS``; one described nowhere fails the build, naming it)."""
 
     def lines(self) -> list[str]:
-        from kopf import _callbacks
+        from kopf._structures import callbacks as _callbacks
         rows = []
         received: dict[str, list[str]] = {}
         for name, decorators in _KINDS.items():
@@ -143,10 +143,12 @@ class Kwargs(Generated):
         protocols = {name for name, value in vars(_callbacks).items() if name.endswith('Fn') and inspect.isclass(value)
                      and getattr(value, '__module__', '') == _callbacks.__name__}
         if protocols - known:
-            raise self.error(f"kopf._callbacks has protocols this page does not know: {sorted(protocols - known)}")
+            unknown = sorted(protocols - known)
+            raise self.error(f"kopf._structures.callbacks has protocols this page does not know: {unknown}")
         undescribed = sorted(set(received) - set(_callbacks.KWARGS))
         if undescribed:
-            raise self.error(f"Keyword arguments without a description in kopf._callbacks.KWARGS: {undescribed}")
+            raise self.error(f"Keyword arguments without a description in "
+                             f"kopf._structures.callbacks.KWARGS: {undescribed}")
         everyone = len(received['param'])
         described = [[f'``{kwarg}``', _callbacks.KWARGS[kwarg],
                       'all' if len(kinds) == everyone else '; '.join(kinds)]
@@ -215,7 +217,12 @@ def _alias_doc(name: str) -> str | None:
     import pkgutil
 
     import kopf
-    modules = ['kopf', *(module.name for module in pkgutil.iter_modules(kopf.__path__, 'kopf.'))]
+    modules = ['kopf']
+    for module in pkgutil.iter_modules(kopf.__path__, 'kopf.'):
+        modules.append(module.name)
+        if module.ispkg:  # the package's groups (``kopf._structures`` & co.), one level down
+            path = [str(Path(kopf.__path__[0]) / module.name.removeprefix('kopf.'))]
+            modules += [sub.name for sub in pkgutil.iter_modules(path, module.name + '.')]
     for module in modules:
         try:
             docs = ModuleAnalyzer.for_module(module).find_attr_docs()
@@ -278,7 +285,7 @@ class Api(Generated):
 
 
 def _undescribed_parameters() -> list[str]:
-    """The decorators' parameters that their docstrings do not describe (``kopf._parameters``)."""
+    """The decorators' parameters that their docstrings do not describe (``kopf._structures.parameters``)."""
     import kopf.on
     missing = []
     for name, value in sorted(vars(kopf.on).items()):
@@ -308,7 +315,8 @@ def _check_descriptions(app: Sphinx) -> None:
     from sphinx.errors import ExtensionError
     missing = _undescribed_parameters() + _undescribed_options()
     if missing:
-        raise ExtensionError(f"Described nowhere (kopf._parameters, the click options' help=): {', '.join(missing)}")
+        raise ExtensionError(f"Described nowhere (kopf._structures.parameters, the click options' help=): "
+                             f"{', '.join(missing)}")
 
 
 def setup(app: Sphinx) -> dict[str, Any]:

@@ -11,29 +11,62 @@ import logging as _stdlogging
 from typing import TYPE_CHECKING as _TYPE_CHECKING
 from typing import Any as _Any
 
-from kopf import _errors, _internals, on
-from kopf import _lifecycles as lifecycles
+from kopf import _internals, on
 from kopf import rbac as rbac  # (not in Kopf: RBAC declarations, kept out of Kopf's __all__)
 from kopf._bridge.running import operator, run, run_tasks, spawn_tasks
-from kopf._credentials import (
+from kopf._connecting.credentials import (
     AiohttpSession,
     ConnectionInfo,
     login_with_kubeconfig,
     login_with_service_account,
 )
-from kopf._daemons import (
+from kopf._connecting.piggybacking import login_via_async_client, login_via_client, login_via_pykube
+from kopf._connecting.webhooks import (
+    Headers,
+    Operation,
+    SSLPeer,
+    UserInfo,
+    WebhookAutoServer,
+    WebhookAutoTunnel,
+    WebhookClientConfig,
+    WebhookClientConfigService,
+    WebhookDockerDesktopServer,
+    WebhookFn,
+    WebhookK3dServer,
+    WebhookMinikubeServer,
+    WebhookNgrokTunnel,
+    WebhookServer,
+    WebhookServerProtocol,
+)
+from kopf._handling import lifecycles as lifecycles
+from kopf._handling.daemons import (
     AsyncDaemonStopperChecker,
     DaemonStopped,
     DaemonStoppingReason,
     SyncDaemonStopperChecker,
 )
-from kopf._diffbase import (
+from kopf._handling.diffbase import (
     AnnotationsDiffBaseStorage,
     DiffBaseStorage,
     MultiDiffBaseStorage,
     StatusDiffBaseStorage,
 )
-from kopf._errors import (
+from kopf._handling.handlers import OperatorRegistry, Reason, get_default_registry, set_default_registry
+from kopf._handling.lifecycles import get_default_lifecycle, set_default_lifecycle
+from kopf._handling.posting import event, exception, info, warn
+from kopf._handling.progress import (
+    AnnotationsProgressStorage,
+    MultiProgressStorage,
+    ProgressRecord,
+    ProgressStorage,
+    SmartProgressStorage,
+    StatusProgressStorage,
+)
+from kopf._handling.subhandling import execute
+from kopf._logs.formatting import LogFormat
+from kopf._logs.loggers import LocalObjectLogger, ObjectLogger, configure
+from kopf._structures import errors as _errors
+from kopf._structures.errors import (
     AdmissionError,
     ErrorsMode,
     HandlerRetriesError,
@@ -42,10 +75,8 @@ from kopf._errors import (
     PermanentError,
     TemporaryError,
 )
-from kopf._filters import ABSENT, PRESENT, all_, any_, none_, not_
-from kopf._formatting import LogFormat
-from kopf._handlers import OperatorRegistry, Reason, get_default_registry, set_default_registry
-from kopf._hierarchies import (
+from kopf._structures.filters import ABSENT, PRESENT, all_, any_, none_, not_
+from kopf._structures.hierarchies import (
     adjust_namespace,
     adopt,
     append_owner_reference,
@@ -53,22 +84,10 @@ from kopf._hierarchies import (
     label,
     remove_owner_reference,
 )
-from kopf._indices import Index, Store
-from kopf._lifecycles import get_default_lifecycle, set_default_lifecycle
-from kopf._logging import LocalObjectLogger, ObjectLogger, configure
-from kopf._piggybacking import login_via_async_client, login_via_client, login_via_pykube
-from kopf._posting import event, exception, info, warn
-from kopf._progress import (
-    AnnotationsProgressStorage,
-    MultiProgressStorage,
-    ProgressRecord,
-    ProgressStorage,
-    SmartProgressStorage,
-    StatusProgressStorage,
-)
-from kopf._references import EVERYTHING, Resource
-from kopf._settings import OperatorSettings
-from kopf._structs import (
+from kopf._structures.indices import Index, Store
+from kopf._structures.references import EVERYTHING, Resource
+from kopf._structures.settings import OperatorSettings
+from kopf._structures.structs import (
     Annotations,
     Body,
     BodyEssence,
@@ -93,25 +112,7 @@ from kopf._structs import (
     build_object_reference,
     build_owner_reference,
 )
-from kopf._subhandling import execute
-from kopf._versions import __version__ as __version__
-from kopf._webhooks import (
-    Headers,
-    Operation,
-    SSLPeer,
-    UserInfo,
-    WebhookAutoServer,
-    WebhookAutoTunnel,
-    WebhookClientConfig,
-    WebhookClientConfigService,
-    WebhookDockerDesktopServer,
-    WebhookFn,
-    WebhookK3dServer,
-    WebhookMinikubeServer,
-    WebhookNgrokTunnel,
-    WebhookServer,
-    WebhookServerProtocol,
-)
+from kopf._structures.versions import __version__ as __version__
 from kopf.on import daemon, index, register, subhandler, timer
 
 _internals.install()

@@ -14,13 +14,16 @@ from typing import Any
 
 import click
 
-from kopf import _formatting, _loading, _logging, _peering
 from kopf._bridge import running as _running
 from kopf._bridge import services
-from kopf._errors import LoginError, OperatorError
-from kopf._handlers import OperatorRegistry, get_default_registry, set_default_registry
-from kopf._settings import OperatorSettings
-from kopf._versions import __version__
+from kopf._connecting import peering as _peering
+from kopf._handling.handlers import OperatorRegistry, get_default_registry, set_default_registry
+from kopf._logs import formatting as _formatting
+from kopf._logs import loggers as _logging
+from kopf._operating import loading as _loading
+from kopf._structures.errors import LoginError, OperatorError
+from kopf._structures.settings import OperatorSettings
+from kopf._structures.versions import __version__
 
 # The options that several commands share, described once.
 _NAMESPACE = ("Serve the objects of this namespace; repeat for more. Globs ('dev-*') and "
@@ -227,7 +230,7 @@ def _rbac_run(coro_fn: Callable[..., Any], *, paths: Collection[str], modules: C
         lease_namespace=_running._lease_namespace(settings, namespaces), account=account,
         account_namespace=account_namespace or _running.only_namespace(namespaces) or 'default', **extra,
     )
-    from kopf._rbac.declaring import DeclarationError  # (as the commands: not imported by `kopf run`)
+    from kopf._operating.rbac.declaring import DeclarationError  # (as the commands: not imported by `kopf run`)
     try:
         return asyncio.run(coro)
     except (OperatorError, LoginError, DeclarationError) as e:
@@ -238,7 +241,7 @@ def _rbac_run(coro_fn: Callable[..., Any], *, paths: Collection[str], modules: C
 @_rbac_options
 def generate(paths: Collection[str], modules: Collection[str], **options: Any) -> None:
     """ Print the ServiceAccount, (Cluster)Roles and bindings that the handlers need, as YAML. """
-    from kopf._rbac import commands  # (not at the top: operators that never run this do not import it)
+    from kopf._operating.rbac import commands  # (not at the top: operators that never run this do not import it)
     source = ', '.join([*paths, *(f"-m {m}" for m in modules)]) or 'no handlers'
     text, warnings = _rbac_run(commands.generate, paths=paths, modules=modules, source=source, **options)
     _warn(warnings)
@@ -261,7 +264,7 @@ def verify(paths: Collection[str], modules: Collection[str], rbac_file: str | No
     """ Check that the current credentials (or an RBAC file) grant what the operator needs; exit 1 if not. """
     from pathlib import Path  # (not at the top: operators that never run this do not import it)
 
-    from kopf._rbac import commands
+    from kopf._operating.rbac import commands
     missing, warnings = _rbac_run(commands.verify, paths=paths, modules=modules,
                                   rbac=Path(rbac_file) if rbac_file else None, cluster=cluster or not rbac_file,
                                   **options)
@@ -294,7 +297,7 @@ def record(command: Collection[str], rbac_file: str | None, output: str | None, 
     """ Run a command (the operator, or its tests) and print the rules its requests needed. """
     from pathlib import Path  # (not at the top: operators that never run this do not import it)
 
-    from kopf._rbac import recording
+    from kopf._operating.rbac import recording
     try:
         grants = recording.grants_of(Path(rbac_file)) if rbac_file else None
     except ValueError as e:
@@ -358,7 +361,7 @@ def olm_generate(paths: Collection[str], modules: Collection[str], image: str, b
     """ Write an OLM bundle (registry+v1): the CSV with the Deployment and permissions, the CRDs, metadata. """
     from pathlib import Path  # (not at the top: operators that never run this do not import it)
 
-    from kopf import _olm
+    from kopf._operating import olm as _olm
     try:
         meta, missing = _olm.package_of(name=package, project=Path(project), icon=Path(icon) if icon else None)
     except ValueError as e:
@@ -397,7 +400,7 @@ def olm_verify(directory: str) -> None:
     """ Check a bundle as OLM's own validators do (its files only); exit 1 on errors. """
     from pathlib import Path  # (not at the top: operators that never run this do not import it)
 
-    from kopf import _olm
+    from kopf._operating import olm as _olm
     errors, warnings = _olm.verify(Path(directory))
     for line in errors:
         click.echo(f"Error: {line}")
@@ -421,7 +424,7 @@ def testing() -> None:
               help="With --download: this envtest release (e.g. 1.33.0) instead of the newest.")
 def testing_install(download: bool, kubernetes_version: str | None) -> None:
     """ Put the control plane's programs into the user's cache, once: built from the Go module proxy, or downloaded. """
-    from kopf._cluster import binaries, downloads
+    from kopf._operating.cluster import binaries, downloads
     if kubernetes_version is not None and not download:
         raise click.UsageError("--kubernetes-version goes with --download: the build makes "
                                f"Kubernetes {binaries.KUBERNETES_VERSION}, as pinned by its Go modules.")
@@ -441,7 +444,7 @@ def _plane(nodes: bool = False, controller_manager: bool = False, audit_policy: 
            feature_gates: Collection[str] = ()) -> Any:
     from pathlib import Path  # (not at the top: operators that never run this do not import it)
 
-    from kopf._cluster import plane
+    from kopf._operating.cluster import plane
     try:
         return plane.persistent(nodes=nodes, controller_manager=controller_manager,
                                 audit_policy=Path(audit_policy).read_text() if audit_policy else None,
@@ -469,7 +472,7 @@ def testing_cluster() -> None:
 def testing_cluster_up(nodes: bool, controller_manager: bool, audit_policy: str | None,
                        feature_gates: Collection[str]) -> None:
     """ Start it unless it runs as asked; print the shell lines to use it: eval "$(kopf testing cluster up)". """
-    from kopf._cluster import binaries, plane, processes
+    from kopf._operating.cluster import binaries, plane, processes
     control = _plane(nodes, controller_manager, audit_policy, feature_gates)
     try:
         with binaries.locked(control.home / ".lock"):  # another `up` or `down` waits for this one
@@ -488,14 +491,14 @@ def testing_cluster_up(nodes: bool, controller_manager: bool, audit_policy: str 
 @testing_cluster.command(name='env')
 def testing_cluster_env() -> None:
     """ Print the shell lines to use the running control plane. """
-    from kopf._cluster import plane
+    from kopf._operating.cluster import plane
     click.echo(plane.shell_lines(_plane().as_recorded()))
 
 
 @testing_cluster.command(name='status')
 def testing_cluster_status() -> None:
     """ Say what runs, where its kubeconfig, logs and programs are; exit 3 unless it all runs. """
-    from kopf._cluster import plane
+    from kopf._operating.cluster import plane
     lines, ready = plane.report(_plane().as_recorded())
     click.echo("\n".join(lines))
     if not ready:
@@ -505,7 +508,7 @@ def testing_cluster_status() -> None:
 @testing_cluster.command(name='down')
 def testing_cluster_down() -> None:
     """ Stop the control plane; its programs stay in the cache. """
-    from kopf._cluster import binaries
+    from kopf._operating.cluster import binaries
     control = _plane()
     with binaries.locked(control.home / ".lock"):
         stopped = control.stop()

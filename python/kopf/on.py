@@ -10,10 +10,9 @@ import warnings
 from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from kopf import _callbacks, _errors, _parameters, _subhandling
 from kopf._bridge import services
-from kopf._errors import ErrorsMode
-from kopf._handlers import (
+from kopf._handling import subhandling as _subhandling
+from kopf._handling.handlers import (
     Activity,
     ActivityHandler,
     ChangingHandler,
@@ -33,7 +32,11 @@ from kopf._handlers import (
     get_default_registry,
     parse_field,
 )
-from kopf._references import Marker, Resource, Selector
+from kopf._structures import callbacks as _callbacks
+from kopf._structures import errors as _errors
+from kopf._structures import parameters as _parameters
+from kopf._structures.errors import ErrorsMode
+from kopf._structures.references import Marker, Resource, Selector
 
 FnT = TypeVar('FnT', bound=Callable[..., Any])
 # What each decorator accepts (checked as Kopf checks it) and gives back unchanged.

@@ -26,7 +26,7 @@ from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
-    from kopf._handlers import OperatorRegistry
+    from kopf._handling.handlers import OperatorRegistry
 
 FnT = TypeVar('FnT', bound=Callable[..., Any])
 
@@ -66,7 +66,7 @@ def needs(
     :param singular: the resource's singular name, by keyword.
     :param shortcut: one of the resource's short names (``'deploy'``), by keyword.
     """
-    from kopf._rbac import declaring
+    from kopf._operating.rbac import declaring
 
     declaration = declaring.make((arg1, arg2, arg3), verbs=verbs, subresource=subresource, namespace=namespace,
                                  reason=None, what='kopf.rbac.needs', depth=1,
@@ -113,8 +113,8 @@ def declare(
     :param shortcut: one of the resource's short names, by keyword.
     :param registry: the registry to keep it in (the default one if not given), as handlers'.
     """
-    from kopf._handlers import get_default_registry
-    from kopf._rbac import declaring
+    from kopf._handling.handlers import get_default_registry
+    from kopf._operating.rbac import declaring
 
     declaration = declaring.make((arg1, arg2, arg3), verbs=verbs, subresource=subresource, namespace=namespace,
                                  reason=reason, what='kopf.rbac.declare', depth=1,

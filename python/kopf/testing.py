@@ -1,6 +1,6 @@
 """``kopf.testing``: ``KopfRunner`` runs an operator in a thread while a test talks to the cluster;
 ``KopfCluster`` starts that cluster, a local control plane (not in Kopf); the pytest fixtures
-``kopf_cluster`` and ``kopf_namespace`` come with the wheel (``kopf._cluster.fixtures``)."""
+``kopf_cluster`` and ``kopf_namespace`` come with the wheel (``kopf._operating.cluster.fixtures``)."""
 
 from __future__ import annotations
 
@@ -14,11 +14,11 @@ from typing import TYPE_CHECKING, Any, Literal
 import click.testing
 
 from kopf import cli
-from kopf._handlers import OperatorRegistry
-from kopf._settings import OperatorSettings
+from kopf._handling.handlers import OperatorRegistry
+from kopf._structures.settings import OperatorSettings
 
 if TYPE_CHECKING:
-    from kopf._cluster.session import KopfCluster, LeftoverWarning
+    from kopf._operating.cluster.session import KopfCluster, LeftoverWarning
 
 __all__ = ['KopfRunner', 'KopfCluster', 'LeftoverWarning']
 
@@ -27,7 +27,7 @@ def __getattr__(name: str) -> Any:
     # The control plane's code (pathlib, yaml, ssl) is loaded by the tests that use it, not by
     # those that only run KopfRunner.
     if name in ('KopfCluster', 'LeftoverWarning'):
-        from kopf._cluster import session
+        from kopf._operating.cluster import session
         return getattr(session, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 

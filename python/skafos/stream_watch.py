@@ -18,10 +18,10 @@ from typing import Any
 
 import yaml
 from kopf import _engine
-from kopf._activities import authenticate
-from kopf._handlers import SmartOperatorRegistry
-from kopf._piggybacking import _from_client_config, _installed, sync_client_header
-from kopf._settings import OperatorSettings
+from kopf._connecting.piggybacking import _from_client_config, _installed, sync_client_header
+from kopf._handling.activities import authenticate
+from kopf._handling.handlers import SmartOperatorRegistry
+from kopf._structures.settings import OperatorSettings
 
 # How often the waiting loop wakes up to let Python handle signals (Ctrl+C).
 _POLL_SECONDS = 0.5

@@ -5,7 +5,7 @@
 //! live body keeps them for as long as it runs (≈5 KB per object for a small custom
 //! resource). A [`CoreBody`] shares the core's own body (its tree, or its compact text) and
 //! converts one top-level field when it is first asked for; the Python side
-//! (`kopf._structs.LazyRaw`) keeps what it has converted, as a dict would keep it.
+//! (`kopf._structures.structs.LazyRaw`) keeps what it has converted, as a dict would keep it.
 
 use super::values::Parsed;
 use crate::state::bodies::CompactBody;
@@ -16,7 +16,7 @@ use serde_json::Value;
 use std::fmt;
 use std::sync::Arc;
 
-/// An object's body as the core holds it, for `kopf._structs.LazyRaw`.
+/// An object's body as the core holds it, for `kopf._structures.structs.LazyRaw`.
 #[pyclass(frozen, module = "kopf._engine")]
 pub struct CoreBody {
     source: Source,

@@ -14,11 +14,12 @@ use pyo3::types::{
 use region::apart;
 use std::sync::{Arc, RwLock};
 
-/// `kopf._indices`: the table of opaque objects, and the views that bodies come back as.
+/// `kopf._structures.indices`: the table of opaque objects, and the views that bodies come back as.
 fn module(py: Python<'_>) -> PyResult<&Bound<'_, PyModule>> {
     static MODULE: PyOnceLock<Py<PyModule>> = PyOnceLock::new();
-    let module =
-        MODULE.get_or_try_init(py, || Ok::<_, PyErr>(py.import("kopf._indices")?.unbind()))?;
+    let module = MODULE.get_or_try_init(py, || {
+        Ok::<_, PyErr>(py.import("kopf._structures.indices")?.unbind())
+    })?;
     Ok(module.bind(py))
 }
 
@@ -130,7 +131,7 @@ fn view_kind(obj: &Bound<'_, PyAny>) -> PyResult<Option<String>> {
     let class = obj.get_type();
     let module: String = class.getattr("__module__")?.extract()?;
     let name: String = class.getattr("__name__")?.extract()?;
-    Ok((module == "kopf._structs" && VIEWS.contains(&name.as_str())).then_some(name))
+    Ok((module == "kopf._structures.structs" && VIEWS.contains(&name.as_str())).then_some(name))
 }
 
 /// A value of the core as a Python object.

@@ -23,7 +23,7 @@ pub struct PyCustomStorages {
 
 impl PyCustomStorages {
     pub fn new(py: Python<'_>, objects: Vec<Py<PyAny>>) -> PyResult<Self> {
-        let structs = py.import("kopf._structs")?;
+        let structs = py.import("kopf._structures.structs")?;
         let body_type: Py<PyAny> = structs.getattr("Body")?.unbind();
         let patch_type: Py<PyAny> = structs.getattr("Patch")?.unbind();
         let storages = (objects.into_iter())

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import kopf
 import pytest
-from kopf._handlers import SmartOperatorRegistry
+from kopf._handling.handlers import SmartOperatorRegistry
 from kopf.testing import KopfRunner
 from support.cluster import kubectl
 

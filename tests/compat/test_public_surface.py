@@ -21,9 +21,9 @@ import kopf
 import kopf.on
 import pytest
 from kopf import _engine, cli
-from kopf._errors import UnsupportedError
-from kopf._references import Selector
-from kopf._selectors import SelectorMapping
+from kopf._structures.errors import UnsupportedError
+from kopf._structures.references import Selector
+from kopf._structures.selectors import SelectorMapping
 
 # Settings that act on the Python side of the engine, and where (so that they are not mistaken
 # for ignored ones by the check below, which only sees what reaches the core).

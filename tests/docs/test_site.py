@@ -41,7 +41,7 @@ def test_the_site_builds_with_every_page_in_it(site: Path) -> None:
     for name in ("kopf.on.create", "kopf.OperatorSettings", "kopf.testing.KopfRunner", "kopf.Labels",
                  "kopf.lifecycles.asap"):
         assert f'id="{name}"' in api, name
-    # Each decorator parameter is described (kopf._parameters), not only typed.
+    # Each decorator parameter is described (kopf._structures.parameters), not only typed.
     assert "the key of its progress, results and retries in the object" in api
     # Options as typed: a copied `--lease` must work (no smart dashes).
     cli = (site / "reference" / "cli.html").read_text()

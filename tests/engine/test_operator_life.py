@@ -158,7 +158,7 @@ def test_client_libraries_are_imported_only_when_the_operator_uses_them(crd: Non
                                                                         tmp_path: Path) -> None:
     """With ``kubernetes`` and pykube-ng installed (the test's virtualenv has both) and a plain
     kubeconfig, the default logins succeed as in Kopf without importing either client; a
-    handler that imports ``kubernetes`` later finds it configured (kopf._piggybacking)."""
+    handler that imports ``kubernetes`` later finds it configured (kopf._connecting.piggybacking)."""
     script = write_script(tmp_path, """
         import sys
         import kopf

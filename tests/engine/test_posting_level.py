@@ -74,7 +74,7 @@ def test_a_level_that_is_no_level_stops_the_operator_at_once(crd: None, namespac
 CORE_LINES = """
 import logging, os
 import kopf
-from kopf import _execution
+from kopf._handling import execution as _execution
 from kopf._bridge.calls import Bridge
 
 if os.environ.get('THROUGH_LOGGING'):  # anything else that may see the lines: they go to logging

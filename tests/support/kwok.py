@@ -1,4 +1,4 @@
-"""Pods that "run" on the test control plane's simulated nodes (kwok; see python/kopf/_cluster/kwok.yaml):
+"""Pods that "run" on the test control plane's simulated nodes (kwok; see python/kopf/_operating/cluster/kwok.yaml):
 their manifests, their ends and restarts, and their containers' logs (files that tests write)."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import Any
 
 from support.cluster import apply, kubectl
 
-# What the stages in python/kopf/_cluster/kwok.yaml react to.
+# What the stages in python/kopf/_operating/cluster/kwok.yaml react to.
 EXIT_CODE = "kwok.kopf.dev/exit-code"
 RESTARTS = "kwok.kopf.dev/restarts"
 

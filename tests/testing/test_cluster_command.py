@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from kopf._cluster import plane
+from kopf._operating.cluster import plane
 
 
 def kopf(*args: str, **env: str) -> subprocess.CompletedProcess[str]:

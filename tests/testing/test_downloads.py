@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from kopf._cluster import binaries
+from kopf._operating.cluster import binaries
 from kopf.testing import KopfCluster
 
 

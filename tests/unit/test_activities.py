@@ -13,9 +13,9 @@ from typing import Any
 
 import kopf
 import pytest
-from kopf._activities import run_activity
-from kopf._handlers import Activity, OperatorRegistry
-from kopf._piggybacking import login_via_async_client
+from kopf._connecting.piggybacking import login_via_async_client
+from kopf._handling.activities import run_activity
+from kopf._handling.handlers import Activity, OperatorRegistry
 
 
 def _run(registry: OperatorRegistry, activity: Activity = Activity.STARTUP) -> dict[str, Any]:

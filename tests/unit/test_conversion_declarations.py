@@ -9,7 +9,7 @@ import logging
 import kopf
 import pytest
 from kopf._bridge.calls import Bridge
-from kopf._references import Resource
+from kopf._structures.references import Resource
 
 CONTACTS = Resource('demo.kopf.dev', 'v2', 'contacts', kind='Contact', namespaced=True)
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import kopf
 import pytest
-from kopf._handlers import TimerHandler
+from kopf._handling.handlers import TimerHandler
 from support.operators import run_python
 
 

@@ -8,7 +8,7 @@ import time
 
 import kopf
 import pytest
-from kopf._daemons import DaemonStopper
+from kopf._handling.daemons import DaemonStopper
 
 
 def test_reasons_are_kopfs_flags() -> None:

@@ -34,7 +34,7 @@ def test_kopf_loads_no_openssl_until_tls_or_hashes_are_used() -> None:
 
 
 def test_kopf_imports_no_file_and_archive_modules_for_its_logins() -> None:
-    """The login handlers' import hook (kopf._piggybacking) needs none of importlib.abc's
+    """The login handlers' import hook (kopf._connecting.piggybacking) needs none of importlib.abc's
     imports (importlib.resources, pathlib, tempfile, bz2, lzma: 1.6 MiB of every operator)."""
     output = run_python("""
         import sys
@@ -51,7 +51,7 @@ def test_the_json_log_format_loads_its_library_when_first_used() -> None:
         import io, json, logging, sys
         import kopf, kopf._bridge.running, kopf.cli
         print(sorted(m for m in ('pythonjsonlogger', 'pathlib', 'yaml') if m in sys.modules))
-        from kopf._logging import LogFormat, make_formatter
+        from kopf._logs.loggers import LogFormat, make_formatter
         stream = io.StringIO()
         handler = logging.StreamHandler(stream)
         handler.setFormatter(make_formatter(LogFormat.JSON, log_prefix=None, log_refkey='ref'))
@@ -61,10 +61,10 @@ def test_the_json_log_format_loads_its_library_when_first_used() -> None:
         record = json.loads(stream.getvalue())
         print(record['message'], record['ref'], record['severity'])
         print('pythonjsonlogger' in sys.modules)
-        from kopf._logging import ObjectJsonFormatter
+        from kopf._logs.loggers import ObjectJsonFormatter
         print(ObjectJsonFormatter.__module__)
     """)
-    assert output.splitlines() == ["[]", "hello {'name': 'n'} warn", "True", "kopf._jsonlogging"]
+    assert output.splitlines() == ["[]", "hello {'name': 'n'} warn", "True", "kopf._logs.jsonlogging"]
 
 
 def test_nothing_is_deferred_when_asyncio_came_first() -> None:

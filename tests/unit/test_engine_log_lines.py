@@ -11,9 +11,10 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from kopf import OperatorSettings, _engine, _posting
+from kopf import OperatorSettings, _engine
 from kopf._bridge import protocol as _protocol
-from kopf._logging import (
+from kopf._handling import posting as _posting
+from kopf._logs.loggers import (
     CoreSaying,
     LocalObjectLogger,
     LogFormat,
@@ -96,7 +97,7 @@ def test_a_local_loggers_line_is_the_record_its_log_makes(records: list[logging.
     assert fast.k8s_skip is True  # type: ignore[attr-defined]  # what LocalObjectLogger adds
     assert fields(fast) == fields(direct)
     assert fast.lineno == direct.lineno  # both in the adapter's own `log()`, as in Kopf
-    assert fast.funcName == 'log' and fast.pathname.endswith('_logging.py')
+    assert fast.funcName == 'log' and fast.pathname.endswith('_logs/loggers.py')
 
 
 def test_other_adapters_log_their_own_way(records: list[logging.LogRecord]) -> None:

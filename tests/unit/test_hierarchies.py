@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import kopf
 import pytest
-from kopf._references import Selector
+from kopf._structures.references import Selector
 
 OWNER = {"apiVersion": "demo.kopf.dev/v1", "kind": "Greeting",
          "metadata": {"name": "parent", "namespace": "ns1", "uid": "uid-1", "labels": {"app": "x"}}}

@@ -7,8 +7,8 @@ from typing import Any
 
 import kopf
 import pytest
-from kopf import _indices
 from kopf._engine import Operator
+from kopf._structures import indices as _indices
 
 
 class FakeView:

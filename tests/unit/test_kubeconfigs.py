@@ -9,7 +9,7 @@ import kopf
 import pytest
 import yaml
 from kopf import _engine
-from kopf._credentials import login_with_kubeconfig
+from kopf._connecting.credentials import login_with_kubeconfig
 
 KUBECONFIG = """\
 apiVersion: v1

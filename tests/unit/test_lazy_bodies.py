@@ -1,4 +1,4 @@
-"""`kopf._structs.LazyRaw`: a raw body converted from the core's one field at a time (the
+"""`kopf._structures.structs.LazyRaw`: a raw body converted from the core's one field at a time (the
 core's side, `kopf._engine.CoreBody`, is replaced here by a source that counts what it
 converts)."""
 
@@ -12,8 +12,8 @@ import weakref
 from typing import Any
 
 import pytest
-from kopf._logging import LocalObjectLogger, ObjectLogger, TerseObjectLogger
-from kopf._structs import Body, LazyRaw
+from kopf._logs.loggers import LocalObjectLogger, ObjectLogger, TerseObjectLogger
+from kopf._structures.structs import Body, LazyRaw
 
 
 class Source:

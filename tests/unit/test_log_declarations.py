@@ -7,7 +7,7 @@ import re
 import kopf
 import pytest
 from kopf._bridge.calls import Bridge
-from kopf._references import Resource
+from kopf._structures.references import Resource
 
 
 def declare(**options):

@@ -2,7 +2,7 @@
 
 import logging
 
-from kopf._logging import LogFormat, make_formatter
+from kopf._logs.loggers import LogFormat, make_formatter
 
 
 def record(msg: str, ref: dict[str, str] | None) -> logging.LogRecord:

@@ -5,7 +5,7 @@ import gc
 import pickle
 
 import kopf
-from kopf._memos import ObjectMemos
+from kopf._structures.memos import ObjectMemos
 
 
 def test_a_memo_is_a_copy_of_the_operators_and_a_kopf_memo() -> None:

@@ -4,7 +4,7 @@ and what is named as missing."""
 from pathlib import Path
 
 import pytest
-from kopf import _olm
+from kopf._operating import olm as _olm
 
 
 def test_the_package_comes_from_pyproject(tmp_path: Path) -> None:

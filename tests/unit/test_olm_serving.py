@@ -9,8 +9,8 @@ from pathlib import Path
 
 import kopf
 import pytest
-from kopf._errors import OperatorError
-from kopf._webhooks import serve_as_olm_configures
+from kopf._connecting.webhooks import serve_as_olm_configures
+from kopf._structures.errors import OperatorError
 
 
 def developed() -> kopf.OperatorSettings:

@@ -13,9 +13,9 @@ from typing import Any
 import kopf
 import pytest
 import yaml
-from kopf import _olm
-from kopf._rbac import planning as _rbac
-from kopf._rbac import rules
+from kopf._operating import olm as _olm
+from kopf._operating.rbac import planning as _rbac
+from kopf._operating.rbac import rules
 from support.olm import failures, operator_verify
 
 EXAMPLES = Path(__file__).parents[2] / "examples"

@@ -1,4 +1,4 @@
-"""The default logins without importing the client libraries (kopf._piggybacking): the
+"""The default logins without importing the client libraries (kopf._connecting.piggybacking): the
 credentials read without a client are those the client itself gives Kopf's login; what only
 a client can read is left to it; and the ``kubernetes`` client is configured at its first import."""
 
@@ -15,8 +15,8 @@ from typing import Any
 
 import kopf
 import pytest
-from kopf import _piggybacking
-from kopf._piggybacking import _plain_credentials
+from kopf._connecting import piggybacking as _piggybacking
+from kopf._connecting.piggybacking import _plain_credentials
 
 CA = "-----BEGIN CERTIFICATE-----\nQ0EK\n-----END CERTIFICATE-----\n"
 CERT = "-----BEGIN CERTIFICATE-----\nQ0VSVAo=\n-----END CERTIFICATE-----\n"
@@ -132,7 +132,7 @@ def test_the_client_is_configured_at_its_first_import(tmp_path: Path) -> None:
     script = textwrap.dedent("""
         import logging, sys
         import kopf
-        from kopf import _piggybacking
+        from kopf._connecting import piggybacking as _piggybacking
         logging.basicConfig(level=logging.DEBUG, format='%(message)s', stream=sys.stdout)
         _piggybacking.SERVICE_ACCOUNT = '/nonexistent'
         logger = logging.getLogger('login')

@@ -8,7 +8,7 @@ import json
 import textwrap
 from typing import Any
 
-from kopf._rbac import granting, recording
+from kopf._operating.rbac import granting, recording
 
 ROLES = textwrap.dedent("""
     apiVersion: rbac.authorization.k8s.io/v1

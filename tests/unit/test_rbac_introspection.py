@@ -11,11 +11,11 @@ from pathlib import Path
 
 import kopf
 import pytest
-from kopf import _loading
-from kopf._handlers import get_default_registry, set_default_registry
-from kopf._rbac import declaring, requesting
-from kopf._rbac.declaring import DeclarationError
-from kopf._rbac.rules import Plan
+from kopf._handling.handlers import get_default_registry, set_default_registry
+from kopf._operating import loading as _loading
+from kopf._operating.rbac import declaring, requesting
+from kopf._operating.rbac.declaring import DeclarationError
+from kopf._operating.rbac.rules import Plan
 
 R = kopf.Resource
 RESOURCES = [

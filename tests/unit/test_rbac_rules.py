@@ -6,8 +6,8 @@ from typing import Any
 
 import kopf
 import yaml
-from kopf._rbac import planning as _rbac
-from kopf._rbac import rendering
+from kopf._operating.rbac import planning as _rbac
+from kopf._operating.rbac import rendering
 
 GREETINGS = kopf.Resource('demo.kopf.dev', 'v1', 'greetings', kind='Greeting', singular='greeting',
                           namespaced=True, subresources=frozenset({'status'}))

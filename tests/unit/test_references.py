@@ -8,8 +8,8 @@ import warnings
 
 import kopf
 import pytest
-from kopf._activities import authenticate
-from kopf._errors import LoginError
+from kopf._handling.activities import authenticate
+from kopf._structures.errors import LoginError
 
 
 def test_resources_are_the_same_by_group_version_and_plural() -> None:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import kopf
 import pytest
-from kopf._references import Resource, Selector
-from kopf._selectors import SelectorMapping, server_selectors
+from kopf._structures.references import Resource, Selector
+from kopf._structures.selectors import SelectorMapping, server_selectors
 
 GREETINGS = Resource("demo.kopf.dev", "v1", "greetings", kind="Greeting", singular="greeting",
                      shortcuts=frozenset({"gr"}), categories=frozenset({"all"}), namespaced=True)

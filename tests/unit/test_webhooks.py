@@ -9,7 +9,7 @@ from pathlib import Path
 
 import kopf
 import pytest
-from kopf import _webhooks
+from kopf._connecting import webhooks as _webhooks
 
 
 def test_an_ssl_context_is_refused_with_what_to_use_instead() -> None:

@@ -14,9 +14,6 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from kopf import _indices, _selectors, _subhandling
-from kopf import _lifecycles as lifecycles
-from kopf._activities import authenticate, run_activity
 from kopf._bridge.protocol import (
     ConversionAnswer,
     ConversionRequest,
@@ -31,20 +28,25 @@ from kopf._bridge.protocol import (
     Target,
     Threading,
 )
-from kopf._conversions import Converting
-from kopf._daemons import AsyncDaemonStopperChecker, DaemonStopper, SyncDaemonStopperChecker
 from kopf._engine import CoreBody
-from kopf._errors import AdmissionError, ErrorsMode, PermanentError, TemporaryError
-from kopf._execution import Outcome, execute_in_thread, execute_once, is_async_fn
-from kopf._handlers import Activity, ChangingHandler, DaemonHandler, OperatorRegistry, Reason, ResourceHandler
-from kopf._hierarchies import cause_body_var
-from kopf._lifecycles import LifeCycleFn
-from kopf._logging import CoreSaying, LocalObjectLogger, ObjectLogger, TerseObjectLogger, core_writing, log_here
-from kopf._memos import ObjectMemos
-from kopf._references import Resource
-from kopf._settings import OperatorSettings, is_default_executor
-from kopf._structs import Body, Diff, LazyRaw, Patch
-from kopf._subhandling import Declared
+from kopf._handling import lifecycles as lifecycles
+from kopf._handling import subhandling as _subhandling
+from kopf._handling.activities import authenticate, run_activity
+from kopf._handling.conversions import Converting
+from kopf._handling.daemons import AsyncDaemonStopperChecker, DaemonStopper, SyncDaemonStopperChecker
+from kopf._handling.execution import Outcome, execute_in_thread, execute_once, is_async_fn
+from kopf._handling.handlers import Activity, ChangingHandler, DaemonHandler, OperatorRegistry, Reason, ResourceHandler
+from kopf._handling.lifecycles import LifeCycleFn
+from kopf._handling.subhandling import Declared
+from kopf._logs.loggers import CoreSaying, LocalObjectLogger, ObjectLogger, TerseObjectLogger, core_writing, log_here
+from kopf._structures import indices as _indices
+from kopf._structures import selectors as _selectors
+from kopf._structures.errors import AdmissionError, ErrorsMode, PermanentError, TemporaryError
+from kopf._structures.hierarchies import cause_body_var
+from kopf._structures.memos import ObjectMemos
+from kopf._structures.references import Resource
+from kopf._structures.settings import OperatorSettings, is_default_executor
+from kopf._structures.structs import Body, Diff, LazyRaw, Patch
 
 engine_logger = logging.getLogger('kopf._core.engine')
 

@@ -73,7 +73,7 @@ class Invocation(TypedDict):
     handler: int
     resource: ResourceInfo
     # A dict for `on.event` and admission handlers; else the core's body (`kopf._engine.CoreBody`),
-    # read lazily (`kopf._structs.LazyRaw`).
+    # read lazily (`kopf._structures.structs.LazyRaw`).
     body: Any
     event_type: str | None  # on.event: ADDED, MODIFIED, DELETED; None for listings
     reason: str | None  # change handlers: create, update, delete, resume

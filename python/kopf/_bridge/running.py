@@ -12,19 +12,20 @@ import warnings
 from collections.abc import Collection, Coroutine
 from typing import Any
 
-from kopf import _engine, _webhooks
-from kopf import _lifecycles as lifecycles
-from kopf._activities import authenticate, run_activity
+from kopf import _engine
 from kopf._bridge import stopping
 from kopf._bridge.calls import Bridge
 from kopf._bridge.stopping import Flag
-from kopf._errors import OperatorError
-from kopf._handlers import Activity, OperatorRegistry, get_default_registry
-from kopf._indices import Index
-from kopf._peering import detect_own_id
-from kopf._posting import engine_var, settings_var
-from kopf._settings import OperatorSettings, posting_level
-from kopf._structs import Memo
+from kopf._connecting import webhooks as _webhooks
+from kopf._connecting.peering import detect_own_id
+from kopf._handling import lifecycles as lifecycles
+from kopf._handling.activities import authenticate, run_activity
+from kopf._handling.handlers import Activity, OperatorRegistry, get_default_registry
+from kopf._handling.posting import engine_var, settings_var
+from kopf._structures.errors import OperatorError
+from kopf._structures.indices import Index
+from kopf._structures.settings import OperatorSettings, posting_level
+from kopf._structures.structs import Memo
 
 logger = logging.getLogger('kopf._core.reactor.running')
 

@@ -2,17 +2,17 @@
 each is the core's own function or type, named here once."""
 
 from kopf._engine import (
-    IndexView,  # one index of the core, read as it is now (``kopf._indices``)
+    IndexView,  # one index of the core, read as it is now (``kopf._structures.indices``)
     check_cron,  # timers' cron schedules, checked where they are declared (``kopf.on``)
-    describe_certificate,  # a client's certificate as ``getpeercert()`` has it (``kopf._webhooks``)
-    discover,  # ``kopf rbac``: the resources the server serves (``kopf._rbac``)
+    describe_certificate,  # a client's certificate as ``getpeercert()`` has it (``kopf._connecting.webhooks``)
+    discover,  # ``kopf rbac``: the resources the server serves (``kopf._operating.rbac``)
     log_pattern_matches,  # log handlers' patterns, as the core matches them (``kopf.on.log``)
-    parse_kubeconfig,  # kubeconfig files for the login handlers (``kopf._credentials``)
-    read_crds,  # ``kopf olm generate``: the CRDs that no file gives (``kopf._olm``)
-    review_access,  # ``kopf rbac verify``: access reviews (``kopf._rbac``)
-    start_recording,  # ``kopf rbac record``: the recording proxy (``kopf._rbac.recording``)
-    touch_peering,  # ``kopf freeze/resume``: the peering objects written (``kopf._peering``)
-    webhooks_for_manager,  # ``kopf olm generate``: the webhook definitions (``kopf._olm``)
+    parse_kubeconfig,  # kubeconfig files for the login handlers (``kopf._connecting.credentials``)
+    read_crds,  # ``kopf olm generate``: the CRDs that no file gives (``kopf._operating.olm``)
+    review_access,  # ``kopf rbac verify``: access reviews (``kopf._operating.rbac``)
+    start_recording,  # ``kopf rbac record``: the recording proxy (``kopf._operating.rbac.recording``)
+    touch_peering,  # ``kopf freeze/resume``: the peering objects written (``kopf._connecting.peering``)
+    webhooks_for_manager,  # ``kopf olm generate``: the webhook definitions (``kopf._operating.olm``)
 )
 from kopf._engine import __version__ as version  # the core's version (``kopf --version``)
 

@@ -1,6 +1,6 @@
 """Kopf's ``kopf._kits.hierarchies``: parents and children among objects."""
 
-from kopf._hierarchies import (
+from kopf._structures.hierarchies import (
     adjust_namespace,
     adopt,
     append_owner_reference,

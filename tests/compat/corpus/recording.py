@@ -29,7 +29,7 @@ WRITES = frozenset({"create", "update", "patch", "delete", "deletecollection"})
 TIME = re.compile(r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?")
 UID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 ADDRESS = re.compile(r"0x[0-9a-f]{6,}")
-# The simulated node a pod is scheduled to (python/kopf/_cluster/kwok.yaml: two alike): the scheduler's pick.
+# The simulated node a pod is scheduled to (python/kopf/_operating/cluster/kwok.yaml: two alike): the scheduler's pick.
 NODE = re.compile(r"\bkwok-node-\d+\b")
 IP = re.compile(r"\b\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3}\b")  # e.g. a Service's cluster IP
 # A pod's service-account token volume: named with a random suffix by the API server's admission.

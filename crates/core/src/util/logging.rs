@@ -161,7 +161,7 @@ impl Visit for Fields {
     }
 }
 
-/// Kopf's text formats of a line, as `kopf._logging` writes them to `kopf run`'s stream:
+/// Kopf's text formats of a line, as `kopf._logs.loggers` writes them to `kopf run`'s stream:
 /// `full` (`[time] logger [LEVEL   ] message`, the logger's name and the level's padded and
 /// cut as `%(name)-20.20s` and `%(levelname)-8.8s` do) or `plain` (the message alone); the
 /// message after the object's `[namespace/name]` (or `[name]`) if prefixed.

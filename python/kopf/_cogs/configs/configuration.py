@@ -1,6 +1,6 @@
 """Kopf's ``kopf._cogs.configs.configuration``: ``OperatorSettings`` and its parts."""
 
-from kopf._settings import (
+from kopf._structures.settings import (
     BackgroundSettings,
     ExecutionSettings,
     NetworkingSettings,

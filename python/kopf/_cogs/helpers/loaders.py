@@ -1,5 +1,5 @@
 """Kopf's ``kopf._cogs.helpers.loaders``: loading the operator's files and modules."""
 
-from kopf._loading import preload
+from kopf._operating.loading import preload
 
 __all__ = ['preload']

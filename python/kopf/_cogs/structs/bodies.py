@@ -1,6 +1,6 @@
 """Kopf's ``kopf._cogs.structs.bodies``: the object's body and its parts as handlers get them."""
 
-from kopf._structs import (
+from kopf._structures.structs import (
     Annotations,
     Body,
     BodyEssence,

@@ -4,7 +4,7 @@ Kopf's ``Vault`` (its in-memory store of credentials) has no counterpart here: t
 keeps the credentials and renews them by calling the login handlers again.
 """
 
-from kopf._credentials import ConnectionInfo
-from kopf._errors import LoginError
+from kopf._connecting.credentials import ConnectionInfo
+from kopf._structures.errors import LoginError
 
 __all__ = ['ConnectionInfo', 'LoginError']

@@ -7,9 +7,9 @@ import enum
 from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping
 from typing import Any
 
-from kopf import _structs
-from kopf._handlers import parse_field
-from kopf._structs import FieldPath, FieldSpec
+from kopf._handling.handlers import parse_field
+from kopf._structures import structs as _structs
+from kopf._structures.structs import FieldPath, FieldSpec
 
 __all__ = ['FieldPath', 'FieldSpec', 'MappingView', 'MutableMappingView', 'cherrypick', 'ensure',
            'parse_field', 'remove', 'resolve', 'resolve_obj', 'walk']

@@ -11,7 +11,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from kopf._cogs.structs import dicts
-from kopf._structs import Diff, DiffItem, DiffOperation, FieldPath
+from kopf._structures.structs import Diff, DiffItem, DiffOperation, FieldPath
 
 __all__ = ['EMPTY', 'Diff', 'DiffItem', 'DiffOperation', 'DiffScope', 'diff', 'diff_iter', 'reduce', 'reduce_iter']
 

@@ -2,8 +2,8 @@
 
 from typing import NewType
 
-from kopf._indices import Index, Indices, Store
-from kopf._structs import Memo
+from kopf._structures.indices import Index, Indices, Store
+from kopf._structures.structs import Memo
 
 AnyMemo = NewType('AnyMemo', object)
 

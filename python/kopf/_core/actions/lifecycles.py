@@ -1,6 +1,6 @@
 """Kopf's ``kopf._core.actions.lifecycles`` (the same as ``kopf.lifecycles``)."""
 
-from kopf._lifecycles import (
+from kopf._handling.lifecycles import (
     all_at_once,
     asap,
     get_default_lifecycle,

@@ -1,14 +1,14 @@
 """Kopf's ``kopf._core.actions.loggers``: the logging of operators and of objects."""
 
-from kopf._formatting import (
+from kopf._logs.formatting import (
     DEFAULT_JSON_REFKEY,
     LogFormat,
     ObjectFormatter,
     ObjectPrefixingTextFormatter,
     ObjectTextFormatter,
 )
-from kopf._jsonlogging import ObjectJsonFormatter, ObjectPrefixingJsonFormatter
-from kopf._logging import (
+from kopf._logs.jsonlogging import ObjectJsonFormatter, ObjectPrefixingJsonFormatter
+from kopf._logs.loggers import (
     LocalObjectLogger,
     ObjectLogger,
     TerseObjectLogger,

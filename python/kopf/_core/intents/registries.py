@@ -1,6 +1,6 @@
 """Kopf's ``kopf._core.intents.registries``: the operator's registry of handlers."""
 
-from kopf._handlers import (
+from kopf._handling.handlers import (
     OperatorRegistry,
     SmartOperatorRegistry,
     generate_id,

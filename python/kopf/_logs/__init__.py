@@ -1,0 +1,2 @@
+"""Logging as Kopf does it: the loggers and their setup (``loggers``), the text formats
+(``formatting``) and the JSON ones (``jsonlogging``, loaded only when used)."""
