@@ -3,7 +3,8 @@
 package (`python/kopf`), on a Rust module that uses a layer above its own in the floor plan
 (src/lib.rs), on a layer in another crate than the plan says, on a layer whose doc's `Uses:`
 line does not say what its modules use, and on a Python module that imports the compiled core
-outside the bridge (`kopf._bridge`) or imports one of Kopf's paths kept for operators.
+outside the bridge (`kopf._bridge`) or imports one of Kopf's paths kept for operators; and on
+docs/architecture.md's tables of Rust layers and Python groups that differ from the code.
 
 Rust: every `crate::...` path (in `use` lines, grouped ones included, and inline in code) and
 `super::...` path is resolved to the module file it names; a module is a node, and a file's
@@ -94,6 +95,16 @@ def architecture_problems(page: Path = ROOT / "docs" / "architecture.md") -> Ite
     planned = [name for names in LAYERS for name in names]
     if listed != planned:
         yield f"docs/architecture.md's table of layers lists {listed}, the floor plan (src/lib.rs) {planned}"
+
+
+def python_groups_problems(page: Path = ROOT / "docs" / "architecture.md") -> Iterable[str]:
+    """The documentation's table of the Python package's groups against its subpackages."""
+    listed = set(re.findall(r"^\| `kopf\.(_\w+)` \|", page.read_text(), re.M))
+    package = ROOT / "python" / "kopf"
+    groups = {path.parent.name for path in package.glob("*/__init__.py")}
+    groups -= {shim.removeprefix("kopf.") for shim in SHIMS}
+    if listed != groups:
+        yield f"docs/architecture.md's table of groups lists {sorted(listed)}, python/kopf has {sorted(groups)}"
 
 
 def declaration_problems(graph: dict[str, set[str]]) -> Iterable[str]:
@@ -313,6 +324,7 @@ def main() -> int:
     problems += [f"Rust floor plan: {v}" for v in architecture_problems()]
     problems += [f"Python import cycle: {' <-> '.join(c)}" for c in cycles(python_graph)]
     problems += [f"Python floor plan: {v}" for v in python_plan_problems(python_graph)]
+    problems += [f"Python floor plan: {v}" for v in python_groups_problems()]
     if "-v" in sys.argv[1:]:
         for number, names in enumerate(LAYERS):
             members = sorted(m for m in rust if layer_of(m) == number)
