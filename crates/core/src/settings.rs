@@ -8,22 +8,37 @@
 
 use serde::{Deserialize, Serialize};
 
+/// The part of `kopf.OperatorSettings` the core acts on, as the Python side sends it; each section as Kopf names it.
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Settings {
+    /// `settings.watching`.
     pub watching: WatchingSettings,
+    /// `settings.queueing` and `settings.batching`: the objects' workers.
     pub queueing: QueueingSettings,
+    /// `settings.persistence`.
     pub persistence: PersistenceSettings,
+    /// `settings.posting`.
     pub posting: PostingSettings,
+    /// `settings.networking`.
     pub networking: NetworkingSettings,
+    /// `settings.background`: how stopping daemons are waited for.
     pub background: BackgroundSettings,
+    /// `settings.peering`, with the operator's identity.
     pub peering: PeeringSettings,
+    /// `settings.leadership` (`--lease`; not in Kopf).
     pub leadership: LeadershipSettings,
+    /// `settings.sharding` (`--shards auto`; not in Kopf).
     pub sharding: ShardingSettings,
+    /// `settings.scanning`.
     pub scanning: ScanningSettings,
+    /// `settings.metrics` (`--metrics`; not in Kopf).
     pub metrics: MetricsSettings,
+    /// `settings.logs` (the log handlers; not in Kopf).
     pub logs: LogsSettings,
+    /// `settings.secrets` (not in Kopf).
     pub secrets: SecretsSettings,
+    /// `settings.conversion` (the conversion webhooks; not in Kopf).
     pub conversion: ConversionSettings,
 }
 
@@ -82,6 +97,7 @@ pub struct MetricsSettings {
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ShardingSettings {
+    /// Whether the replicas share the objects.
     pub auto: bool,
     /// The replicas that share the objects: their Leases are labelled with it.
     pub group: String,
@@ -91,9 +107,11 @@ pub struct ShardingSettings {
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ScanningSettings {
+    /// `settings.scanning.disabled`: only the resources found at start are served.
     pub disabled: bool,
 }
 
+/// `settings.watching`: how the streams are asked for and kept.
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct WatchingSettings {
@@ -101,6 +119,7 @@ pub struct WatchingSettings {
     pub server_timeout: Option<f64>,
     /// A watch stream that stays silent this long is restarted.
     pub inactivity_timeout: f64,
+    /// Seconds before a failed stream is watched again.
     pub reconnect_backoff: f64,
     /// Page size of the initial listing.
     pub chunk_size: Option<u32>,
@@ -136,11 +155,15 @@ impl Default for WatchingSettings {
 /// What a stream asks the server to filter: `labelSelector`, `fieldSelector`, `shardSelector`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
 pub struct ServerSelectors {
+    /// `labelSelector`.
     pub label: Option<String>,
+    /// `fieldSelector`.
     pub field: Option<String>,
+    /// `shardSelector` (Kubernetes' sharded list and watch).
     pub shard: Option<String>,
 }
 
+/// `settings.queueing`: the objects' workers.
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct QueueingSettings {
@@ -180,11 +203,15 @@ impl Default for QueueingSettings {
     }
 }
 
+/// `settings.persistence`: where the engine keeps its state in the objects.
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct PersistenceSettings {
+    /// The finalizer that blocks deletions until the deletion handlers are done.
     pub finalizer: String,
+    /// Where handlers' progress is kept.
     pub progress_storage: crate::state::storages::ProgressSpec,
+    /// Where the last handled essence is kept.
     pub diffbase_storage: crate::state::storages::DiffBaseSpec,
     /// How long to wait for our own patch to come back in the watch stream.
     pub consistency_timeout: f64,
@@ -201,12 +228,17 @@ impl Default for PersistenceSettings {
     }
 }
 
+/// `settings.posting`: which log lines become Events, and as whom.
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct PostingSettings {
+    /// Whether log lines are posted as Events at all.
     pub enabled: bool,
+    /// The Events' reporting component.
     pub reporting_component: String,
+    /// The Events' reporting instance.
     pub reporting_instance: String,
+    /// The prefix of the Events' generated names.
     pub event_name_prefix: String,
     /// At most this many objects' events are posted at once (None: no limit).
     pub worker_limit: Option<usize>,
@@ -227,11 +259,15 @@ impl Default for PostingSettings {
     }
 }
 
+/// `settings.networking`: the requests' timeouts and retries.
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct NetworkingSettings {
+    /// Each request's deadline in seconds (`None`: none).
     pub request_timeout: Option<f64>,
+    /// Connecting's deadline in seconds (`None`: none).
     pub connect_timeout: Option<f64>,
+    /// Delays before the retries of a failed request (none: fail at once).
     pub error_backoffs: Vec<f64>,
     /// The server's `Retry-After` wins over the backoff even when shorter.
     pub enforce_retry_after: bool,
@@ -288,13 +324,21 @@ impl BackgroundSettings {
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct PeeringSettings {
+    /// The peering's name.
     pub name: String,
+    /// The operator's priority among its peers.
     pub priority: i64,
+    /// Seconds that other operators take our record as current without a keep-alive.
     pub lifetime: i64,
+    /// Whether its keep-alives go unlogged.
     pub stealth: bool,
+    /// Whether the peering must exist (`--peering NAME`), or may be absent.
     pub mandatory: bool,
+    /// Whether to run without peering at all.
     pub standalone: bool,
+    /// Whether the peering is cluster-wide (`ClusterKopfPeering`).
     pub clusterwide: bool,
+    /// Who this operator is among its peers.
     pub identity: String,
     /// With shard selectors, peers of the same priority serve different objects: no pause.
     pub sharded: bool,
@@ -324,6 +368,7 @@ impl Default for PeeringSettings {
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct LeadershipSettings {
+    /// The Lease to elect a leader by (`--lease NAME`); none: no election.
     pub lease_name: Option<String>,
     /// Where the Lease lives; see `namespace()` for the default.
     pub lease_namespace: Option<String>,
@@ -350,16 +395,23 @@ impl Default for LeadershipSettings {
 /// Timings of a Lease election that contradict each other.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum LeadershipProblem {
+    /// A timing is zero or negative.
     #[error("the lease duration, renew deadline and retry period must be positive")]
     NotPositive,
+    /// The renew deadline is not shorter than the lease.
     #[error("the renew deadline ({renew_deadline}) must be shorter than the lease duration ({lease_duration})")]
     RenewDeadline {
+        /// Seconds.
         renew_deadline: f64,
+        /// Seconds.
         lease_duration: f64,
     },
+    /// The retry period is not shorter than the renew deadline.
     #[error("the retry period ({retry_period}) must be shorter than the renew deadline ({renew_deadline})")]
     RetryPeriod {
+        /// Seconds.
         retry_period: f64,
+        /// Seconds.
         renew_deadline: f64,
     },
 }

@@ -17,13 +17,18 @@ use tokio::sync::Mutex;
 
 const MAX_AGE: Duration = Duration::from_secs(10);
 
+/// Why the liveness endpoint cannot be served.
 #[derive(Debug, thiserror::Error)]
 pub enum ProbingError {
+    /// Not an `http://host:port/path` URL.
     #[error("unsupported liveness endpoint {0:?}: only http://host:port/path is supported")]
     Endpoint(String),
+    /// The address cannot be listened on.
     #[error("cannot listen on {address} for the liveness endpoint: {source}")]
     Listen {
+        /// The address.
         address: String,
+        /// The listen's error.
         #[source]
         source: std::io::Error,
     },

@@ -13,6 +13,7 @@ use serde_json::{Map, Value};
 use std::sync::Arc;
 use tracing::Level;
 
+/// What a patch's writing has left.
 #[derive(Debug, Default)]
 pub struct Applied {
     /// The resourceVersion our patch produced, to recognise it in the watch stream.
@@ -37,7 +38,9 @@ pub trait Patcher: Send + Sync {
 
 /// The objects of one resource, patched through the API.
 pub struct ApiPatcher {
+    /// The API's credentials.
     pub credentials: Arc<Credentials>,
+    /// The objects' resource.
     pub resource: Arc<Resource>,
     /// The finalizer that `Patch::finalizer` adds or removes.
     pub finalizer: String,
@@ -67,6 +70,7 @@ pub enum Target {
 /// One request of a patch.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Write {
+    /// The object itself or its status.
     pub target: Target,
     /// The merge-patch, as sent (for the status: with its `status` key).
     pub patch: Map<String, Value>,

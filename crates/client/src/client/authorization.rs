@@ -13,24 +13,34 @@ use std::time::{Duration, Instant};
 /// client-go do: kubelet rotates a projected token well before it expires).
 const TOKEN_FILE_REFRESH: Duration = Duration::from_secs(60);
 
+/// Why a login's credentials cannot authorize requests.
 #[derive(Debug, thiserror::Error)]
 pub enum AuthorizationError {
+    /// The token file cannot be read.
     #[error("cannot read the token from {path}: {source}")]
     TokenFile {
+        /// The token file's path.
         path: String,
+        /// The read's error.
         #[source]
         source: std::io::Error,
     },
     #[error(
         "the {0} cannot be sent in an HTTP header (it has characters that headers cannot carry)"
     )]
+    /// A header value cannot be made of it (which part: the token, the username, ...).
     Invalid(&'static str),
 }
 
+/// The `Authorization` header of the requests.
 pub enum Authorization {
+    /// None: a client certificate, or no authentication.
     None,
+    /// A token or basic credentials, fixed at the login.
     Fixed(HeaderValue),
+    /// A token file that is rotated (a pod's service account): read again now and then.
     TokenFile {
+        /// The token file's path.
         path: String,
         /// The header of the last reading, and when it was read.
         read: Mutex<(HeaderValue, Instant)>,
@@ -38,6 +48,7 @@ pub enum Authorization {
 }
 
 impl Authorization {
+    /// The header that the login's info asks for.
     pub fn of(info: &ConnectionInfo) -> Result<Self, AuthorizationError> {
         if let (Some(username), Some(password)) = (&info.username, &info.password) {
             let pair = format!("{username}:{password}");

@@ -9,37 +9,54 @@ use std::time::Duration;
 
 pub use crate::client::connection_info::ConnectionInfo;
 
+/// Why a client cannot be made from a login's info.
 #[derive(Debug, thiserror::Error)]
 pub enum ConnectionError {
+    /// The server's address is not a URL.
     #[error("the server's URL {server:?} is not valid: {source}")]
     Server {
+        /// The server, as the login gave it.
         server: String,
+        /// The parser's error.
         #[source]
         source: http::uri::InvalidUri,
     },
+    /// The TLS settings cannot be used.
     #[error("the credentials cannot be used for {server}: {source}")]
     Tls {
+        /// The server, as the login gave it.
         server: String,
+        /// What is wrong with them.
         #[source]
         source: TlsError,
     },
+    /// The credentials cannot authorize requests.
     #[error("the credentials cannot be used for {server}: {source}")]
     Authorization {
+        /// The server, as the login gave it.
         server: String,
+        /// What is wrong with them.
         #[source]
         source: AuthorizationError,
     },
+    /// kube's client cannot be built.
     #[error("cannot build an API client for {server}: {source}")]
     Client {
+        /// The server, as the login gave it.
         server: String,
+        /// kube's error.
         #[source]
         source: kube::Error,
     },
+    /// A token of another scheme than `Bearer`.
     #[error("only the bearer scheme is supported for tokens, not {0:?}")]
     Scheme(String),
+    /// The proxy's address (`HTTPS_PROXY` & co.) is not a URL.
     #[error("the proxy URL {url:?} is not valid: {source}")]
     Proxy {
+        /// The proxy's address as given.
         url: String,
+        /// The parser's error.
         #[source]
         source: http::uri::InvalidUri,
     },

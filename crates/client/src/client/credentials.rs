@@ -53,6 +53,7 @@ pub(crate) struct TimedOut(pub f64);
 pub struct Network {
     /// Each one-shot attempt's deadline, from connecting to the whole response.
     pub request_timeout: Option<f64>,
+    /// Connecting's deadline (`settings.networking.connect_timeout`).
     pub connect_timeout: Option<f64>,
     /// Watches connect with their own timeout (Kopf: `settings.watching.connect_timeout`).
     pub watch_connect_timeout: Option<f64>,
@@ -63,6 +64,7 @@ pub struct Network {
 }
 
 impl Network {
+    /// As the settings say.
     pub fn of(settings: &NetworkingSettings, watching: &WatchingSettings) -> Self {
         Self {
             request_timeout: settings.request_timeout,
@@ -139,6 +141,7 @@ pub struct Slot<'a> {
     _permit: tokio::sync::SemaphorePermit<'a>,
 }
 
+/// The API's clients from the login handlers' credentials: renewed on 401 (by calling the logins again), with the requests' slots and retries.
 pub struct Credentials {
     current: RwLock<Clients>,
     renewing: tokio::sync::Mutex<()>,
@@ -364,6 +367,7 @@ fn json_bytes(value: &serde_json::Value) -> Vec<u8> {
 
 /// The requests the engine makes, each retried and renewing the credentials as `call` does.
 impl Credentials {
+    /// A GET of a JSON document, retried as any request.
     pub async fn get(&self, url: &str) -> Result<serde_json::Value, kube::Error> {
         let _slot = self.requests.acquire().await.expect("never closed");
         // Boxed (see `send`).
@@ -471,6 +475,7 @@ impl Credentials {
         .await
     }
 
+    /// A POST of a JSON document, retried as any request.
     pub async fn post(
         &self,
         url: &str,

@@ -11,7 +11,9 @@ use std::collections::BTreeSet;
 #[derive(Debug, thiserror::Error)]
 #[error("API discovery at {server} failed: {}", crate::util::errors::chain(.source))]
 pub struct DiscoveryError {
+    /// The API server.
     pub server: String,
+    /// The last attempt's error.
     #[source]
     pub source: kube::Error,
 }

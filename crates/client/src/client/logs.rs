@@ -20,7 +20,9 @@ pub const MAX_LINE: usize = 256 << 10;
 /// A line of a container's log, without its newline.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LogLine {
+    /// When the container runtime took the line.
     pub time: DateTime<Utc>,
+    /// The line's bytes, as written.
     pub text: Vec<u8>,
     /// Cut to `MAX_LINE` bytes.
     pub cut: bool,
@@ -160,6 +162,7 @@ struct Partial {
 }
 
 impl LogFollower {
+    /// A container's log, to follow from this position.
     pub fn new(namespace: &str, pod: &str, container: &str, position: Position) -> Self {
         Self {
             namespace: namespace.to_owned(),
@@ -170,6 +173,7 @@ impl LogFollower {
         }
     }
 
+    /// Where it has got to: the next line is the one after this.
     pub fn position(&self) -> &Position {
         &self.position
     }

@@ -18,23 +18,32 @@ use tokio::task::JoinSet;
 const MAX_MESSAGE_LENGTH: usize = 1024;
 const CUT_MESSAGE_INFIX: &str = "...";
 
+/// A Kubernetes Event to post about an object (`kopf.event()` & co., or a log line).
 #[derive(Debug, Clone, Deserialize)]
 pub struct K8sEvent {
     /// The involved object's reference: apiVersion, kind, namespace, name, uid.
     pub reference: Value,
+    /// `Normal` or `Warning`.
     #[serde(rename = "type")]
     pub type_: String,
+    /// The Event's reason (`Logging` for log lines).
     pub reason: String,
+    /// The message (cut to 1024 characters).
     pub message: String,
     /// Delays before the retries of a failed post (`settings.posting.*_backoffs`, `backoffs=`).
     #[serde(default)]
     pub backoffs: Vec<f64>,
 }
 
+/// Posts the Events, each object's in order, apart from the handlers.
 pub struct Poster {
+    /// The API's credentials.
     pub credentials: Arc<Credentials>,
+    /// The Events' reporting component (`settings.posting.reporting_component`).
     pub component: String,
+    /// The Events' reporting instance (`settings.posting.reporting_instance`).
     pub instance: String,
+    /// The prefix of the Events' names (`settings.posting.event_name_prefix`).
     pub name_prefix: String,
     /// At most this many objects' workers at once (`settings.posting.worker_limit`).
     pub worker_limit: Option<usize>,

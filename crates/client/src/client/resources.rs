@@ -7,21 +7,32 @@ use serde::{Deserialize, Serialize};
 /// One resource kind as served by the API (`kopf.dev/v1/kopfexamples`).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Resource {
+    /// The API group (empty for the core API).
     pub group: String,
+    /// The version.
     pub version: String,
+    /// The plural name, as in URLs.
     pub plural: String,
+    /// The objects' kind.
     pub kind: String,
+    /// The singular name.
     pub singular: String,
+    /// The short names (`kex` for `kopfexamples`).
     pub shortcuts: Vec<String>,
+    /// The categories it belongs to (`all`, ...).
     pub categories: Vec<String>,
+    /// Its subresources (`status`, `scale`, `log`, ...).
     pub subresources: Vec<String>,
+    /// Whether its objects live in namespaces.
     pub namespaced: bool,
     /// The group's preferred version (selectors without a version match only it).
     pub preferred: bool,
+    /// What can be done with it (`list`, `watch`, `patch`, ...).
     pub verbs: Vec<String>,
 }
 
 impl Resource {
+    /// `group/version`, or `version` for the core API.
     pub fn api_version(&self) -> String {
         if self.group.is_empty() {
             self.version.clone()
@@ -62,10 +73,12 @@ impl Resource {
         url
     }
 
+    /// Whether its status is written through the `status` subresource.
     pub fn has_status_subresource(&self) -> bool {
         self.subresources.iter().any(|s| s == "status")
     }
 
+    /// Whether it is one of the Events' resources (which Kopf's selectors never pick by chance).
     pub fn is_events(&self) -> bool {
         self.plural == "events" && (self.group.is_empty() || self.group == "events.k8s.io")
     }
@@ -75,13 +88,21 @@ impl Resource {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(default)]
 pub struct Selector {
+    /// The group asked for (`None`: any).
     pub group: Option<String>,
+    /// The version asked for (`None`: any).
     pub version: Option<String>,
+    /// The kind asked for.
     pub kind: Option<String>,
+    /// The plural name asked for.
     pub plural: Option<String>,
+    /// The singular name asked for.
     pub singular: Option<String>,
+    /// A short name asked for.
     pub shortcut: Option<String>,
+    /// A category asked for.
     pub category: Option<String>,
+    /// A name that may be any of them (kind, plural, singular or short name).
     pub any_name: Option<String>,
     /// `kopf.EVERYTHING`: all resources except events.
     pub everything: bool,
@@ -101,6 +122,7 @@ impl Selector {
             || self.any_name.is_some()
     }
 
+    /// Whether the resource is one this selector names.
     pub fn check(&self, r: &Resource) -> bool {
         let same = |want: &Option<String>, have: &str| want.as_deref().is_none_or(|w| w == have);
         same(&self.group, &r.group)

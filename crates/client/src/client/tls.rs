@@ -16,27 +16,42 @@ use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme
 use rustls_platform_verifier::BuilderVerifierExt;
 use std::sync::Arc;
 
+/// Why the TLS settings of a connection cannot be used.
 #[derive(Debug, thiserror::Error)]
 pub enum TlsError {
+    /// A certificate or key file cannot be read.
     #[error("cannot read the {what} from {path}: {source}")]
     Read {
+        /// Which file: the CA certificate, the client certificate or its key.
         what: &'static str,
+        /// The file's path.
         path: String,
+        /// The read's error.
         #[source]
         source: std::io::Error,
     },
+    /// A certificate or key is not valid PEM.
     #[error("the {what} is not valid PEM: {source}")]
     Pem {
+        /// Which one: the CA certificate, the client certificate or its key.
         what: &'static str,
+        /// The parser's error.
         #[source]
         source: rustls::pki_types::pem::Error,
     },
+    /// A certificate file holds no certificate.
     #[error("the {what} has no certificate in it")]
-    NoCertificate { what: &'static str },
+    NoCertificate {
+        /// Which file: the CA certificate or the client certificate.
+        what: &'static str,
+    },
+    /// The CA certificate is refused by rustls.
     #[error("the CA certificate is not accepted: {0}")]
     Root(#[source] rustls::Error),
+    /// The client certificate and key are refused by rustls.
     #[error("the client certificate or its key is not accepted: {0}")]
     Identity(#[source] rustls::Error),
+    /// The platform's trusted roots cannot be loaded.
     #[error("the system's trusted roots cannot be used: {0}")]
     Platform(#[source] rustls::Error),
 }

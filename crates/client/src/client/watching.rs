@@ -26,8 +26,11 @@ const MAX_BACKOFF: f64 = 30.0;
 pub enum EventType {
     /// Listed (at the start, or again after a 410 or a pause): not news by itself.
     Listed,
+    /// Created (or first seen in a watch).
     Added,
+    /// Changed.
     Modified,
+    /// Deleted.
     Deleted,
     /// Made by the engine, not the server: the object was not listed again after a re-listing
     /// (a 410 Gone, a pause), so it was deleted while nothing watched.
@@ -49,13 +52,16 @@ impl EventType {
 /// A raw event as the watcher delivers it.
 #[derive(Debug, Clone)]
 pub struct RawEvent {
+    /// How it came.
     pub event_type: EventType,
+    /// The object as it came.
     pub object: Arc<Value>,
 }
 
 /// What a watcher feeds: its events, and (for those who care) when a listing is complete.
 #[derive(Debug, Clone)]
 pub enum Watched {
+    /// An object's event.
     Event(RawEvent),
     /// Every object that exists has been sent since the listing began (after the first
     /// listing, and again after each re-listing: a 410 Gone, a pause).
@@ -64,6 +70,7 @@ pub enum Watched {
 
 /// The items a watcher's receiver takes: plain events, or events and listings' ends.
 pub trait Feed: Send + 'static {
+    /// A plain event.
     fn event(event: RawEvent) -> Self;
     /// A listing's end, if this kind of receiver wants to know.
     fn synced() -> Option<Self>
@@ -100,6 +107,7 @@ impl StreamHealth {
         }
     }
 
+    /// Whether the stream is connected now (the time of a change is kept).
     pub fn report(&self, connected: bool) {
         let mut state = self.state.lock().expect("not poisoned");
         if state.0 != connected {
@@ -158,10 +166,15 @@ enum Restart {
     Relist,
 }
 
+/// Lists, then watches one resource (in one namespace or all), for as long as it runs: re-watches, re-lists on 410, backs off on errors.
 pub struct Watcher {
+    /// The API's credentials.
     pub credentials: Arc<Credentials>,
+    /// The resource to watch.
     pub resource: Arc<Resource>,
+    /// Its namespace (`None`: cluster-wide).
     pub namespace: Option<String>,
+    /// `settings.watching`, with the streams' server-side selectors.
     pub settings: WatchingSettings,
     /// The operator's pause (peering): no stream while it is on.
     pub paused: Option<watch::Receiver<bool>>,

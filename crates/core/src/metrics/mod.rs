@@ -31,10 +31,14 @@ pub(crate) fn enable() -> &'static Metrics {
     METRICS.get_or_init(Metrics::new)
 }
 
+/// The labels of a handler's figures.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct HandlerLabels {
+    /// The resource, as `plural.version.group`.
     pub resource: String,
+    /// The handler's id.
     pub handler: String,
+    /// Its kind (`changing`, `watching`, `daemon`, `timer`, ...).
     pub kind: String,
 }
 
@@ -89,6 +93,7 @@ fn lateness() -> Histogram {
 /// How one handler call ended, as the `outcome` label says it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CallOutcome {
+    /// Done.
     Success,
     /// `kopf.TemporaryError`: retried after its delay.
     Temporary,
@@ -112,6 +117,7 @@ impl CallOutcome {
     }
 }
 
+/// The Prometheus figures of the operator (`--metrics`), recorded into by every layer.
 pub struct Metrics {
     registry: Registry,
     handler_calls: Family<OutcomeLabels, Counter>,
@@ -356,6 +362,7 @@ impl Metrics {
         text
     }
 
+    /// A handler's call has ended: how, and how long it took.
     pub fn handler_call(
         &self,
         labels: HandlerLabels,
@@ -389,6 +396,7 @@ impl Metrics {
         counter.get_or_create(&labels).inc();
     }
 
+    /// Objects known to a resource's dispatchers, by so many more (or fewer).
     pub fn objects_watched(&self, resource: &str, delta: i64) {
         (self
             .objects_watched
@@ -396,10 +404,12 @@ impl Metrics {
         .inc_by(delta);
     }
 
+    /// Events waiting in a resource's queues, by so many more (or fewer).
     pub fn events_queued(&self, resource: &str, delta: i64) {
         (self.events_queued.get_or_create(&resource_labels(resource))).inc_by(delta);
     }
 
+    /// Events of a resource collapsed into a later state of their object.
     pub fn events_collapsed(&self, resource: &str, count: u64) {
         (self
             .events_collapsed
@@ -407,6 +417,7 @@ impl Metrics {
         .inc_by(count);
     }
 
+    /// A resource's watch stream restarted, and why.
     pub fn watch_restart(&self, resource: &str, cause: &str) {
         (self
             .watch_restarts
@@ -414,10 +425,12 @@ impl Metrics {
         .inc();
     }
 
+    /// A resource was listed again, and why.
     pub fn relist(&self, resource: &str, cause: &str) {
         (self.relists.get_or_create(&cause_labels(resource, cause))).inc();
     }
 
+    /// An API request answered (or failed: `code` says how), and how long it took.
     pub fn api_request(&self, verb: &str, code: &str, took: Duration) {
         let labels = RequestLabels {
             verb: verb.to_owned(),
@@ -430,6 +443,7 @@ impl Metrics {
         (self.api_duration.get_or_create(&labels)).observe(took.as_secs_f64());
     }
 
+    /// A resource's daemons or timers running, by so many more (or fewer).
     pub fn spawned(&self, resource: &str, timer: bool, delta: i64) {
         let family = if timer {
             &self.timers_running
@@ -441,6 +455,7 @@ impl Metrics {
             .inc_by(delta);
     }
 
+    /// How late a timer's call came after its time.
     pub fn timer_lateness(&self, labels: HandlerLabels, late: Duration) {
         (self.timer_lateness.get_or_create(&labels)).observe(late.as_secs_f64());
     }
@@ -467,10 +482,12 @@ impl Metrics {
         (self.conversion_duration.get_or_create(&resource)).observe(took.as_secs_f64());
     }
 
+    /// Containers' logs being followed for a resource's log handlers, by so many more (or fewer).
     pub fn log_streams(&self, resource: &str, delta: i64) {
         (self.log_streams.get_or_create(&resource_labels(resource))).inc_by(delta);
     }
 
+    /// Whether the operator is paused (peering, leader election, sharding).
     pub fn set_paused(&self, paused: bool) {
         self.paused.set(i64::from(paused));
     }

@@ -10,15 +10,20 @@ use tokio::net::TcpListener;
 
 const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
+/// Why the metrics cannot be served.
 #[derive(Debug, thiserror::Error)]
 pub enum MetricsError {
     #[error(
         "unsupported metrics address {0:?}: expected [HOST:]PORT, e.g. 9090 or 127.0.0.1:9090"
     )]
+    /// The address is not `[HOST:]PORT`.
     Address(String),
+    /// The address cannot be listened on.
     #[error("cannot listen on {address} for the metrics: {source}")]
     Listen {
+        /// The address as given.
         address: String,
+        /// The listen's error.
         #[source]
         source: std::io::Error,
     },

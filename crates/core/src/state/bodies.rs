@@ -12,6 +12,7 @@ use region::apart;
 use serde_json::Value;
 use std::sync::Arc;
 
+/// An object's body as compact JSON text: what waits in queues and for daemons, where a tree would take several times the memory.
 pub struct CompactBody {
     text: Box<str>,
 }
@@ -24,6 +25,7 @@ impl std::fmt::Debug for CompactBody {
 }
 
 impl CompactBody {
+    /// The body, made into text.
     pub fn of(body: &Value) -> Self {
         Self {
             text: text_of(body).into_boxed_str(),

@@ -9,10 +9,13 @@ use crate::util::encoding::to_python_json;
 use serde_json::{Map, Value};
 use std::sync::Arc;
 
+/// One storage of the last handled essences (`settings.persistence.diffbase_storage`).
 pub trait DiffBaseStorage: Send + Sync {
     /// The essence of a body: spec and the like, labels, useful annotations, extra fields.
     fn build(&self, body: &Value, extra_fields: &[FieldPath]) -> StorageResult<Value>;
+    /// The stored essence of the object, if any.
     fn fetch(&self, body: &Value) -> StorageResult<Option<Value>>;
+    /// Store the essence into the patch.
     fn store(&self, body: &Value, patch: &mut Patch, essence: &Value) -> StorageResult<()>;
 }
 

@@ -5,22 +5,32 @@ use crate::util::dicts;
 use serde::Serialize;
 use serde_json::Value;
 
+/// What happened to a field.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Operation {
+    /// It appeared.
     Add,
+    /// Its value changed.
     Change,
+    /// It disappeared.
     Remove,
 }
 
+/// One change of a diff, as Kopf's `(op, field, old, new)`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct DiffItem {
+    /// What happened.
     pub op: Operation,
+    /// The field's path.
     pub field: Vec<String>,
+    /// The value before (`null` if none).
     pub old: Value,
+    /// The value after (`null` if none).
     pub new: Value,
 }
 
+/// The changes between two essences, in Kopf's order.
 pub type Diff = Vec<DiffItem>;
 
 /// The differences from `a` to `b`; absent values are `None` (or JSON null).

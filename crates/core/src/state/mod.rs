@@ -25,11 +25,15 @@ use serde_json::Value;
 #[derive(Debug, Clone, thiserror::Error)]
 #[error("{storage}.{method}() failed: {message}")]
 pub struct StorageError {
+    /// The storage's class name.
     pub storage: String,
+    /// The method that failed.
     pub method: &'static str,
+    /// Why.
     pub message: String,
 }
 
+/// A storage's result.
 pub type StorageResult<T> = Result<T, StorageError>;
 
 /// A JSON string that a storage wrote itself, decoded; anything else is an error.

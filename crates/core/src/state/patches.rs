@@ -4,12 +4,16 @@
 use crate::util::dicts;
 use serde_json::{Map, Value};
 
+/// A change of the object's finalizers, applied under a version lock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FinalizerOp {
+    /// Add ours.
     Add,
+    /// Remove ours.
     Remove,
 }
 
+/// What a cycle writes to an object: merge-patches, and a change of its finalizers.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Patch {
     /// A JSON merge-patch (RFC 7386): nulls delete. What records the outcome: the handlers'
@@ -19,10 +23,12 @@ pub struct Patch {
     /// diff base). A crash between two writes then re-runs a handler; it never leaves the
     /// cause marked handled without its outcome.
     pub later: Vec<Map<String, Value>>,
+    /// Our finalizer added or removed.
     pub finalizer: Option<FinalizerOp>,
 }
 
 impl Patch {
+    /// Whether there is nothing to write.
     pub fn is_empty(&self) -> bool {
         self.merge.is_empty() && self.later.iter().all(Map::is_empty) && self.finalizer.is_none()
     }
@@ -34,12 +40,14 @@ impl Patch {
         self.finalizer = stage.finalizer.or(self.finalizer);
     }
 
+    /// Set the field at this path (creating the dicts on the way).
     pub fn set(&mut self, path: &[String], value: Value) {
         let mut root = Value::Object(std::mem::take(&mut self.merge));
         dicts::ensure(&mut root, path, value);
         self.merge = into_map(root);
     }
 
+    /// The value set at this path, if any.
     pub fn get(&self, path: &[String]) -> Option<&Value> {
         let (first, rest) = path.split_first()?;
         dicts::resolve(self.merge.get(first)?, rest)
@@ -68,6 +76,7 @@ impl Patch {
         );
     }
 
+    /// The value set for this annotation, if any (`null`: removed).
     pub fn annotation(&self, key: &str) -> Option<&Value> {
         self.get(&["metadata".into(), "annotations".into(), key.into()])
     }

@@ -13,7 +13,9 @@ use std::sync::Arc;
 
 /// One storage of handlers' progress records.
 pub trait ProgressStorage: Send + Sync {
+    /// The handler's stored record, if any.
     fn fetch(&self, key: &str, body: &Value) -> StorageResult<Option<Value>>;
+    /// Store the handler's record into the patch.
     fn store(
         &self,
         key: &str,
@@ -21,7 +23,9 @@ pub trait ProgressStorage: Send + Sync {
         body: &Value,
         patch: &mut Patch,
     ) -> StorageResult<()>;
+    /// Remove the handler's record in the patch.
     fn purge(&self, key: &str, body: &Value, patch: &mut Patch) -> StorageResult<()>;
+    /// Mark the object touched (a dummy change that brings a new event), or unmark it (`None`).
     fn touch(&self, body: &Value, patch: &mut Patch, value: Option<&str>) -> StorageResult<()>;
     /// Remove the storage's own traces from an essence, so they never count as changes.
     fn clear(&self, essence: &mut Value) -> StorageResult<()>;

@@ -20,27 +20,39 @@ pub struct Outcome {
     pub result: Option<Value>,
     /// The error's message, if it failed (temporarily or permanently).
     pub exception: Option<String>,
+    /// The ids of the sub-handlers it declared.
     pub subrefs: Vec<String>,
 }
 
+/// One handler's state for one cause, as its progress record keeps it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct HandlerState {
     /// Participates in this cycle's done/delays; passive ones only count and purge.
     pub active: bool,
+    /// When it was first called.
     pub started: DateTime<Utc>,
+    /// When it finished, if it did.
     pub stopped: Option<DateTime<Utc>>,
+    /// When it is to be called again, if it waits.
     pub delayed: Option<DateTime<Utc>>,
+    /// The cause it is for (`create`, `update`, ...).
     pub purpose: Option<String>,
+    /// How many times it was called before.
     pub retries: u64,
+    /// Whether it succeeded.
     pub success: bool,
+    /// Whether it failed for good.
     pub failure: bool,
+    /// Its last error's message.
     pub message: Option<String>,
+    /// The ids of its sub-handlers.
     pub subrefs: Vec<String>,
     /// The record as it was loaded, to skip writing unchanged records.
     origin: Option<Value>,
 }
 
 impl HandlerState {
+    /// A handler not called yet.
     pub fn from_scratch(now: DateTime<Utc>, purpose: Option<&str>) -> Self {
         Self {
             active: true,
@@ -57,6 +69,7 @@ impl HandlerState {
         }
     }
 
+    /// A handler as its stored record says.
     pub fn from_record(record: &Value, now: DateTime<Utc>) -> Self {
         let time = |key: &str| record.get(key).and_then(Value::as_str).and_then(parse_time);
         let flag = |key: &str| record.get(key).and_then(Value::as_bool).unwrap_or(false);
@@ -90,18 +103,22 @@ impl HandlerState {
         }
     }
 
+    /// Whether it has succeeded or failed for good.
     pub fn finished(&self) -> bool {
         self.success || self.failure
     }
 
+    /// Whether it waits for a time still to come.
     pub fn sleeping(&self, now: DateTime<Utc>) -> bool {
         !self.finished() && self.delayed.is_some_and(|d| d > now)
     }
 
+    /// Whether its time to be called again has come.
     pub fn awakened(&self, now: DateTime<Utc>) -> bool {
         !self.finished() && !self.sleeping(now)
     }
 
+    /// Seconds since it was first called.
     pub fn runtime(&self, now: DateTime<Utc>) -> f64 {
         (now - self.started).num_microseconds().unwrap_or(0) as f64 / 1e6
     }
@@ -129,6 +146,7 @@ impl HandlerState {
         record
     }
 
+    /// The state after a call that ended so.
     pub fn with_outcome(&self, outcome: &Outcome, now: DateTime<Utc>) -> Self {
         let mut subrefs: Vec<String> = self
             .subrefs
@@ -200,8 +218,11 @@ pub fn parse_time(s: &str) -> Option<DateTime<Utc>> {
 /// Counters of handlers by their state, for the log lines.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Counters {
+    /// Handlers that succeeded.
     pub success: usize,
+    /// Handlers that failed for good.
     pub failure: usize,
+    /// Handlers not done yet.
     pub running: usize,
 }
 
@@ -209,10 +230,12 @@ pub struct Counters {
 #[derive(Debug, Clone, Default)]
 pub struct State {
     states: OrderedMap<HandlerState>,
+    /// The cause they are for.
     pub purpose: Option<String>,
 }
 
 impl State {
+    /// The states as stored in the object.
     pub fn from_storage(
         body: &Value,
         storage: &dyn ProgressStorage,
@@ -231,6 +254,7 @@ impl State {
         })
     }
 
+    /// One handler's state.
     pub fn get(&self, id: &str) -> Option<&HandlerState> {
         self.states.get(id)
     }
@@ -265,6 +289,7 @@ impl State {
         self
     }
 
+    /// The states after one handler's call that ended so.
     pub fn with_outcome(mut self, id: &str, outcome: &Outcome, now: DateTime<Utc>) -> Self {
         if let Some(state) = self.states.get_mut(id) {
             *state = state.with_outcome(outcome, now);
@@ -339,6 +364,7 @@ impl State {
             .collect()
     }
 
+    /// How many succeeded, failed, and are not done yet.
     pub fn counts(&self) -> Counters {
         count(
             self.states.values().filter(|s| {

@@ -16,22 +16,34 @@ use std::sync::Arc;
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
 pub enum ProgressSpec {
+    /// Kopf's `AnnotationsProgressStorage`: a record per handler in an annotation.
     Annotations {
+        /// The annotations' prefix (`kopf.zalando.org`).
         prefix: String,
+        /// Whether the records keep every field (Kopf's `verbose=`).
         verbose: bool,
+        /// The annotation that the touch-dummy uses.
         touch_key: String,
+        /// Whether the keys are Kopf's first ones (`v1=`).
         v1: bool,
     },
+    /// Kopf's `StatusProgressStorage`: the records in a status field.
     Status {
+        /// Where the records are (`status.kopf.progress`).
         field: FieldPath,
+        /// Where the touch-dummy is.
         touch_field: FieldPath,
         /// Kopf 1.45's default reads and purges the old status records but never writes them.
         writable: bool,
     },
+    /// Kopf's `MultiProgressStorage`: the first that has a record is read; all are written.
     Multi {
+        /// The storages, in order.
         storages: Vec<ProgressSpec>,
     },
+    /// The operator's own storage, called in Python.
     Custom {
+        /// Its position among the operator's custom storages.
         index: usize,
     },
 }
@@ -62,24 +74,37 @@ impl Default for ProgressSpec {
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
 pub enum DiffBaseSpec {
+    /// Kopf's `AnnotationsDiffBaseStorage`: the essence in an annotation.
     Annotations {
+        /// The annotation's prefix (`kopf.zalando.org`).
         prefix: String,
+        /// The annotation's name (`last-handled-configuration`).
         key: String,
+        /// Whether the key is Kopf's first one (`v1=`).
         v1: bool,
+        /// Fields left out of the essence.
         #[serde(default)]
         ignored_fields: Vec<FieldPath>,
     },
+    /// Kopf's `StatusDiffBaseStorage`: the essence in a status field.
     Status {
+        /// Where the essence is.
         field: FieldPath,
+        /// Fields left out of the essence.
         #[serde(default)]
         ignored_fields: Vec<FieldPath>,
     },
+    /// Kopf's `MultiDiffBaseStorage`: the first that has an essence is read; all are written.
     Multi {
+        /// The storages, in order.
         storages: Vec<DiffBaseSpec>,
+        /// Fields left out of the essence.
         #[serde(default)]
         ignored_fields: Vec<FieldPath>,
     },
+    /// The operator's own storage, called in Python.
     Custom {
+        /// Its position among the operator's custom storages.
         index: usize,
     },
 }
@@ -99,15 +124,19 @@ impl Default for DiffBaseSpec {
 /// The settings refer to a custom storage that the operator did not supply.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum StoragesError {
+    /// A progress storage that is not among the custom ones.
     #[error("no custom progress storage #{0}")]
     NoCustomProgress(usize),
+    /// A diff-base storage that is not among the custom ones.
     #[error("no custom diff-base storage #{0}")]
     NoCustomDiffBase(usize),
 }
 
 /// The operator's own storages, by their index in the description.
 pub trait CustomStorages {
+    /// The custom progress storage at this position.
     fn progress(&self, index: usize) -> Option<Arc<dyn ProgressStorage>>;
+    /// The custom diff-base storage at this position.
     fn diffbase(&self, index: usize) -> Option<Arc<dyn DiffBaseStorage>>;
 }
 
@@ -126,7 +155,9 @@ impl CustomStorages for NoCustomStorages {
 /// The two storages an operator uses for all its resources.
 #[derive(Clone)]
 pub struct Storages {
+    /// Where handlers' progress is kept.
     pub progress: Arc<dyn ProgressStorage>,
+    /// Where the last handled essence is kept.
     pub diffbase: Arc<dyn DiffBaseStorage>,
 }
 
@@ -148,6 +179,7 @@ impl Default for Storages {
 }
 
 impl Storages {
+    /// The storages as the settings describe them; custom ones from the operator.
     pub fn build(
         progress: &ProgressSpec,
         diffbase: &DiffBaseSpec,

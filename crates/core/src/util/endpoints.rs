@@ -9,6 +9,7 @@ use hyper_util::rt::TokioIo;
 use std::future::Future;
 use tokio::net::TcpListener;
 
+/// An endpoint's answer.
 pub type Answer = Response<Full<Bytes>>;
 
 /// Serve `listener` until the task is aborted; a connection's failure ends only it.

@@ -7,6 +7,7 @@
 use std::fmt;
 use std::sync::Arc;
 
+/// An object's key, compactly: a uid as 16 bytes, anything else as its text.
 #[derive(Clone, PartialEq, Eq, Hash)]
 pub enum ObjectId {
     /// A uid in the canonical UUID form (lowercase, hyphenated), as its 128 bits.
@@ -19,6 +20,7 @@ pub enum ObjectId {
 const HYPHENS: [usize; 4] = [8, 13, 18, 23];
 
 impl ObjectId {
+    /// The key's compact form.
     pub fn new(key: &str) -> Self {
         match parse_uuid(key) {
             Some(bits) => ObjectId::Uuid(bits),

@@ -18,10 +18,15 @@ use tracing::{Event, Level, Metadata, Subscriber};
 pub const OBJECTS: &str = "kopf.objects";
 /// Lines of the operator as a whole.
 pub const ENGINE: &str = "kopf._core.engine";
+/// Kopf's logger of the peering.
 pub const PEERING: &str = "kopf._core.engines.peering";
+/// Our logger of the Lease election (named as Kopf would).
 pub const LEADERSHIP: &str = "kopf._core.engines.leadership";
+/// Our logger of the sharding (named as Kopf would).
 pub const SHARDING: &str = "kopf._core.engines.sharding";
+/// Kopf's logger of the watch streams.
 pub const WATCHING: &str = "kopf._cogs.clients.watching";
+/// Kopf's logger of the admission webhooks.
 pub const ADMISSION: &str = "kopf._core.engines.admission";
 
 /// Every logger the core writes to.
@@ -32,14 +37,20 @@ pub const LOGGERS: &[&str] = &[
 /// Which object a log line or an event is about.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ObjectRef {
+    /// The object's `apiVersion`.
     pub api_version: String,
+    /// Its kind.
     pub kind: String,
+    /// Its namespace, if namespaced.
     pub namespace: Option<String>,
+    /// Its name.
     pub name: Option<String>,
+    /// Its uid.
     pub uid: Option<String>,
 }
 
 impl ObjectRef {
+    /// The reference of this body.
     pub fn of(body: &Value) -> Self {
         let text =
             |value: &Value, key: &str| value.get(key).and_then(Value::as_str).map(str::to_owned);
@@ -94,11 +105,15 @@ pub fn python_level(level: &Level) -> u8 {
 /// One line, as Python's `logging` gets it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Line {
+    /// The logger's name, as Kopf names its loggers.
     pub logger: &'static str,
+    /// The level.
     pub level: Level,
+    /// The object it is about, if any (the `[namespace/name]` prefix, the Event).
     pub object: Option<ObjectRef>,
     /// Never posted as an Event (a local object logger's line).
     pub local: bool,
+    /// The message.
     pub message: String,
 }
 
@@ -167,7 +182,9 @@ impl Visit for Fields {
 /// message after the object's `[namespace/name]` (or `[name]`) if prefixed.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct TextFormat {
+    /// `full`: with the time, logger and level.
     pub timed: bool,
+    /// With the object's prefix.
     pub prefixed: bool,
 }
 
@@ -204,6 +221,7 @@ impl TextFormat {
 pub trait Sink: Send + Sync + 'static {
     /// Would this logger keep a line at this level?
     fn enabled(&self, logger: &str, level: &Level) -> bool;
+    /// Take one line.
     fn line(&self, line: Line);
 }
 
@@ -247,6 +265,7 @@ pub struct Capture {
 }
 
 impl Capture {
+    /// The lines captured so far.
     pub fn lines(&self) -> Vec<Line> {
         self.lines.lock().expect("not poisoned").clone()
     }

@@ -6,6 +6,7 @@ use std::future::Future;
 use tokio::task::{AbortHandle, JoinHandle, JoinSet};
 use tracing::instrument::WithSubscriber;
 
+/// Spawn a task that keeps the current log subscriber (the operator's): `tokio::spawn` would lose it.
 pub fn spawn<F>(future: F) -> JoinHandle<F::Output>
 where
     F: Future + Send + 'static,

@@ -45,6 +45,7 @@ pub struct Crew {
 }
 
 impl Crew {
+    /// A crew of at most `limit` threads, each resting `grace` before it ends.
     pub fn new(limit: usize, grace: Duration) -> Self {
         Self {
             limit: limit.max(1),
@@ -91,6 +92,7 @@ impl Crew {
         self.duties.pop();
     }
 
+    /// How many threads have been started.
     pub fn started(&self) -> usize {
         self.duties.len()
     }

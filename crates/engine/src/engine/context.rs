@@ -52,14 +52,19 @@ impl Memory {
 /// An object's memory while no worker has it (see `Memory::rest`).
 #[derive(Debug)]
 pub enum Resting {
+    /// Only its two flags: nothing else was left to remember.
     Flags {
+        /// See `Memory::noticed_by_listing`.
         noticed_by_listing: bool,
+        /// See `Memory::fully_handled_once`.
         fully_handled_once: bool,
     },
+    /// Everything it had.
     Full(Box<Memory>),
 }
 
 impl Resting {
+    /// The memory back, for a worker.
     pub fn wake(self) -> Memory {
         match self {
             Resting::Flags {
@@ -79,6 +84,7 @@ impl Resting {
 /// temporary errors, or a permanent one. Successes are not remembered (as in Kopf).
 #[derive(Debug, Default)]
 pub struct IndexingMemory {
+    /// The failed ones' states, by index id.
     pub failures: HashMap<String, HandlerState>,
 }
 
@@ -97,22 +103,31 @@ pub fn object_key(body: &Value) -> String {
 
 /// Everything shared by the objects of one resource.
 pub struct ResourceContext {
+    /// The resource served.
     pub resource: Arc<Resource>,
     /// Writes the objects' patches (handlers' results, progress, finalizers).
     pub patcher: Arc<dyn Patcher>,
+    /// The operator's settings.
     pub settings: Arc<Settings>,
+    /// The handlers' side (Python), through which they are called.
     pub hooks: Arc<dyn Hooks>,
+    /// Its change handlers.
     pub changing: Vec<ChangingHandler>,
+    /// Its indexing functions.
     pub indexing: Vec<IndexingHandler>,
     /// The operator's indices: filled by this resource's `indexing` handlers, if any.
     pub indices: Arc<Indices>,
     /// Which of the change handlers of a cause run in one cycle.
     pub lifecycle: Lifecycle,
+    /// Its `on.event` handlers.
     pub watching: Vec<WatchingHandler>,
+    /// Its daemons and timers.
     pub spawning: Vec<Arc<SpawningHandler>>,
     /// `@kopf.on.log` handlers (of pods).
     pub logging: Vec<Arc<LogHandler>>,
+    /// Where the handlers' progress is kept.
     pub progress: Arc<dyn ProgressStorage>,
+    /// Where the last handled essence is kept.
     pub diffbase: Arc<dyn DiffBaseStorage>,
     /// Fields handlers watch outside the default essence (e.g. in `status`).
     pub extra_fields: Vec<FieldPath>,
@@ -122,9 +137,13 @@ pub struct ResourceContext {
 /// since the last handled state.
 #[derive(Debug, Clone)]
 pub struct Change {
+    /// Why the object is processed.
     pub reason: Reason,
+    /// The last handled essence, if any.
     pub old: Option<Value>,
+    /// The essence now (none once the object is gone).
     pub new: Option<Value>,
+    /// What changed between them.
     pub diff: Diff,
     /// The first cycle of an object seen in the listing: resume handlers apply.
     pub initial: bool,

@@ -29,11 +29,15 @@ use tokio::sync::watch;
 /// One handler call as the fake Python side saw it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Call {
+    /// Which kind of handler was called.
     pub kind: HandlerKind,
+    /// Its position in the registry (or in its scope's sub-handlers).
     pub handler: usize,
     /// The object's name and `metadata.resourceVersion` of the body the handler got.
     pub name: String,
+    /// The version of the body it got.
     pub version: String,
+    /// An `on.event` call's event type.
     pub event_type: Option<EventType>,
     /// A daemon's or timer's stopper.
     pub token: Option<u64>,
@@ -61,7 +65,9 @@ struct Signals {
     cancelled: Vec<u64>,
 }
 
+/// The Python side, faked: records the calls and answers as the test says.
 pub struct FakeHooks {
+    /// Every call, in order.
     pub calls: Mutex<Vec<Call>>,
     /// The sub-handlers that a handler (by id) declares in each call: executed after it
     /// returns, as `kopf.execute()` does implicitly.
@@ -72,6 +78,7 @@ pub struct FakeHooks {
     outcomes: Mutex<VecDeque<Outcome>>,
     daemon: Daemon,
     signals: watch::Sender<Signals>,
+    /// The objects forgotten (deleted), by key.
     pub forgotten: Mutex<Vec<String>>,
     /// What indexing functions return for a body (by default: its name under its label `app`).
     pub indexer: Mutex<Indexer>,
@@ -86,8 +93,10 @@ pub struct FakeHooks {
     pub conversions: Mutex<Vec<Vec<Vec<usize>>>>,
 }
 
+/// What an admission handler answers to a call.
 pub type Admitter = fn(&Invocation) -> Invoked;
 
+/// What conversion handlers make of a review's objects.
 pub type Converter = fn(&ConversionRequest) -> Result<Vec<Value>, String>;
 
 fn stepping(request: &ConversionRequest) -> Result<Vec<Value>, String> {
@@ -104,6 +113,7 @@ fn stepping(request: &ConversionRequest) -> Result<Vec<Value>, String> {
     Ok(converted.collect())
 }
 
+/// What an indexing function returns for a body: its keys and values (`None`: nothing).
 pub type Indexer = fn(&Value) -> Option<Vec<(Datum, Datum)>>;
 
 fn by_app(body: &Value) -> Option<Vec<(Datum, Datum)>> {
@@ -113,6 +123,7 @@ fn by_app(body: &Value) -> Option<Vec<(Datum, Datum)>> {
 }
 
 impl FakeHooks {
+    /// A fake whose daemons behave so.
     pub fn new(daemon: Daemon) -> Arc<Self> {
         Arc::new(Self {
             calls: Mutex::default(),
@@ -135,6 +146,7 @@ impl FakeHooks {
         self.outcomes.lock().unwrap().push_back(outcome);
     }
 
+    /// The calls so far.
     pub fn calls(&self) -> Vec<Call> {
         self.calls.lock().unwrap().clone()
     }
@@ -159,6 +171,7 @@ impl FakeHooks {
             .fold(0, |bits, (_, reason)| bits | reason)
     }
 
+    /// Whether a daemon was cancelled.
     pub fn cancelled(&self, token: u64) -> bool {
         self.signals.borrow().cancelled.contains(&token)
     }
@@ -406,6 +419,7 @@ pub fn flattened(patch: Patch) -> Value {
     Value::Object(merged)
 }
 
+/// The tests' resource: Greetings.
 pub fn resource() -> Arc<Resource> {
     Arc::new(Resource {
         group: "demo.kopf.dev".into(),
@@ -429,14 +443,20 @@ pub fn handler<T: serde::de::DeserializeOwned>(spec: Value) -> T {
     serde_json::from_value(spec).expect("a valid handler description")
 }
 
+/// The handlers of a test's context.
 #[derive(Default)]
 pub struct Handlers {
+    /// Change handlers.
     pub changing: Vec<ChangingHandler>,
+    /// `on.event` handlers.
     pub watching: Vec<WatchingHandler>,
+    /// Daemons and timers.
     pub spawning: Vec<SpawningHandler>,
+    /// Indexing functions.
     pub indexing: Vec<IndexingHandler>,
 }
 
+/// A context of the tests' resource with these handlers, settings, hooks and patcher.
 pub fn context(
     handlers: Handlers,
     settings: Settings,
@@ -488,6 +508,7 @@ pub fn object(name: &str, version: &str, spec: Value) -> Value {
            "spec": spec})
 }
 
+/// An event of this type for this object.
 pub fn event(event_type: EventType, object: Value) -> RawEvent {
     RawEvent {
         event_type,

@@ -25,6 +25,7 @@ pub trait Lock: Send + Sync {
     fn describe(&self) -> String;
     /// The URL of the object's collection (the object is `{collection}/{name}`).
     fn collection(&self) -> String;
+    /// The object's name.
     fn name(&self) -> &str;
     /// A new record, held by `identity` since `now` (Kubernetes' MicroTime).
     fn create(&self, identity: &str, now: &str) -> Value;
@@ -55,12 +56,19 @@ struct Observed {
     since: Instant,
 }
 
+/// Takes part in a Lease election: leads (resumes the operator) or waits (pauses it).
 pub struct Leadership {
+    /// The API's credentials.
     pub credentials: Arc<Credentials>,
+    /// The election's timings (`settings.leadership`).
     pub settings: LeadershipSettings,
+    /// The object that holds the lease.
     pub lock: Arc<dyn Lock>,
+    /// Who this replica is.
     pub identity: String,
+    /// The operator's pause, which the election votes on.
     pub pause: Arc<Pause>,
+    /// The election's place among the pause's voters.
     pub voter: usize,
 }
 
@@ -262,8 +270,11 @@ impl Leadership {
 
 /// A `coordination.k8s.io/v1` Lease, as client-go keeps it.
 pub struct LeaseLock {
+    /// The Lease's name.
     pub name: String,
+    /// Its namespace.
     pub namespace: String,
+    /// Seconds that a holder keeps it without renewing.
     pub duration: f64,
 }
 

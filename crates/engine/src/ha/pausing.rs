@@ -9,6 +9,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
+/// The operator's pause: paused while any voter (a peering, the election, the sharding) says so.
 pub struct Pause {
     votes: Mutex<Vec<bool>>,
     switch: watch::Sender<bool>,
@@ -62,10 +63,12 @@ impl Pause {
         tokio::time::timeout(period, self.quiet()).await.is_ok()
     }
 
+    /// Follow the pause: `true` while paused.
     pub fn subscribe(&self) -> watch::Receiver<bool> {
         self.switch.subscribe()
     }
 
+    /// A voter says whether it wants the operator paused.
     pub fn vote(&self, voter: usize, paused: bool) {
         let mut votes = self.votes.lock().expect("not poisoned");
         if let Some(vote) = votes.get_mut(voter) {

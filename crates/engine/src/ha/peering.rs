@@ -23,32 +23,56 @@ use tokio::sync::{mpsc, watch};
 /// Why peering cannot start, or a record cannot be written.
 #[derive(Debug, thiserror::Error)]
 pub enum PeeringError {
+    /// The peering resource is not served (no CRD), and no name was asked for.
     #[error("the {kind} resource is not served (is its CRD installed?)")]
-    NotServed { kind: &'static str },
+    NotServed {
+        /// `KopfPeering` or `ClusterKopfPeering`.
+        kind: &'static str,
+    },
     #[error(
         "the {kind} resource is not served (is its CRD installed?); needed for the peering '{name}'."
     )]
-    NotServedFor { kind: &'static str, name: String },
+    /// The peering resource is not served, and `--peering NAME` asks for one.
+    NotServedFor {
+        /// `KopfPeering` or `ClusterKopfPeering`.
+        kind: &'static str,
+        /// The peering's name (`--peering NAME`).
+        name: String,
+    },
+    /// The namespaces cannot be listed (to find the peerings of the operator's ones).
     #[error("cannot list the namespaces: {}", chain(.0))]
     Namespaces(#[source] kube::Error),
+    /// A peering object cannot be read.
     #[error("cannot read the {kind} '{name}' {place}: {}", chain(.source))]
     Read {
+        /// `KopfPeering` or `ClusterKopfPeering`.
         kind: &'static str,
+        /// The peering's name.
         name: String,
+        /// Where: in which namespace, or cluster-wide.
         place: String,
+        /// The API's error.
         #[source]
         source: kube::Error,
     },
+    /// A mandatory peering (`--peering NAME`) does not exist.
     #[error("the {kind} '{name}' is not found {place}; create it, or run with --standalone.")]
     NotFound {
+        /// `KopfPeering` or `ClusterKopfPeering`.
         kind: &'static str,
+        /// The peering's name.
         name: String,
+        /// Where: in which namespace, or cluster-wide.
         place: String,
     },
+    /// Our record in a peering object cannot be written.
     #[error("{kind} {place}: {}", chain(.source))]
     Touch {
+        /// `KopfPeering` or `ClusterKopfPeering`.
         kind: &'static str,
+        /// Where: in which namespace, or cluster-wide.
         place: String,
+        /// The API's error.
         #[source]
         source: kube::Error,
     },
@@ -197,7 +221,9 @@ pub(crate) fn judge<'a>(
 /// Where to peer: the peering resource and namespace (`None`: cluster-wide).
 #[derive(Debug, Clone)]
 pub struct Target {
+    /// The peering resource (`kopf.dev` or `zalando.org`, namespaced or cluster-wide).
     pub resource: Resource,
+    /// The namespace of a namespaced peering; `None` for a cluster-wide one.
     pub namespace: Option<String>,
 }
 
@@ -292,11 +318,17 @@ pub async fn exists(
 
 /// One peering object: our keep-alives in it, and watching the others in it.
 pub struct Peering {
+    /// The API's credentials.
     pub credentials: Arc<Credentials>,
+    /// The peering object to keep our record in.
     pub target: Target,
+    /// `settings.peering`: name, priority, lifetime, stealth.
     pub settings: PeeringSettings,
+    /// How the peering object is watched (`settings.watching`).
     pub watching: WatchingSettings,
+    /// The operator's pause, which this peering votes on.
     pub pause: Arc<Pause>,
+    /// This peering's place among the pause's voters.
     pub voter: usize,
 }
 
@@ -507,15 +539,20 @@ pub async fn namespaces(
 /// What `kopf freeze` and `kopf resume` write.
 #[derive(Debug, Clone, Deserialize)]
 pub struct TouchRequest {
+    /// Who: the operator's identity (`settings.peering.identity`).
     pub identity: String,
+    /// The peering's name.
     pub name: String,
+    /// The operator's priority (`--priority`): the highest one serves, the others pause.
     pub priority: i64,
     /// Zero removes the record (`kopf resume`).
     pub lifetime: i64,
     /// `kopf freeze --message`: why, for the paused operators to say.
     #[serde(default)]
     pub message: Option<String>,
+    /// Whether the operator serves cluster-wide.
     pub clusterwide: bool,
+    /// The namespaces' patterns it serves (empty: cluster-wide).
     pub namespaces: Vec<String>,
 }
 

@@ -125,13 +125,19 @@ struct Observed {
     duration: f64,
 }
 
+/// Takes part in the automatic sharding: a Lease per replica, and the range of objects this one serves.
 pub struct Sharding {
+    /// The API's credentials.
     pub credentials: Arc<Credentials>,
     /// The timings (as the leader's Lease) and the namespace of the Leases.
     pub settings: LeadershipSettings,
+    /// The replicas that share the objects (`settings.sharding.group`).
     pub group: String,
+    /// Who this replica is.
     pub identity: String,
+    /// The operator's pause, paused while the hand-over of a range is fenced.
     pub pause: Arc<Pause>,
+    /// The sharding's place among the pause's voters.
     pub voter: usize,
     /// The shard selector of the range served now, read by the watchers when they (re)start.
     pub range: watch::Sender<Option<String>>,

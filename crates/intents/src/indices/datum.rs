@@ -10,17 +10,27 @@ use std::sync::Arc;
 /// A value of Python, as an index holds it.
 #[derive(Clone, PartialEq, Eq, Hash)]
 pub enum Datum {
+    /// `None`.
     None,
+    /// A `bool`.
     Bool(bool),
+    /// An `int` that fits 64 bits.
     Int(i64),
+    /// A `float`.
     Float(Float),
+    /// A `str`, shared with the equal ones.
     Str(Arc<str>),
+    /// `bytes`.
     Bytes(Arc<[u8]>),
+    /// A `tuple`.
     Tuple(Arc<[Datum]>),
+    /// A `list`.
     List(Arc<[Datum]>),
     /// A `dict`, in its order.
     Dict(Arc<[(Datum, Datum)]>),
+    /// A `set`.
     Set(Arc<[Datum]>),
+    /// A `frozenset`.
     FrozenSet(Arc<[Datum]>),
     /// A mapping that Python gives as a view of the object (`kopf.Body`, `kopf.Spec`, ...):
     /// its class's name and its content.
@@ -53,11 +63,13 @@ impl Hash for Float {
 /// released there when the last reference here is dropped. The Python side gives equal
 /// hashable objects the same number (by Python's own `hash` and `==`), so numbers compare.
 pub struct Opaque {
+    /// Its number in the Python side's table.
     pub id: u64,
     release: Box<dyn Fn(u64) + Send + Sync>,
 }
 
 impl Opaque {
+    /// The object of this number; `release` tells the Python side when it is no longer held.
     pub fn new(id: u64, release: Box<dyn Fn(u64) + Send + Sync>) -> Self {
         Self { id, release }
     }
@@ -124,6 +136,7 @@ struct Known {
 const MIN_SWEEP: usize = 1024;
 
 impl Strings {
+    /// The shared copy of this text.
     pub fn intern(&self, text: &str) -> Arc<str> {
         let mut known = self.known.lock().expect("not poisoned");
         if let Some(found) = known.texts.get(text) {
@@ -138,10 +151,12 @@ impl Strings {
         text
     }
 
+    /// How many texts are shared.
     pub fn len(&self) -> usize {
         self.known.lock().expect("not poisoned").texts.len()
     }
 
+    /// Whether none is.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }

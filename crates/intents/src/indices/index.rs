@@ -36,6 +36,7 @@ type Given = SmallVec<[Datum; 2]>;
 const FEW: usize = 8;
 
 impl Store {
+    /// How many values the store has.
     pub fn len(&self) -> usize {
         match &self.0 {
             Values::Few(list) => list.len(),
@@ -43,6 +44,7 @@ impl Store {
         }
     }
 
+    /// Whether it has none.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -86,6 +88,7 @@ impl Store {
     }
 }
 
+/// One index (`@kopf.index`): its keys, each with the values of the objects that gave it.
 #[derive(Default)]
 pub struct Index {
     entries: IndexMap<Datum, Store>,
@@ -142,14 +145,17 @@ impl Index {
         self.reverse.keys()
     }
 
+    /// How many keys it has.
     pub fn len(&self) -> usize {
         self.entries.len()
     }
 
+    /// Whether it has none.
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }
 
+    /// Its keys, in order.
     pub fn keys(&self) -> impl Iterator<Item = &Datum> {
         self.entries.keys()
     }

@@ -21,6 +21,7 @@ pub struct Indices {
     by_id: Mutex<HashMap<String, Arc<RwLock<Index>>>>,
     /// Strings shared by all keys and values.
     pub strings: Strings,
+    /// Whether every indexed resource has been listed once (handlers wait for it).
     pub readiness: Readiness,
 }
 
@@ -31,6 +32,7 @@ impl Indices {
         by_id.entry(id.to_owned()).or_default().clone()
     }
 
+    /// The indices' ids.
     pub fn ids(&self) -> Vec<String> {
         self.by_id
             .lock()
@@ -65,6 +67,7 @@ impl Readiness {
         self.pending.send_modify(|n| *n = n.saturating_sub(1));
     }
 
+    /// Whether every indexed resource has been listed once.
     pub fn is_ready(&self) -> bool {
         *self.pending.borrow() == 0
     }

@@ -11,26 +11,38 @@ use serde_json::Value;
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(tag = "kind", content = "value", rename_all = "lowercase")]
 pub enum ValueFilter {
+    /// The label or annotation must be there (`kopf.PRESENT`).
     Present,
+    /// It must not be there (`kopf.ABSENT`).
     Absent,
+    /// It must have this value.
     Equals(Value),
     /// A Python callable: only Python can answer.
     Callback,
 }
 
+/// Why an object is processed: Kopf's causes, and the changes no handler is for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Reason {
+    /// The object is new.
     Create,
+    /// Its essence has changed.
     Update,
+    /// It is being deleted (its deletion timestamp is set).
     Delete,
+    /// Seen for the first time by this operator's run, and not new.
     Resume,
+    /// Something changed, but not its essence.
     Noop,
+    /// Being deleted, but we hold no finalizer on it: nothing to do.
     Free,
+    /// Deleted from the cluster.
     Gone,
 }
 
 impl Reason {
+    /// Kopf's name of the cause (`create`, `update`, ...), as in progress records and logs.
     pub fn as_str(self) -> &'static str {
         match self {
             Reason::Create => "create",
@@ -69,15 +81,19 @@ pub struct ResourceFilters {
     /// Which resources: the operator's handlers have one; sub-handlers take their parent's.
     #[serde(default)]
     pub selector: Option<Selector>,
+    /// `labels=`: each label's filter.
     #[serde(default)]
     pub labels: Vec<(String, ValueFilter)>,
+    /// `annotations=`: each annotation's filter.
     #[serde(default)]
     pub annotations: Vec<(String, ValueFilter)>,
+    /// `field=`: the field it is about (its changes, its value).
     #[serde(default)]
     pub field: Option<FieldPath>,
     /// `None` means "the field is present in either old or new".
     #[serde(default)]
     pub value: Option<ValueFilter>,
+    /// `when=`: a callback decides too (asked in Python).
     #[serde(default)]
     pub has_when: bool,
 }
@@ -88,7 +104,9 @@ pub(crate) type Essences<'a> = (Option<&'a Value>, Option<&'a Value>);
 /// The result of matching without Python.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Match {
+    /// Does not match.
     No,
+    /// Matches.
     Yes,
     /// Matches so far, but callbacks must decide.
     AskPython,
@@ -175,20 +193,29 @@ fn match_meta(pattern: &[(String, ValueFilter)], content: Option<&Value>) -> Mat
 pub struct ChangingHandler {
     /// The position in the Python-side registry, to call the function back.
     pub index: usize,
+    /// Its id (`kopf.HandlerId`): in logs, progress records and kwargs.
     pub id: String,
+    /// The cause it handles; `None` for `@kopf.on.field` (any but deletion).
     pub reason: Option<Reason>,
+    /// `@kopf.on.resume`: also for objects seen at the operator's start.
     #[serde(default)]
     pub initial: bool,
+    /// `@kopf.on.resume(deleted=True)`: also for objects already being deleted.
     #[serde(default)]
     pub deleted: bool,
+    /// Whether objects get our finalizer for it (deletion handlers unless `optional=True`).
     #[serde(default)]
     pub requires_finalizer: bool,
+    /// With `field=` and no value filter: only when the field has changed.
     #[serde(default)]
     pub field_needs_change: bool,
+    /// `old=`: the field's value before the change.
     #[serde(default)]
     pub old: Option<ValueFilter>,
+    /// `new=`: the field's value after the change.
     #[serde(default)]
     pub new: Option<ValueFilter>,
+    /// Which objects and changes it is for.
     #[serde(flatten)]
     pub filters: ResourceFilters,
 }
@@ -219,8 +246,11 @@ impl ChangingHandler {
 /// `@kopf.on.event` handlers: every raw event, silently.
 #[derive(Debug, Clone, Deserialize)]
 pub struct WatchingHandler {
+    /// Its position in the Python side's registry: how the core calls it back.
     pub index: usize,
+    /// Its id (`kopf.HandlerId`).
     pub id: String,
+    /// Which objects it is for.
     #[serde(flatten)]
     pub filters: ResourceFilters,
 }
@@ -228,8 +258,11 @@ pub struct WatchingHandler {
 /// `@kopf.index` handlers: every state of the objects, into an in-memory index of this id.
 #[derive(Debug, Clone, Deserialize)]
 pub struct IndexingHandler {
+    /// Its position in the Python side's registry: how the core calls it back.
     pub index: usize,
+    /// Its id (`kopf.HandlerId`): the index's name in the handlers' kwargs.
     pub id: String,
+    /// Which objects it indexes.
     #[serde(flatten)]
     pub filters: ResourceFilters,
 }
@@ -238,11 +271,14 @@ pub struct IndexingHandler {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum WebhookType {
+    /// `@kopf.on.validate`.
     Validating,
+    /// `@kopf.on.mutate`.
     Mutating,
 }
 
 impl WebhookType {
+    /// The kind's name in webhook configurations and reviews' paths.
     pub fn as_str(self) -> &'static str {
         match self {
             WebhookType::Validating => "validating",
@@ -254,8 +290,11 @@ impl WebhookType {
 /// `@kopf.on.validate` and `@kopf.on.mutate` handlers: called for admission reviews.
 #[derive(Debug, Clone, Deserialize)]
 pub struct WebhookHandler {
+    /// Its position in the Python side's registry: how the core calls it back.
     pub index: usize,
+    /// Its id (`kopf.HandlerId`): its webhook's name and path.
     pub id: String,
+    /// Validating or mutating.
     pub reason: WebhookType,
     /// `None`: all operations.
     #[serde(default)]
@@ -263,12 +302,16 @@ pub struct WebhookHandler {
     /// `None`: the resource itself; `"*"`: it and all its subresources.
     #[serde(default)]
     pub subresource: Option<String>,
+    /// `persistent=`: kept in the managed configurations when the operator exits.
     #[serde(default)]
     pub persistent: Option<bool>,
+    /// `side_effects=`: whether it has side effects (the webhook's `sideEffects`).
     #[serde(default)]
     pub side_effects: Option<bool>,
+    /// `ignore_failures=`: the webhook's failure policy is `Ignore`.
     #[serde(default)]
     pub ignore_failures: Option<bool>,
+    /// Which objects and operations it is for.
     #[serde(flatten)]
     pub filters: ResourceFilters,
 }
@@ -312,7 +355,9 @@ impl Filtered for WebhookHandler {
 /// Handlers called for an object's events or states as they are (no change to compare):
 /// their position in the registry and their filters.
 pub trait Filtered {
+    /// Its position in the Python side's registry.
     fn index(&self) -> usize;
+    /// Which objects and changes it is for.
     fn filters(&self) -> &ResourceFilters;
 }
 
@@ -338,7 +383,9 @@ impl Filtered for IndexingHandler {
 /// matches no handler never reaches Python).
 #[derive(Debug, Clone, Deserialize)]
 pub struct LogHandler {
+    /// Its position in the Python side's registry: how the core calls it back.
     pub index: usize,
+    /// Its id (`kopf.HandlerId`).
     pub id: String,
     /// `regex=`: none matches every line.
     #[serde(default)]
@@ -346,6 +393,7 @@ pub struct LogHandler {
     /// `container=`: the containers whose lines it takes; none: all of them.
     #[serde(default)]
     pub containers: Option<Vec<String>>,
+    /// Which pods it is for.
     #[serde(flatten)]
     pub filters: ResourceFilters,
 }
@@ -376,49 +424,66 @@ impl Filtered for LogHandler {
 /// step leads from one version to the other).
 #[derive(Debug, Clone, Deserialize)]
 pub struct ConversionHandler {
+    /// Its position in the Python side's registry: how the core calls it back.
     pub index: usize,
+    /// Its id (`kopf.HandlerId`).
     pub id: String,
     /// The custom resource (no version: the step names both).
     pub selector: Selector,
     /// The version it converts from, and the one it converts to (`v1`, `v2beta1`, ...).
     pub source: String,
+    /// The version it converts to.
     pub target: String,
 }
 
 /// `@kopf.daemon` and `@kopf.timer` handlers: spawned per object, scheduled by the core.
 #[derive(Debug, Clone, Deserialize)]
 pub struct SpawningHandler {
+    /// Its position in the Python side's registry: how the core calls it back.
     pub index: usize,
+    /// Its id (`kopf.HandlerId`).
     pub id: String,
+    /// A daemon or a timer.
     pub kind: SpawningKind,
     /// Seconds before the first call; `None` with `initial_delay_callable` asks Python.
     #[serde(default)]
     pub initial_delay: Option<f64>,
+    /// `initial_delay=` is a callable: Python says the delay per object.
     #[serde(default)]
     pub initial_delay_callable: bool,
+    /// `cancellation_backoff=`: seconds between the stop flag and the cancellation.
     #[serde(default)]
     pub cancellation_backoff: Option<f64>,
+    /// `cancellation_timeout=`: seconds to wait for a cancelled daemon to exit.
     #[serde(default)]
     pub cancellation_timeout: Option<f64>,
+    /// `cancellation_polling=`: how often a synchronous daemon's exit is checked.
     #[serde(default)]
     pub cancellation_polling: Option<f64>,
+    /// `interval=`: seconds between a timer's calls.
     #[serde(default)]
     pub interval: Option<f64>,
+    /// `idle=`: seconds without changes of the object before a timer's calls.
     #[serde(default)]
     pub idle: Option<f64>,
+    /// `sharp=`: a timer's calls keep to the interval's grid, not its calls' ends.
     #[serde(default)]
     pub sharp: bool,
     /// A cron schedule instead of an interval (timers only).
     #[serde(default)]
     pub cron: Option<crate::intents::schedules::Schedule>,
+    /// Which objects it is spawned for.
     #[serde(flatten)]
     pub filters: ResourceFilters,
 }
 
+/// Which kind of spawned handler.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum SpawningKind {
+    /// `@kopf.daemon`: one long call per object.
     Daemon,
+    /// `@kopf.timer`: a call per interval (or cron time) per object.
     Timer,
 }
 

@@ -18,9 +18,12 @@ use futures::future::BoxFuture;
 use serde_json::Value;
 use std::sync::Arc;
 
+/// Which kind of handler a call or a callback is for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum HandlerKind {
+    /// Change handlers (`@kopf.on.create` & co.).
     Changing,
+    /// `@kopf.on.event` handlers.
     Watching,
     /// `@kopf.index` functions.
     Indexing,
@@ -51,6 +54,7 @@ pub struct DaemonCall {
 pub struct LogCall {
     /// The line, without its newline (bytes that are not UTF-8 are replaced).
     pub line: String,
+    /// The container whose line it is.
     pub container: String,
     /// The line's time, as its container runtime gave it (RFC 3339, UTC, in microseconds).
     pub timestamp: String,
@@ -61,10 +65,15 @@ pub struct LogCall {
 pub struct AdmissionCall {
     /// The handler addressed by the request's path (none: all of them).
     pub webhook: Option<String>,
+    /// The request's operation: `CREATE`, `UPDATE`, `DELETE` or `CONNECT`.
     pub operation: Option<String>,
+    /// The subresource written (`status`, `scale`, ...), if any.
     pub subresource: Option<String>,
+    /// Whether the request is a dry run.
     pub dryrun: bool,
+    /// The requesting user, as the review says.
     pub userinfo: Value,
+    /// The review request's HTTP headers.
     pub headers: Vec<(String, String)>,
     /// The client's verified certificate, as Python's `getpeercert()` describes it.
     pub sslpeer: Value,
@@ -77,6 +86,7 @@ pub struct AdmissionCall {
 pub struct ConversionRequest {
     /// The custom resource, in the desired version (the handlers' `resource` kwarg).
     pub resource: Arc<Resource>,
+    /// The objects to convert, each with its chain of steps (the handlers' positions).
     pub objects: Vec<(Value, Vec<usize>)>,
 }
 
@@ -84,15 +94,25 @@ pub struct ConversionRequest {
 /// Kopf's permanent or temporary errors, or any other exception; with the error's text.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Rejection {
-    Admission { message: String, code: Option<i64> },
+    /// `kopf.AdmissionError`: refused with this message and HTTP code.
+    Admission {
+        /// What the API server tells the client.
+        message: String,
+        /// The HTTP status code (500 if none).
+        code: Option<i64>,
+    },
+    /// `kopf.PermanentError`.
     Permanent(String),
+    /// `kopf.TemporaryError`.
     Temporary(String),
+    /// Any other exception.
     Other(String),
 }
 
 /// Everything a handler call needs that the core knows.
 #[derive(Clone)]
 pub struct Invocation {
+    /// Which kind of handler is called.
     pub kind: HandlerKind,
     /// The handler's position in the Python registry, or in its scope's sub-handlers.
     pub handler: usize,
@@ -100,7 +120,9 @@ pub struct Invocation {
     pub scope: Option<u64>,
     /// A change handler's call: where its own sub-handlers are declared and executed.
     pub children: Option<Arc<dyn Children>>,
+    /// The object's resource.
     pub resource: Arc<Resource>,
+    /// The object's body as the core has it.
     pub body: Arc<Value>,
     /// For `on.event` handlers: how the object came.
     pub event_type: Option<EventType>,
@@ -108,10 +130,15 @@ pub struct Invocation {
     pub reason: Option<Reason>,
     /// Old and new essences and their diff, reduced to the handler's field if it has one.
     pub old: Option<Value>,
+    /// The new essence (of a change or a field), if any.
     pub new: Option<Value>,
+    /// What changed between the old and the new essence.
     pub diff: Option<Diff>,
+    /// How many times this handler was retried before (the `retry` kwarg).
     pub retry: u64,
+    /// When this handler was first called (the `started` kwarg), as stored.
     pub started: Option<String>,
+    /// Seconds since then (the `runtime` kwarg).
     pub runtime: f64,
     /// For daemons and timers.
     pub daemon: Option<DaemonCall>,
@@ -216,6 +243,7 @@ pub enum Failure {
 /// What came back from a handler call.
 #[derive(Debug, Clone, Default)]
 pub struct Invoked {
+    /// How the call ended: done, to retry when, with which message.
     pub outcome: Outcome,
     /// If it failed, how (for the metrics; the outcome says what follows).
     pub failure: Option<Failure>,
@@ -296,6 +324,7 @@ impl<T: HandlerCalls + DaemonControl + OperatorQueries + OperatorStorages> Hooks
 pub trait HandlerCalls: Send + Sync + 'static {
     /// Evaluate callback filters (`when=`, callable label values, ...) for these handlers.
     fn check_callbacks(&self, invocations: Vec<Invocation>) -> BoxFuture<'static, Vec<bool>>;
+    /// Call a handler once.
     fn invoke(&self, invocation: Invocation) -> BoxFuture<'static, Invoked>;
     /// A custom lifecycle's pick: positions in `request.handlers`, in the order to run.
     fn plan(&self, request: PlanRequest) -> BoxFuture<'static, Vec<usize>>;

@@ -5,6 +5,7 @@
 use rand::seq::{IndexedRandom, SliceRandom};
 use serde::Deserialize;
 
+/// Which of the handlers of a cause run in one cycle (`kopf.lifecycles`), by Kopf's names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Lifecycle {

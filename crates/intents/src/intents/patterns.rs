@@ -25,6 +25,7 @@ const ASCII: u32 = 256;
 /// bounded repetition of a Unicode class) would hold that memory for the operator's life.
 const SIZE_LIMIT: usize = 4 << 20;
 
+/// A log handler's `regex=`: a line matches if the pattern is found in it.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(try_from = "PatternSpec")]
 pub struct LogPattern {
@@ -68,6 +69,7 @@ impl LogPattern {
         Ok(Self { regex })
     }
 
+    /// Whether the pattern is found in the line.
     pub fn is_match(&self, line: &[u8]) -> bool {
         self.regex.is_match(line)
     }

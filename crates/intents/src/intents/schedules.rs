@@ -21,10 +21,18 @@ pub(crate) struct CronSpec {
     pub timezone: Option<String>,
 }
 
+/// Why a timer's cron schedule is refused.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum ScheduleError {
+    /// The pattern is not a cron pattern.
     #[error("invalid cron pattern {pattern:?}: {reason}")]
-    Pattern { pattern: String, reason: String },
+    Pattern {
+        /// The pattern as given.
+        pattern: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The time zone is not known.
     #[error("unknown time zone {0:?} (an IANA name, e.g. 'Europe/Berlin')")]
     TimeZone(String),
 }
@@ -46,6 +54,7 @@ impl TryFrom<CronSpec> for Schedule {
 }
 
 impl Schedule {
+    /// A cron pattern in a time zone (`None`: UTC).
     pub fn parse(pattern: &str, timezone: Option<&str>) -> Result<Self, ScheduleError> {
         let invalid = |reason: String| ScheduleError::Pattern {
             pattern: pattern.to_owned(),

@@ -11,8 +11,11 @@ use std::sync::Arc;
 /// What the watcher feeds to listening.
 #[derive(Debug)]
 pub enum Listened {
+    /// An object's event.
     Event(RawEvent),
+    /// A listing is complete.
     Synced,
+    /// The stream failed with this status.
     Failed(Value),
 }
 
@@ -31,7 +34,9 @@ impl Feed for Listened {
 /// An event for the listeners.
 #[derive(Debug, Clone)]
 pub struct Event {
+    /// Skafos' kind of event: `ADDED`, `MODIFIED`, `DELETED` or `ERROR`.
     pub kind: &'static str,
+    /// The object (or the error's status).
     pub object: Arc<Value>,
 }
 
@@ -51,6 +56,7 @@ struct Known {
     version: String,
 }
 
+/// Turns a watcher's events into the listeners' ones: each change once, none repeated by a re-listing.
 pub struct Changes {
     api_version: String,
     kind: String,
@@ -63,6 +69,7 @@ pub struct Changes {
 }
 
 impl Changes {
+    /// For the objects of this kind; those not newer than `floor` (a leader's handled version) are not delivered.
     pub fn new(api_version: String, kind: String, floor: Option<&str>) -> Self {
         Self {
             api_version,

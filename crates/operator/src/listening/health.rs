@@ -11,12 +11,16 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpListener;
 
+/// What the health checks report on: the stream, the election, the pause.
 #[derive(Clone)]
 pub struct Health {
+    /// The stream's connection.
     pub stream: Arc<StreamHealth>,
     /// The election's requests, if electing.
     pub election: Option<Arc<StreamHealth>>,
+    /// The pause: a replica that waits for the lock is healthy.
     pub pause: Arc<Pause>,
+    /// How long the stream may be disconnected before the check fails.
     pub grace: Duration,
 }
 

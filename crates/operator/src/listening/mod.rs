@@ -39,10 +39,15 @@ const REGISTRATION_TIMEOUT: Duration = Duration::from_secs(30);
 /// What to listen to, and how (from `StreamWatch` and its `run()` arguments).
 #[derive(Debug, Clone, Deserialize)]
 pub struct Spec {
+    /// The resource's API group.
     pub group: String,
+    /// Its version.
     pub version: String,
+    /// Its plural name.
     pub plural: String,
+    /// Its kind.
     pub kind: String,
+    /// Whether its objects live in namespaces.
     pub namespaced: bool,
     /// The CRD to create if the resource is not served yet (Skafos registers its CRD file).
     pub crd: Option<Value>,
@@ -50,14 +55,20 @@ pub struct Spec {
     pub source: String,
     /// The watch requests' timeout (`timeoutSeconds`), and the health's grace.
     pub timeout: f64,
+    /// Where to serve the health checks (none: not served).
     pub health_port: Option<u16>,
+    /// The leader election's ConfigMap lock, if the listeners elect one.
     pub election: Option<ElectionSpec>,
 }
 
+/// Skafos' election by a ConfigMap lock.
 #[derive(Debug, Clone, Deserialize)]
 pub struct ElectionSpec {
+    /// The lock's namespace.
     pub namespace: String,
+    /// The lock's name.
     pub name: String,
+    /// Who this replica is.
     pub identity: String,
 }
 
@@ -79,25 +90,43 @@ impl Spec {
     }
 }
 
+/// Why a listener's stream cannot start.
 #[derive(Debug, thiserror::Error)]
 pub enum ListeningError {
+    /// Whether the resource is served cannot be told.
     #[error("cannot check whether {what} is served: {error}")]
-    Discovery { what: String, error: String },
-    #[error("{what} is not served, and creating its CRD from {source_file} failed: {error}")]
-    Registration {
+    Discovery {
+        /// The resource, as the listener names it.
         what: String,
-        source_file: String,
+        /// The discovery's error.
         error: String,
     },
+    /// The resource is not served, and its CRD cannot be created.
+    #[error("{what} is not served, and creating its CRD from {source_file} failed: {error}")]
+    Registration {
+        /// The resource, as the listener names it.
+        what: String,
+        /// The CRD's file.
+        source_file: String,
+        /// The API's error.
+        error: String,
+    },
+    /// The CRD was created, but the resource is still not served.
     #[error("{what} is not served {seconds} seconds after its CRD was created from {source_file}")]
     NotServed {
+        /// The resource, as the listener names it.
         what: String,
+        /// The CRD's file.
         source_file: String,
+        /// How long it was waited for.
         seconds: u64,
     },
+    /// The health port cannot be listened on.
     #[error("cannot listen on port {port} for the health checks: {source}")]
     Listen {
+        /// The port.
         port: u16,
+        /// The listen's error.
         #[source]
         source: std::io::Error,
     },
@@ -106,10 +135,13 @@ pub enum ListeningError {
 /// An event for the listeners, with its number (to acknowledge it by).
 #[derive(Debug)]
 pub struct Delivery {
+    /// The event's number in the stream, counting from 1.
     pub number: u64,
+    /// The event.
     pub event: Event,
 }
 
+/// A listener's stream of events, from start to close.
 pub struct Listening {
     deliveries: tokio::sync::Mutex<mpsc::Receiver<Delivery>>,
     progress: Arc<Progress>,

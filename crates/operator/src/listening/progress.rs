@@ -6,6 +6,7 @@
 use std::collections::VecDeque;
 use std::sync::Mutex;
 
+/// The listeners' progress: the numbers of the events delivered and those handled.
 #[derive(Debug, Default)]
 pub struct Progress {
     state: Mutex<State>,
@@ -69,6 +70,7 @@ impl Progress {
         }
     }
 
+    /// The handled version: that of the last event before which every event was handled.
     pub fn handled(&self) -> Option<String> {
         self.state.lock().expect("not poisoned").handled.clone()
     }

@@ -39,20 +39,28 @@ use std::sync::Arc;
 use tokio::sync::{mpsc, watch};
 use webhooks::WebhookServing;
 
+/// What the operator's code declares, as the Python side sends it.
 #[derive(Debug, Clone, Deserialize)]
 pub struct OperatorSpec {
+    /// `@kopf.on.create/update/delete/resume/field` handlers.
     #[serde(default)]
     pub changing: Vec<ChangingHandler>,
+    /// `@kopf.on.event` handlers.
     #[serde(default)]
     pub watching: Vec<WatchingHandler>,
+    /// Daemons and timers.
     #[serde(default)]
     pub spawning: Vec<SpawningHandler>,
+    /// Indexing functions (`@kopf.index`).
     #[serde(default)]
     pub indexing: Vec<IndexingHandler>,
+    /// Admission handlers (`@kopf.on.validate/mutate`).
     #[serde(default)]
     pub webhooks: Vec<WebhookHandler>,
+    /// Log handlers (`@kopf.on.log`).
     #[serde(default)]
     pub logging: Vec<LogHandler>,
+    /// Conversion handlers (`@kopf.on.convert`).
     #[serde(default)]
     pub conversions: Vec<ConversionHandler>,
     /// `settings.admission.managed`: the webhook configurations to keep, by this name.
@@ -67,6 +75,7 @@ pub struct OperatorSpec {
     /// `--liveness`: where to serve the probes' results.
     #[serde(default)]
     pub liveness_endpoint: Option<String>,
+    /// The settings the core acts on.
     #[serde(default)]
     pub settings: Settings,
 }
@@ -74,20 +83,28 @@ pub struct OperatorSpec {
 /// Why the operator could not start (it ends with this error).
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
+    /// The liveness endpoint cannot be served.
     #[error(transparent)]
     Probing(#[from] crate::probing::ProbingError),
+    /// The metrics cannot be served.
     #[error(transparent)]
     Metrics(#[from] crate::metrics::serving::MetricsError),
+    /// The API cannot be discovered.
     #[error(transparent)]
     Discovery(#[from] DiscoveryError),
+    /// A storage the settings name is not supplied.
     #[error("settings.persistence: {0}")]
     Storages(#[from] StoragesError),
+    /// The peering cannot be joined.
     #[error("Peering: {0}")]
     Peering(#[from] PeeringError),
+    /// The Lease election's settings contradict each other.
     #[error("Leader election: {0}")]
     Leadership(#[from] LeadershipProblem),
+    /// The sharding cannot start.
     #[error("Automatic sharding: {0}")]
     Sharding(String),
+    /// The conversion handlers do not fit their CRDs.
     #[error("{0}")]
     Conversion(String),
 }

@@ -8,6 +8,7 @@ use serde::Serialize;
 /// What RBAC checks a request against.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 pub struct Attributes {
+    /// The API verb (`get`, `list`, `watch`, `create`, `patch`, ...).
     pub verb: String,
     /// `None`: a path outside the resources (its verb is the method's, lower-cased).
     pub resource: Option<Resource>,
@@ -15,11 +16,16 @@ pub struct Attributes {
     pub path: Option<String>,
 }
 
+/// The resource of a request, as RBAC names it.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 pub struct Resource {
+    /// The API group (empty for the core API).
     pub group: String,
+    /// The version.
     pub version: String,
+    /// The plural name.
     pub resource: String,
+    /// The subresource (empty for none).
     pub subresource: String,
     /// `None`: cluster-wide (a cluster-scoped object, or a namespaced resource in all namespaces).
     pub namespace: Option<String>,

@@ -11,21 +11,25 @@ use std::sync::Mutex;
 pub struct Entry {
     /// The client's `User-Agent` (each library says its name and version there).
     pub agent: String,
+    /// What RBAC checks it against.
     #[serde(flatten)]
     pub attributes: Attributes,
     /// The API server's status code; 0: no answer (the server could not be reached).
     pub code: u16,
+    /// How many requests of this kind came.
     pub count: u64,
     /// The first request of this kind: method, path and query.
     pub example: String,
 }
 
+/// The distinct requests that went through the proxy, counted.
 #[derive(Default)]
 pub struct Journal {
     entries: Mutex<BTreeMap<(String, Attributes, u16), Entry>>,
 }
 
 impl Journal {
+    /// One more request.
     pub fn note(
         &self,
         agent: &str,

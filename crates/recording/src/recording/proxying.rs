@@ -45,13 +45,17 @@ type Body = BoxBody<Bytes, hyper::Error>;
 
 /// A running proxy: where it listens, its certificate's CA (what its clients trust), what it saw.
 pub struct Proxy {
+    /// Where it listens.
     pub local: SocketAddr,
+    /// Its certificate (PEM), which its clients trust.
     pub cert_pem: Vec<u8>,
+    /// The requests it forwarded.
     pub journal: Arc<Journal>,
     task: tokio::task::JoinHandle<()>,
 }
 
 impl Proxy {
+    /// Stop listening.
     pub fn stop(&self) {
         self.task.abort();
     }

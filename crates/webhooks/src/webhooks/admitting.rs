@@ -29,6 +29,7 @@ pub struct Admission {
 }
 
 impl Admission {
+    /// The admission handlers, called through the hooks; no resources served until discovered.
     pub fn new(hooks: Arc<dyn HandlerCalls>, handlers: Vec<WebhookHandler>) -> Self {
         Self {
             hooks,
@@ -37,6 +38,7 @@ impl Admission {
         }
     }
 
+    /// The admission handlers.
     pub fn handlers(&self) -> &[WebhookHandler] {
         &self.handlers
     }

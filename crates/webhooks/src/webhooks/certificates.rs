@@ -7,22 +7,40 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use std::net::IpAddr;
 use std::path::Path;
 
+/// Why the webhook server has no certificate.
 #[derive(Debug, thiserror::Error)]
 pub enum CertificateError {
+    /// A self-signed certificate cannot be generated.
     #[error("Cannot generate a self-signed certificate for {hostnames:?}: {error}")]
     Generating {
+        /// The names it was for.
         hostnames: Vec<String>,
+        /// rcgen's error.
         error: rcgen::Error,
     },
+    /// The given certificate file cannot be used.
     #[error("Cannot read the certificate file {path}: {error}")]
-    Certificate { path: String, error: String },
+    Certificate {
+        /// The certificate file.
+        path: String,
+        /// Why it cannot be used.
+        error: String,
+    },
+    /// The given private key file cannot be used.
     #[error("Cannot read the private key file {path}: {error}")]
-    Key { path: String, error: String },
+    Key {
+        /// The private key file.
+        path: String,
+        /// Why it cannot be used.
+        error: String,
+    },
 }
 
 /// A certificate chain and its key, as the server presents them.
 pub struct Identity {
+    /// The certificate and the CAs above it.
     pub chain: Vec<CertificateDer<'static>>,
+    /// Its private key.
     pub key: PrivateKeyDer<'static>,
     /// The certificate's PEM: the CA bundle for clients when none is given otherwise.
     pub cert_pem: Vec<u8>,

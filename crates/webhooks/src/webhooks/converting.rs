@@ -29,6 +29,7 @@ pub fn root_path(crd_name: &str) -> String {
 /// A custom resource whose conversions are served.
 #[derive(Debug, Clone)]
 pub struct Served {
+    /// The custom resource.
     pub crd: Crd,
     /// Its steps, in the order of declaration.
     pub steps: Vec<Step>,
@@ -52,6 +53,7 @@ pub struct Conversion {
 }
 
 impl Conversion {
+    /// The conversion handlers, called through the hooks; no CRDs served until discovered.
     pub fn new(hooks: Arc<dyn HandlerCalls>) -> Self {
         Self {
             hooks,

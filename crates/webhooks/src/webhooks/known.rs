@@ -4,17 +4,20 @@
 
 use tokio::sync::watch;
 
+/// A value known once the API is discovered (and again after each rescan), awaited by those who need it.
 pub struct Known<T> {
     value: watch::Sender<Option<T>>,
 }
 
 impl<T: Clone + Default> Known<T> {
+    /// Not known yet.
     pub fn new() -> Self {
         Self {
             value: watch::channel(None).0,
         }
     }
 
+    /// Known now (or anew).
     pub fn set(&self, value: T) {
         self.value.send_replace(Some(value));
     }
@@ -24,6 +27,7 @@ impl<T: Clone + Default> Known<T> {
         self.value.borrow().clone().unwrap_or_default()
     }
 
+    /// Follow it.
     pub fn watch(&self) -> watch::Receiver<Option<T>> {
         self.value.subscribe()
     }

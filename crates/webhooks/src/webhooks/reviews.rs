@@ -12,10 +12,13 @@ use std::sync::Arc;
 /// (the API operation under review may be fine, but it could not be checked).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ReviewError {
+    /// The review is malformed (400).
     #[error("{0}")]
     BadRequest(String),
+    /// Its resource is not served (404).
     #[error("{0}")]
     UnknownResource(String),
+    /// Its resource names several (409).
     #[error("{0}")]
     AmbiguousResource(String),
 }
@@ -34,20 +37,29 @@ impl ReviewError {
 /// The parts of an admission request that the handlers and the response need.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Review {
+    /// The request's uid, echoed in the response.
     pub uid: String,
+    /// The resource's API group.
     pub group: String,
+    /// Its version.
     pub version: String,
+    /// Its plural name.
     pub plural: String,
+    /// The subresource written, if any.
     pub subresource: Option<String>,
+    /// `CREATE`, `UPDATE`, `DELETE` or `CONNECT`.
     pub operation: Option<String>,
     /// Checked by [`Review::check`] (after the resource is found, as Kopf checks them).
     pub userinfo: Option<Value>,
+    /// Whether the request is a dry run.
     pub dryrun: bool,
-    /// The new object (absent for deletions), and the old one (absent for creations).
+    /// The new object (absent for deletions).
     pub new: Option<Value>,
+    /// The old object (absent for creations).
     pub old: Option<Value>,
-    /// The review's own `apiVersion` and `kind`, echoed in the response.
+    /// The review's own `apiVersion`, echoed in the response.
     pub api_version: Option<Value>,
+    /// The review's own `kind`, echoed in the response.
     pub kind: Option<Value>,
 }
 
@@ -60,6 +72,7 @@ impl Review {
         Self::from_value(&review)
     }
 
+    /// The request's parts, from an `AdmissionReview`.
     pub fn from_value(review: &Value) -> Result<Self, ReviewError> {
         let Some(review) = review.as_object() else {
             return Err(ReviewError::BadRequest(

@@ -11,14 +11,18 @@ use serde_json::Value;
 use std::sync::Arc;
 use tokio::sync::watch;
 
+/// The webhook server's handlers: admission and conversion reviews, each to its kind.
 pub struct Webhooks {
+    /// The admission handlers.
     pub admission: Arc<Admission>,
+    /// The conversion handlers.
     pub conversion: Arc<Conversion>,
     /// Where the API server reaches the server, as it yields it (none until it listens).
     client_config: watch::Sender<Option<Value>>,
 }
 
 impl Webhooks {
+    /// Nothing reachable yet.
     pub fn new(admission: Arc<Admission>, conversion: Arc<Conversion>) -> Self {
         Self {
             admission,
@@ -40,6 +44,7 @@ impl Webhooks {
         self.client_config.send_replace(Some(client_config));
     }
 
+    /// Follow where the server is reachable.
     pub fn watch_client_config(&self) -> watch::Receiver<Option<Value>> {
         self.client_config.subscribe()
     }

@@ -45,9 +45,11 @@ pub const REVIEW_TIMEOUT: Duration = Duration::from_secs(30);
 /// One admission request as it came: what the handlers may look at besides the review.
 #[derive(Debug, Clone)]
 pub struct AdmissionRequest {
+    /// The request's body, as it came.
     pub body: Bytes,
     /// The handler's id from the path; none: all handlers.
     pub webhook: Option<String>,
+    /// Its HTTP headers.
     pub headers: Vec<(String, String)>,
     /// The client's verified certificate, as Python's `getpeercert()` gives it.
     pub sslpeer: Value,
@@ -57,6 +59,7 @@ pub struct AdmissionRequest {
 
 /// Answers reviews: the operator's admission handlers.
 pub trait Reviewer: Send + Sync + 'static {
+    /// Answer one admission request with its `AdmissionReview` response.
     fn review(&self, request: AdmissionRequest) -> BoxFuture<'_, Result<Value, ReviewError>>;
 }
 
@@ -79,11 +82,13 @@ pub struct ServerSpec {
 
 /// A running server: where it listens, until dropped or stopped.
 pub struct Server {
+    /// Where it listens.
     pub local: SocketAddr,
     task: tokio::task::JoinHandle<()>,
 }
 
 impl Server {
+    /// Stop listening.
     pub fn stop(&self) {
         self.task.abort();
     }
@@ -95,6 +100,7 @@ impl Drop for Server {
     }
 }
 
+/// Listen, and answer requests until stopped.
 pub async fn start(spec: ServerSpec, reviewer: Arc<dyn Reviewer>) -> std::io::Result<Server> {
     let listener = TcpListener::bind((spec.addr.as_str(), spec.port)).await?;
     let local = listener.local_addr()?;

@@ -14,8 +14,11 @@ use std::sync::Arc;
 /// Whether clients present certificates: as `ssl.CERT_NONE`, `CERT_OPTIONAL`, `CERT_REQUIRED`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum VerifyMode {
+    /// No client certificate is asked for.
     None,
+    /// One is asked for; clients without one are served too.
     Optional,
+    /// One is required.
     Required,
 }
 
@@ -24,10 +27,13 @@ pub enum VerifyMode {
 /// `verify_capath`, and `verify_cadata`).
 #[derive(Debug, Clone)]
 pub struct ClientVerification {
+    /// Whether clients present certificates (`None`: not asked).
     pub mode: Option<VerifyMode>,
+    /// The CAs (PEM) that clients' certificates are verified by.
     pub cas: Vec<Vec<u8>>,
 }
 
+/// rustls' server configuration for this identity and these client settings.
 pub fn server_config(
     identity: Identity,
     clients: &ClientVerification,

@@ -10,7 +10,9 @@ use std::collections::{BTreeSet, VecDeque};
 pub struct Crd {
     /// `plural.group`.
     pub name: String,
+    /// The API group.
     pub group: String,
+    /// The objects' kind.
     pub kind: String,
     /// All its versions, in its own order.
     pub versions: Vec<String>,
@@ -46,9 +48,13 @@ impl Crd {
 /// One declared step: from a version to another, by a handler (its position and id).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Step {
+    /// The version it converts from.
     pub source: String,
+    /// The version it converts to.
     pub target: String,
+    /// The handler's position in the Python side's registry.
     pub handler: usize,
+    /// The handler's id.
     pub id: String,
 }
 

@@ -121,6 +121,7 @@ impl ObjectDaemons {
 
 /// All daemons of one resource's stream (one dispatcher).
 pub struct Daemons {
+    /// The resource's context: its handlers, settings and hooks.
     pub ctx: Arc<ResourceContext>,
     /// Nothing is called while the operator is paused (peering, leader election).
     pause: Arc<Pause>,
@@ -132,6 +133,7 @@ pub struct Daemons {
 }
 
 impl Daemons {
+    /// None yet; they follow the operator's pause.
     pub fn new(ctx: Arc<ResourceContext>, pause: Arc<Pause>) -> Self {
         Self {
             ctx,

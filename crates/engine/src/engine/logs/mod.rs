@@ -133,6 +133,7 @@ pub struct Logs {
 }
 
 impl Logs {
+    /// None followed yet; they follow the operator's pause.
     pub fn new(
         ctx: Arc<ResourceContext>,
         credentials: Arc<Credentials>,

@@ -31,8 +31,11 @@ mod worker;
 use inbox::{Inbox, Queued};
 use worker::Worker;
 
+/// Routes one resource's stream (in one namespace or all) to the objects' workers.
 pub struct Dispatcher {
+    /// The resource's context: its handlers, settings and hooks.
     pub ctx: Arc<ResourceContext>,
+    /// The operator's limit of objects processed at once (`settings.queueing.worker_limit`).
     pub limiter: Option<Arc<Semaphore>>,
     /// The objects' daemons and timers; they outlive the workers.
     pub daemons: Arc<Daemons>,
