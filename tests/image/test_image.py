@@ -15,9 +15,7 @@ registry is reachable here), against the project's control plane.
 
 from __future__ import annotations
 
-import json
 import os
-import resource
 import shutil
 import signal
 import subprocess
@@ -29,9 +27,10 @@ from typing import Any
 import pytest
 import yaml
 from support.cluster import kubectl, kubectl_json
+from support.containers import container_process, greeting, podman, run_options
 from support.forwarding import Forwarder
 from support.network import free_port
-from support.operators import OperatorProcess, api_server, eventually, get, pod_secrets, refused
+from support.operators import api_server, eventually, get, pod_secrets, refused
 
 ROOT = Path(__file__).parents[2]
 CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "kopf-rs"
@@ -41,24 +40,6 @@ SUITES = {"bookworm": "3.11", "trixie": "3.13"}  # the stand-ins' Debian and its
 ACCOUNT = "greeter-operator"  # examples/deploy: the ServiceAccount, roles and Lease are all named so
 GRACE = 30  # Kubernetes' default terminationGracePeriodSeconds, as the Deployment says
 SERVICE_ADDRESS = "127.0.0.143"  # kubernetes.default.svc, in the containers (on the host's network)
-
-
-def podman(*args: str | Path, timeout: float = 600) -> str:
-    result = subprocess.run(["podman", *map(str, args)], capture_output=True, text=True, check=False,
-                            timeout=timeout)
-    command = " ".join(map(str, args))
-    assert result.returncode == 0, f"podman {command} failed:\n{result.stdout[-3000:]}{result.stderr[-3000:]}"
-    return result.stdout
-
-
-def run_options(name: str) -> list[str]:
-    """`podman run`'s options that this machine needs: crun refuses the cgroup layout here (runc
-    does not), and podman's default rlimits cannot be set without CAP_SYS_RESOURCE (nor can
-    this process's own limits): modest ones below them are."""
-    limits = {kind: min(4096, resource.getrlimit(number)[0])
-              for kind, number in {"nofile": resource.RLIMIT_NOFILE, "nproc": resource.RLIMIT_NPROC}.items()}
-    return ["--rm", "--name", name, "--pull", "never", "--runtime", "runc", "--network", "host",
-            *(option for kind, value in limits.items() for option in ("--ulimit", f"{kind}={value}:{value}"))]
 
 
 @pytest.fixture(scope="module")
@@ -107,17 +88,6 @@ def deployment() -> dict[str, Any]:
     documents = [document for document in yaml.safe_load_all((DEPLOY / "deployment.yaml").read_text()) if document]
     (found,) = [document for document in documents if document["kind"] == "Deployment"]
     return found
-
-
-def greeting(name: str, namespace: str, who: str) -> str:
-    return json.dumps({"apiVersion": "demo.kopf.dev/v1", "kind": "Greeting",
-                       "metadata": {"name": name, "namespace": namespace}, "spec": {"who": who}})
-
-
-def container_process(tmp_path: Path, options: list[str], image: str, args: list[str]) -> OperatorProcess:
-    """`podman run` as the operator's process: its output is the container's, SIGTERM goes on to
-    the container (podman's signal proxy), and its exit code is the container's."""
-    return OperatorProcess(["run", *options, image, *args], cwd=tmp_path, kopf=Path(shutil.which("podman") or "podman"))
 
 
 def liveness_from_inside(name: str, url: str) -> str:
