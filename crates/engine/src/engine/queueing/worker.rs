@@ -294,7 +294,10 @@ impl Worker {
         }
         let object_daemons = (!dispatcher.ctx.spawning.is_empty())
             .then(|| dispatcher.daemons.object(&self.key, &event.object));
-        let cycle = match self.process(&event, object_daemons.as_ref()).await {
+        let cycle = match self
+            .process(&dispatcher, &event, object_daemons.as_ref())
+            .await
+        {
             Ok(cycle) => cycle,
             Err(error) if deleted => {
                 // Nothing to retry on: the object is gone.
@@ -341,10 +344,10 @@ impl Worker {
     /// The handlers' part of a cycle, with the patch that `on.event` handlers left.
     async fn process(
         &mut self,
+        dispatcher: &Dispatcher,
         event: &RawEvent,
         object_daemons: Option<&Arc<ObjectDaemons>>,
     ) -> Result<Cycle, StorageError> {
-        let dispatcher = self.dispatcher.clone();
         let patch = std::mem::take(&mut self.watching_patch);
         let spawning = object_daemons.map(|o| (&dispatcher.daemons, o));
         // Boxed: its state is big, and is not needed while the cycle then waits to patch
