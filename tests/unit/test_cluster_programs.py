@@ -6,7 +6,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from kopf._operating.cluster import binaries
 
 ROOT = Path(__file__).resolve().parents[2]
