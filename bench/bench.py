@@ -46,7 +46,7 @@ PODS = "/api/v1/namespaces/{namespace}/pods"
 AGENTS = {"ours": "kopf-rs/", "kopf": "kopf/", "native": "kube-rs/"}
 
 sys.path.insert(0, str(HERE.parent / "tests"))
-from audit import AuditLog  # noqa: E402  (the test suite's reader of the audit log)
+from support.audit import AuditLog  # noqa: E402  (the test suite's reader of the audit log)
 
 
 def kubectl(*args: str, input: str | None = None) -> str:
