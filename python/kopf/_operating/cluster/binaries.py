@@ -190,7 +190,10 @@ def _build(module: str, say: Callable[[str], None]) -> Path:
             if missing:
                 say(f"  go build {' '.join(programs[name] for name in missing)}")
                 result = subprocess.run(
-                    ["go", "build", "-trimpath", "-tags", "selinux,notest", "-ldflags", " ".join(ldflags),
+                    # No debug information: the programs are stripped (`-s -w`) anyway, and
+                    # making it is a good part of compiling Kubernetes.
+                    ["go", "build", "-trimpath", "-tags", "selinux,notest", "-gcflags", "all=-dwarf=false",
+                     "-ldflags", " ".join(ldflags),
                      "-o", f"{staging}/", *(programs[name] for name in missing)],
                     cwd=module_dir, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                     check=False,
