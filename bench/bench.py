@@ -247,6 +247,7 @@ class Run:
     objects: int
     duration: float
     warmup: float
+    env: dict[str, str] = dataclasses.field(default_factory=dict)  # the operator's extra variables
 
 
 def requests_by_verb(audit: AuditLog | None, engine: str, namespace: str) -> dict[str, int]:
@@ -323,7 +324,7 @@ def lifecycles(run: Run) -> dict[str, Any]:
     handler prints when it started), p50 and p99 over the burst."""
     n = run.objects
     with tempfile.TemporaryDirectory() as tmp, Objects(0) as objs:
-        operator = Operator(run.kopf, WORKLOADS / "lifecycles.py", objs.namespace, Path(tmp), {})
+        operator = Operator(run.kopf, WORKLOADS / "lifecycles.py", objs.namespace, Path(tmp), run.env)
         time.sleep(run.warmup)  # both engines are watching by then
         audit = audit_log()
         cpu_start, started = cpu_seconds(operator.process.pid), time.monotonic()
@@ -356,7 +357,7 @@ def idle(run: Run) -> dict[str, Any]:
     """N objects watched (an `on.event` handler), no changes: the start (listing them all),
     then CPU and memory over `duration`."""
     with tempfile.TemporaryDirectory() as tmp, Objects(run.objects) as objs:
-        operator = Operator(run.kopf, WORKLOADS / "events.py", objs.namespace, Path(tmp), {})
+        operator = Operator(run.kopf, WORKLOADS / "events.py", objs.namespace, Path(tmp), run.env)
         operator.wait_for(lambda: operator.count("bench event") >= run.objects, timeout=1800,
                           what=f"{run.objects} objects listed")
         listed = time.monotonic() - operator.started
@@ -374,7 +375,7 @@ def storm(run: Run) -> dict[str, Any]:
     """N objects (100) patched 100 times each (10,000 in all), an `on.event` handler seeing
     every event: CPU and the wall time until the last event is handled."""
     with tempfile.TemporaryDirectory() as tmp, Objects(run.objects) as objs:
-        operator = Operator(run.kopf, WORKLOADS / "events.py", objs.namespace, Path(tmp), {})
+        operator = Operator(run.kopf, WORKLOADS / "events.py", objs.namespace, Path(tmp), run.env)
         operator.wait_for(lambda: operator.count("bench event") >= run.objects, timeout=300, what="listing")
         time.sleep(run.warmup)
         audit = audit_log()

@@ -25,6 +25,8 @@
 //!   log lines and tasks;
 //! - `metrics` (`crates/core`): the Prometheus figures, recorded into by the layers above
 //!   when enabled;
+//! - `traces` (`crates/core`): OpenTelemetry's spans, made by the layers above when enabled,
+//!   and their export;
 //! - `state` (`crates/core`): what is kept in the objects (progress, diff base, patches), as
 //!   Kopf keeps it;
 //! - `settings` (`crates/core`): the part of `kopf.OperatorSettings` the core acts on;
@@ -50,7 +52,7 @@
 //! - `binding` (feature `python`): the only code that touches Python.
 
 pub use kopf_client::client;
-pub use kopf_core::{metrics, object_log, settings, state, util};
+pub use kopf_core::{metrics, object_log, settings, state, traces, util};
 pub use kopf_engine::{engine, ha};
 pub use kopf_intents::{indices, intents};
 pub use kopf_operator::{conversions, listening, probing, running};

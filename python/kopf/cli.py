@@ -107,13 +107,18 @@ def preload(paths: Collection[str], modules: Collection[str]) -> None:
               help="Share the objects among the replicas, each watching its shard (not in Kopf).")
 @click.option('--metrics', 'metrics_address', type=str, envvar='KOPF_RUN_METRICS', metavar='[HOST:]PORT',
               help="Serve Prometheus metrics at http://HOST:PORT/metrics (not in Kopf).")
+@click.option('--traces', 'traces_endpoint', type=str, envvar='KOPF_RUN_TRACES', metavar='URL',
+              help="Export OpenTelemetry traces to this OTLP/HTTP collector, e.g. http://localhost:4318 "
+                   "(not in Kopf; default: $OTEL_EXPORTER_OTLP_ENDPOINT if set).")
+@click.option('--traces-ratio', type=click.FloatRange(0, 1), envvar='KOPF_RUN_TRACES_RATIO', metavar='RATIO',
+              help="Keep this fraction of the traces, from 0 to 1 (not in Kopf; default: all).")
 @click.option('-m', '--module', 'modules', multiple=True, help=_MODULE)
 @click.argument('paths', nargs=-1)
 @click.make_pass_decorator(CLIControls, ensure=True)
 def run(__controls: CLIControls, paths: list[str], modules: list[str], peering_name: str | None,
         priority: int | None, dev: bool | None, standalone: bool | None, namespaces: Collection[str],
         clusterwide: bool, liveness_endpoint: str | None, lease_name: str | None, shards: str | None,
-        metrics_address: str | None) -> None:
+        metrics_address: str | None, traces_endpoint: str | None, traces_ratio: float | None) -> None:
     """ Start an operator process and handle all the requests.
 
     PATHS are the Python files of the handlers, imported in this order (each file's folder
@@ -130,7 +135,7 @@ def run(__controls: CLIControls, paths: list[str], modules: list[str], peering_n
     coro = _running.operator(
         standalone=standalone, namespaces=namespaces, clusterwide=clusterwide, priority=priority,
         peering_name=peering_name, lease_name=lease_name, shards=shards, metrics_address=metrics_address,
-        liveness_endpoint=liveness_endpoint,
+        traces_endpoint=traces_endpoint, traces_ratio=traces_ratio, liveness_endpoint=liveness_endpoint,
         registry=__controls.registry, settings=__controls.settings, stop_flag=__controls.stop_flag,
         ready_flag=__controls.ready_flag, vault=__controls.vault,
     )

@@ -53,6 +53,7 @@ ANSWER: dict[str, Any] = {
     "result": {"message": "done"},
     "exception": "boom",
     "failure": "permanent",
+    "error_type": "PermanentError",
     "subrefs": ["parent/child"],
     "patch": {"status": {"field": 1}},
     "cancelled": True,

@@ -6,6 +6,6 @@
 
 // The layers below, named at this crate's root: `crate::util::...` reads the same in every
 // crate of the workspace.
-use kopf_core::{metrics, object_log, settings, state, util};
+use kopf_core::{metrics, object_log, settings, state, traces, util};
 
 pub mod client;

@@ -34,6 +34,8 @@ pub struct Settings {
     pub scanning: ScanningSettings,
     /// `settings.metrics` (`--metrics`; not in Kopf).
     pub metrics: MetricsSettings,
+    /// `settings.tracing` (`--traces`; not in Kopf).
+    pub tracing: TracingSettings,
     /// `settings.logs` (the log handlers; not in Kopf).
     pub logs: LogsSettings,
     /// `settings.secrets` (not in Kopf).
@@ -90,6 +92,18 @@ impl Default for LogsSettings {
 pub struct MetricsSettings {
     /// Where `/metrics` is served; none: no metrics are kept.
     pub address: Option<String>,
+}
+
+/// `kopf run --traces URL` / `settings.tracing` (not in Kopf; opt-in): OpenTelemetry's traces,
+/// exported with OTLP over HTTP; OpenTelemetry's `OTEL_*` variables say the rest (`traces::config`).
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TracingSettings {
+    /// The collector's OTLP/HTTP endpoint (`/v1/traces` is added); none: `$OTEL_EXPORTER_OTLP_*`'s,
+    /// else no traces.
+    pub endpoint: Option<String>,
+    /// The fraction of the traces kept (parent-based); none: `$OTEL_TRACES_SAMPLER`'s, else all.
+    pub ratio: Option<f64>,
 }
 
 /// `kopf run --shards auto` / `settings.sharding` (not in Kopf; opt-in): the replicas split

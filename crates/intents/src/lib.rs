@@ -8,7 +8,7 @@
 // The layers below, named at this crate's root: `crate::util::...` reads the same in every
 // crate of the workspace.
 use kopf_client::client;
-use kopf_core::{metrics, settings, state, util};
+use kopf_core::{metrics, settings, state, traces, util};
 
 pub mod indices;
 pub mod intents;

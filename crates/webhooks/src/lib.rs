@@ -8,7 +8,7 @@
 // The layers below, named at this crate's root: `crate::util::...` reads the same in every
 // crate of the workspace.
 use kopf_client::client;
-use kopf_core::{metrics, state, util};
+use kopf_core::{metrics, state, traces, util};
 use kopf_intents::intents;
 
 pub mod webhooks;

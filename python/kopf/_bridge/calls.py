@@ -38,6 +38,7 @@ from kopf._handling.execution import Outcome, execute_in_thread, execute_once, i
 from kopf._handling.handlers import Activity, ChangingHandler, DaemonHandler, OperatorRegistry, Reason, ResourceHandler
 from kopf._handling.lifecycles import LifeCycleFn
 from kopf._handling.subhandling import Declared
+from kopf._handling.tracing import current_span
 from kopf._logs.loggers import CoreSaying, LocalObjectLogger, ObjectLogger, TerseObjectLogger, core_writing, log_here
 from kopf._structures import indices as _indices
 from kopf._structures import selectors as _selectors
@@ -308,11 +309,12 @@ class Bridge:
         try:
             if stopper is not None:
                 stopper.task = asyncio.current_task(self._loop)
-            outcome = await execute_once(
-                handler=handler, kwargs=kwargs, logger=logger, retry=call['retry'], runtime=call['runtime'],
-                settings=self.settings, default_errors=_DEFAULT_ERRORS.get(call['kind'], ErrorsMode.TEMPORARY),
-                after=after, is_async=self._asyncs.get(id(handler)), saying=self._saying.posted,
-            )
+            with current_span(call.get('trace')):
+                outcome = await execute_once(
+                    handler=handler, kwargs=kwargs, logger=logger, retry=call['retry'], runtime=call['runtime'],
+                    settings=self.settings, default_errors=_DEFAULT_ERRORS.get(call['kind'], ErrorsMode.TEMPORARY),
+                    after=after, is_async=self._asyncs.get(id(handler)), saying=self._saying.posted,
+                )
         except asyncio.CancelledError:
             if stopper is None or not stopper.cancelled:
                 raise
@@ -337,11 +339,12 @@ class Bridge:
         _subhandling.current.set(sub)  # in this call's own context (see `invoke_in_thread`)
         changing = isinstance(handler, ChangingHandler)
         after = functools.partial(_subhandling.execute_declared_blocking, sub) if changing else None
-        outcome = execute_in_thread(
-            handler=handler, kwargs=kwargs, logger=logger, retry=call['retry'], runtime=call['runtime'],
-            settings=self.settings, default_errors=_DEFAULT_ERRORS.get(call['kind'], ErrorsMode.TEMPORARY),
-            after=after, saying=self._saying.posted,
-        )
+        with current_span(call.get('trace')):
+            outcome = execute_in_thread(
+                handler=handler, kwargs=kwargs, logger=logger, retry=call['retry'], runtime=call['runtime'],
+                settings=self.settings, default_errors=_DEFAULT_ERRORS.get(call['kind'], ErrorsMode.TEMPORARY),
+                after=after, saying=self._saying.posted,
+            )
         return self._answer(call, outcome, patch, kwargs, handler)
 
     async def plan(self, request: PlanRequest) -> list[int]:

@@ -88,6 +88,7 @@ class Invocation(TypedDict):
     daemon: NotRequired[DaemonCall]
     admission: NotRequired[AdmissionCall]
     log: NotRequired[LogCall]
+    trace: NotRequired[str]  # the call's span (W3C traceparent), if traces are on
 
 
 class Invoked(TypedDict, total=False):
@@ -99,6 +100,7 @@ class Invoked(TypedDict, total=False):
     result: Any  # the handler's return value, for ``status.<handler id>``
     exception: str | None  # the error's text, if it failed
     failure: str | None  # how it failed, for the metrics: temporary, permanent, exception
+    error_type: str | None  # the exception's class name, if it failed, for the traces
     subrefs: list[str]
     patch: dict[str, Any] | None  # the handler's changes to the ``patch`` kwarg
     cancelled: bool  # a daemon stopped by force: no outcome

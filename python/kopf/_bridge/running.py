@@ -97,6 +97,8 @@ async def operator(
         lease_name: str | None = None,
         shards: str | None = None,
         metrics_address: str | None = None,
+        traces_endpoint: str | None = None,
+        traces_ratio: float | None = None,
         liveness_endpoint: str | None = None,
         clusterwide: bool = False,
         namespaces: Collection[str] = (),
@@ -113,7 +115,8 @@ async def operator(
     settings = _settings_with(
         settings if settings is not None else OperatorSettings(),
         clusterwide=clusterwide, peering_name=peering_name, lease_name=lease_name, shards=shards,
-        metrics_address=metrics_address, standalone=standalone, priority=priority)
+        metrics_address=metrics_address, traces_endpoint=traces_endpoint, traces_ratio=traces_ratio,
+        standalone=standalone, priority=priority)
     life = _Life(
         registry=registry if registry is not None else get_default_registry(),
         lifecycle=lifecycle if lifecycle is not None else lifecycles.get_default_lifecycle(),
@@ -157,6 +160,7 @@ def _refuse_shared_state(**given: Any) -> None:
 
 def _settings_with(settings: OperatorSettings, *, clusterwide: bool, peering_name: str | None,
                    lease_name: str | None, shards: str | None, metrics_address: str | None,
+                   traces_endpoint: str | None, traces_ratio: float | None,
                    standalone: bool | None, priority: int | None) -> OperatorSettings:
     """The settings with the operator's arguments (the CLI's options) put in them."""
     settings.peering.clusterwide = clusterwide
@@ -171,6 +175,10 @@ def _settings_with(settings: OperatorSettings, *, clusterwide: bool, peering_nam
         settings.sharding.auto = True
     if metrics_address is not None:
         settings.metrics.address = metrics_address
+    if traces_endpoint is not None:
+        settings.tracing.endpoint = traces_endpoint
+    if traces_ratio is not None:
+        settings.tracing.ratio = traces_ratio
     if standalone is not None:
         settings.peering.standalone = standalone
     if priority is not None:

@@ -47,6 +47,7 @@ class Outcome:
             # As Kopf keeps it in the progress record: the text only (empty for `Exception()`).
             'exception': None if self.exception is None else str(self.exception),
             'failure': None if self.exception is None else _failure(self.exception),
+            'error_type': None if self.exception is None else type(self.exception).__qualname__,
             'subrefs': [],
             'patch': patch or None,
         }

@@ -105,6 +105,21 @@ class MetricsSettings:
 
 
 @dataclasses.dataclass
+class TracingSettings:
+    """OpenTelemetry's traces of the engine, exported with OTLP over HTTP (not in Kopf; opt-in):
+    a span per processed event, handler call, API request and webhook review. OpenTelemetry's
+    ``OTEL_*`` environment variables configure the rest (headers, TLS, queue, service name)."""
+    endpoint: str | None = None
+    """The collector's OTLP/HTTP endpoint, e.g. ``http://otel-collector:4318`` (``/v1/traces``
+    is added): ``kopf run --traces``, ``$KOPF_RUN_TRACES``; none: ``$OTEL_EXPORTER_OTLP_ENDPOINT``
+    (or ``$OTEL_EXPORTER_OTLP_TRACES_ENDPOINT``) if set, else no traces."""
+    ratio: float | None = None
+    """The fraction of the traces kept, from 0 to 1, decided at their roots; a review that comes
+    with its caller's span follows the caller's decision (``kopf run --traces-ratio``); none:
+    ``$OTEL_TRACES_SAMPLER`` and ``$OTEL_TRACES_SAMPLER_ARG``, else all of them."""
+
+
+@dataclasses.dataclass
 class SecretsSettings:
     """What the engine's own log lines never show (not in Kopf).
 
@@ -321,6 +336,7 @@ class OperatorSettings:
     sharding: ShardingSettings = dataclasses.field(default_factory=ShardingSettings)
     admission: AdmissionSettings = dataclasses.field(default_factory=AdmissionSettings)
     metrics: MetricsSettings = dataclasses.field(default_factory=MetricsSettings)
+    tracing: TracingSettings = dataclasses.field(default_factory=TracingSettings)
     logs: LogsSettings = dataclasses.field(default_factory=LogsSettings)
     secrets: SecretsSettings = dataclasses.field(default_factory=SecretsSettings)
     conversion: ConversionSettings = dataclasses.field(default_factory=ConversionSettings)
@@ -392,6 +408,7 @@ class OperatorSettings:
             'leadership': dataclasses.asdict(self.leadership),
             'sharding': dataclasses.asdict(self.sharding),
             'metrics': dataclasses.asdict(self.metrics),
+            'tracing': dataclasses.asdict(self.tracing),
             'conversion': dataclasses.asdict(self.conversion),
             'logs': dataclasses.asdict(self.logs),
             'secrets': {'fields': [list(_secret_field(field)) for field in self.secrets.fields],

@@ -228,17 +228,21 @@ pub(super) fn invocation_dict<'py>(
         line.set_item(intern!(py, "timestamp"), &log.timestamp)?;
         dict.set_item(intern!(py, "log"), line)?;
     }
+    if let Some(trace) = &call.trace {
+        dict.set_item(intern!(py, "trace"), trace)?;
+    }
     Ok(dict)
 }
 
 /// The keys that an answer may have (`kopf._bridge.protocol.Invoked`): another one is the bridge's
 /// mistake, refused rather than ignored (a misspelt key would drop what it carries).
-const INVOKED_KEYS: [&str; 12] = [
+const INVOKED_KEYS: [&str; 13] = [
     "final",
     "delay",
     "result",
     "exception",
     "failure",
+    "error_type",
     "subrefs",
     "patch",
     "cancelled",
@@ -307,6 +311,9 @@ pub(super) fn parse_invoked<'py>(
             Some(_) => Some(Failure::Exception),
             None => None,
         },
+        error_type: get(intern!(py, "error_type"))?
+            .map(|t| t.extract())
+            .transpose()?,
         indexed: match (indexing, get(intern!(py, "indexed"))?) {
             (Some(converter), Some(result)) => converter.result(&result)?,
             _ => None,

@@ -72,6 +72,7 @@ pub(crate) fn protocol_samples(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
             container: "main".into(),
             timestamp: "2026-01-01T00:00:00.000000Z".into(),
         })),
+        trace: Some("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01".into()),
     };
     let samples = PyDict::new(py);
     samples.set_item("Invocation", invocation_dict(py, &call)?)?;
@@ -123,6 +124,7 @@ pub(crate) fn invoked_as_read(answer: &Bound<'_, PyAny>) -> PyResult<String> {
         ("result", json!(outcome.result)),
         ("exception", json!(outcome.exception)),
         ("failure", json!(failure)),
+        ("error_type", json!(read.error_type)),
         ("subrefs", json!(outcome.subrefs)),
         ("patch", json!(read.patch)),
         ("cancelled", json!(read.cancelled)),

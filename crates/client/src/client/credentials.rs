@@ -11,6 +11,8 @@ use crate::client::transport::Transport;
 use crate::settings::{NetworkingSettings, WatchingSettings};
 use crate::util::logging::ENGINE;
 use futures::future::BoxFuture;
+use opentelemetry::trace::{SpanKind, TraceContextExt};
+use opentelemetry::KeyValue;
 use serde::de::DeserializeOwned;
 use std::future::Future;
 use std::sync::{Arc, RwLock};
@@ -247,6 +249,11 @@ impl Credentials {
     {
         let backoffs = backoffs.unwrap_or(&self.network.error_backoffs);
         let count = backoffs.len() + 1;
+        // Within an event, a call or a review: a span of it (the others are not traced).
+        let span = (crate::traces::get())
+            .filter(|_| crate::traces::in_span())
+            .map(|tracer| request_span(&tracer, what));
+        let span = span.as_ref();
         for attempt in 1..=count {
             if attempt > 1 {
                 tracing::debug!(target: ENGINE, "Request attempt #{attempt}/{count}: {what}");
@@ -265,17 +272,33 @@ impl Credentials {
                     if attempt > 1 {
                         tracing::debug!(target: ENGINE, "Request attempt #{attempt}/{count} succeeded: {what}");
                     }
+                    end_request_span(span, attempt, None);
                     return Ok(result);
                 }
-                Err(error) if !is_retryable(&error) => return Err(error),
+                Err(error) if !is_retryable(&error) => {
+                    end_request_span(span, attempt, Some(&error));
+                    return Err(error);
+                }
                 Err(error) => error,
             };
             let reason = crate::util::errors::chain(&error);
             let Some(backoff) = backoff::listed(backoffs, attempt) else {
                 tracing::error!(target: ENGINE, "Request attempt #{attempt}/{count} failed; escalating: {what} -> {reason}");
+                end_request_span(span, attempt, Some(&error));
                 return Err(error);
             };
             let asked = backoff::honouring(backoff, &error, self.network.enforce_retry_after);
+            if let Some(cx) = span {
+                let mut attributes = vec![
+                    KeyValue::new("kopf.request.attempt", attempt as i64),
+                    KeyValue::new("kopf.request.backoff_s", asked),
+                    KeyValue::new("error.type", error_code(&error)),
+                ];
+                if let Some(seconds) = backoff::retry_after(&error) {
+                    attributes.push(KeyValue::new("kopf.request.retry_after_s", seconds));
+                }
+                cx.span().add_event("retry", attributes);
+            }
             if asked != backoff {
                 tracing::debug!(target: ENGINE, "Overriding the backoff {backoff}s with the retry-after {asked}s from the server: {what}");
             }
@@ -338,13 +361,59 @@ impl Credentials {
     }
 }
 
+/// An API request's span: its method and path, as OpenTelemetry's HTTP conventions name them.
+fn request_span(tracer: &crate::traces::Tracing, what: &str) -> opentelemetry::Context {
+    let (method, target) = what.split_once(' ').unwrap_or(("", what));
+    let (path, query) = target.split_once('?').unwrap_or((target, ""));
+    let mut attributes = vec![
+        KeyValue::new("http.request.method", method.to_owned()),
+        KeyValue::new("url.path", path.to_owned()),
+    ];
+    if !query.is_empty() {
+        attributes.push(KeyValue::new("url.query", query.to_owned()));
+    }
+    tracer.start(method.to_owned(), SpanKind::Client, attributes, None)
+}
+
+/// The request's span ended after `attempts`: with the server's status code and the error, if any.
+fn end_request_span(
+    span: Option<&opentelemetry::Context>,
+    attempts: usize,
+    error: Option<&kube::Error>,
+) {
+    let Some(cx) = span else { return };
+    let span = cx.span();
+    if attempts > 1 {
+        span.set_attribute(KeyValue::new(
+            "http.request.resend_count",
+            attempts as i64 - 1,
+        ));
+    }
+    if let Some(kube::Error::Api(status)) = error {
+        span.set_attribute(KeyValue::new(
+            "http.response.status_code",
+            i64::from(status.code),
+        ));
+    }
+    let text = error.map(|error| crate::util::errors::chain(error));
+    let kind = error.map(error_code);
+    crate::traces::end(cx, kind.as_deref().zip(text.as_deref()));
+}
+
 /// The metrics' `code` label: a success's exact code is not kept by the client ("2xx").
 fn status_code<T>(result: &Result<T, kube::Error>) -> String {
     match result {
         Ok(_) => "2xx".into(),
-        Err(kube::Error::Api(status)) => status.code.to_string(),
-        Err(kube::Error::Service(error)) if error.is::<TimedOut>() => "timeout".into(),
-        Err(_) => "error".into(),
+        Err(error) => error_code(error),
+    }
+}
+
+/// A failed request's code: the server's status code, `timeout`, or `error` (no response).
+fn error_code(error: &kube::Error) -> String {
+    match error {
+        kube::Error::Api(status) => status.code.to_string(),
+        kube::Error::Service(error) if error.is::<TimedOut>() => "timeout".into(),
+        _ => "error".into(),
     }
 }
 

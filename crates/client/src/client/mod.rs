@@ -3,7 +3,7 @@
 //! patterns, watch-streams (over our own HTTP stack, `transport`), patching objects, posting Kubernetes Events,
 //! following containers' logs (`logs`), and the pauses between attempts (`backoff`).
 //!
-//! Uses: `util`, `metrics`, `state`, `settings`.
+//! Uses: `util`, `metrics`, `traces`, `state`, `settings`.
 
 pub mod applying;
 pub mod authorization;

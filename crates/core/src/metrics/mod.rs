@@ -74,6 +74,11 @@ pub(crate) struct RequestLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(crate) struct ReasonLabels {
+    pub reason: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub(crate) struct VerbLabels {
     pub verb: String,
 }
@@ -106,7 +111,8 @@ pub enum CallOutcome {
 }
 
 impl CallOutcome {
-    fn label(self) -> &'static str {
+    /// The `outcome` label's value (also the handler spans' `kopf.handler.outcome`).
+    pub fn label(self) -> &'static str {
         match self {
             CallOutcome::Success => "success",
             CallOutcome::Temporary => "temporary",
@@ -140,6 +146,8 @@ pub struct Metrics {
     log_streams: Family<ResourceLabels, Gauge>,
     conversions: Family<ConversionLabels, Counter>,
     conversion_duration: Histograms<ResourceLabels>,
+    spans_exported: Counter,
+    spans_dropped: Family<ReasonLabels, Counter>,
 }
 
 /// The counters of one followed log (made once per reader, not per line).
@@ -198,6 +206,8 @@ impl Metrics {
             log_streams: Family::default(),
             conversions: Family::default(),
             conversion_duration: Family::new_with_constructor(seconds),
+            spans_exported: Counter::default(),
+            spans_dropped: Family::default(),
         };
         let m = &metrics;
         register(
@@ -291,6 +301,21 @@ impl Metrics {
             "timer_lateness_seconds",
             "How late timer calls started after their scheduled instant",
             m.timer_lateness.clone(),
+        );
+        register(
+            &mut registry,
+            &mut described,
+            "trace_spans_exported",
+            "Spans taken by the traces' collector (`--traces`)",
+            m.spans_exported.clone(),
+        );
+        register(
+            &mut registry,
+            &mut described,
+            "trace_spans_dropped",
+            "Spans not exported, by reason: queue_full (the queue was full), export_failed (the \
+             collector did not take them)",
+            m.spans_dropped.clone(),
         );
         register(
             &mut registry,
@@ -485,6 +510,19 @@ impl Metrics {
     /// Containers' logs being followed for a resource's log handlers, by so many more (or fewer).
     pub fn log_streams(&self, resource: &str, delta: i64) {
         (self.log_streams.get_or_create(&resource_labels(resource))).inc_by(delta);
+    }
+
+    /// Spans taken by the collector.
+    pub fn spans_exported(&self, count: u64) {
+        self.spans_exported.inc_by(count);
+    }
+
+    /// Spans dropped, and why: `queue_full` or `export_failed`.
+    pub fn spans_dropped(&self, reason: &str, count: u64) {
+        let labels = ReasonLabels {
+            reason: reason.to_owned(),
+        };
+        self.spans_dropped.get_or_create(&labels).inc_by(count);
     }
 
     /// Whether the operator is paused (peering, leader election, sharding).

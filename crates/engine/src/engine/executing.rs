@@ -124,6 +124,9 @@ pub struct Scope {
     refs: Vec<Refs>,
     /// The operator's log subscriber: Python runs the scope's execution outside its tasks.
     logs: tracing::Dispatch,
+    /// The event's span (if traces are on), for the same reason: the sub-handlers' spans are
+    /// the event's children too.
+    trace: Option<opentelemetry::Context>,
 }
 
 impl Scope {
@@ -147,6 +150,7 @@ impl Scope {
             patch: patch.clone(),
             refs,
             logs: tracing::dispatcher::get_default(tracing::Dispatch::clone),
+            trace: crate::traces::enabled().then(opentelemetry::Context::current),
         }
     }
 
@@ -212,7 +216,9 @@ impl Children for Scope {
         lifecycle: Lifecycle,
     ) -> BoxFuture<'static, Result<Executed, StorageError>> {
         let logs = self.logs.clone();
-        Box::pin(self.run(children, lifecycle).with_subscriber(logs))
+        let trace = self.trace.clone();
+        let running = crate::traces::within(trace.as_ref(), self.run(children, lifecycle));
+        Box::pin(running.with_subscriber(logs))
     }
 }
 

@@ -223,6 +223,7 @@ fn detect_change(
     };
     // A creation is never mixed with resuming, even if first seen in a listing.
     let initial = initial && reason != Reason::Create;
+    crate::traces::note(|| vec![opentelemetry::KeyValue::new("kopf.cause", reason.as_str())]);
     Ok(Change {
         reason,
         old,

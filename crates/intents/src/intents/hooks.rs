@@ -15,6 +15,8 @@ use crate::state::patches::Patch;
 use crate::state::progression::{deliver_result, Outcome};
 use crate::state::StorageError;
 use futures::future::BoxFuture;
+use opentelemetry::trace::{SpanKind, TraceContextExt};
+use opentelemetry::KeyValue;
 use serde_json::Value;
 use std::sync::Arc;
 
@@ -146,6 +148,9 @@ pub struct Invocation {
     pub admission: Option<Arc<AdmissionCall>>,
     /// For log handlers.
     pub log: Option<Arc<LogCall>>,
+    /// The call's span, as a W3C `traceparent`, if traces are on (the handler's own spans
+    /// nest under it).
+    pub trace: Option<String>,
 }
 
 impl Invocation {
@@ -174,6 +179,7 @@ impl Invocation {
             daemon: None,
             admission: None,
             log: None,
+            trace: None,
         }
     }
 }
@@ -247,6 +253,8 @@ pub struct Invoked {
     pub outcome: Outcome,
     /// If it failed, how (for the metrics; the outcome says what follows).
     pub failure: Option<Failure>,
+    /// If it failed, the exception's class name (for the traces).
+    pub error_type: Option<String>,
     /// An indexing function's result, as (key, value) pairs (a plain value under `None`);
     /// none if it returned `None` (or failed).
     pub indexed: Option<Vec<(Datum, Datum)>>,
@@ -281,8 +289,9 @@ impl Invoked {
     }
 }
 
-/// A handler call, counted and timed in the metrics if they are enabled. `kind` is the
-/// metrics' label: changing, watching, indexing, daemon, timer, admission.
+/// A handler call, counted and timed in the metrics, and a span of its own in the traces, if
+/// they are enabled. `kind` is the metrics' label: changing, watching, indexing, daemon,
+/// timer, admission, logging.
 ///
 /// A plain function returning the hooks' boxed future (not an `async fn`): an `async fn`
 /// would keep the whole invocation in its state, and every caller's future would be that
@@ -290,26 +299,73 @@ impl Invoked {
 /// (thread-cached) blocks with it.
 pub fn invoke_metered(
     hooks: &dyn HandlerCalls,
-    call: Invocation,
+    mut call: Invocation,
     id: &str,
     kind: &'static str,
 ) -> BoxFuture<'static, Invoked> {
-    let Some(metrics) = crate::metrics::get() else {
+    let span = crate::traces::get().map(|tracer| {
+        let cx = tracer.start(
+            format!("handler {id}"),
+            SpanKind::Internal,
+            call_attributes(&call, id, kind),
+            None,
+        );
+        call.trace = crate::traces::traceparent(&cx);
+        cx
+    });
+    let metrics = crate::metrics::get();
+    if metrics.is_none() && span.is_none() {
         return hooks.invoke(call);
-    };
-    let labels = HandlerLabels {
+    }
+    let labels = metrics.map(|_| HandlerLabels {
         resource: call.resource.name(),
         handler: id.to_owned(),
         kind: kind.to_owned(),
-    };
+    });
     let retry = call.retry > 0;
     let started = std::time::Instant::now();
     let invoking = hooks.invoke(call);
     Box::pin(async move {
         let invoked = invoking.await;
-        metrics.handler_call(labels, invoked.call_outcome(), retry, started.elapsed());
+        if let (Some(metrics), Some(labels)) = (metrics, labels) {
+            metrics.handler_call(labels, invoked.call_outcome(), retry, started.elapsed());
+        }
+        if let Some(cx) = span {
+            let outcome = invoked.call_outcome();
+            cx.span()
+                .set_attribute(KeyValue::new("kopf.handler.outcome", outcome.label()));
+            let error = (invoked.outcome.exception.as_deref())
+                .filter(|_| outcome != CallOutcome::Success)
+                .map(|message| {
+                    (
+                        invoked.error_type.as_deref().unwrap_or("Exception"),
+                        message,
+                    )
+                });
+            crate::traces::end(&cx, error);
+        }
         invoked
     })
+}
+
+/// A handler span's attributes: which handler, which object, which attempt.
+fn call_attributes(call: &Invocation, id: &str, kind: &'static str) -> Vec<KeyValue> {
+    let metadata = &call.body["metadata"];
+    let mut attributes = vec![
+        KeyValue::new("kopf.handler.id", id.to_owned()),
+        KeyValue::new("kopf.handler.kind", kind),
+        KeyValue::new("kopf.handler.retry", call.retry as i64),
+        KeyValue::new("kopf.resource", call.resource.name()),
+    ];
+    for (key, field) in [
+        ("k8s.namespace.name", "namespace"),
+        ("kopf.object.name", "name"),
+    ] {
+        if let Some(value) = metadata[field].as_str() {
+            attributes.push(KeyValue::new(key, value.to_owned()));
+        }
+    }
+    attributes
 }
 
 /// What the core asks of the handlers' side (Python's, or the tests' fakes), by role: a part

@@ -4,7 +4,7 @@
 //! timers, `patterns` the log handlers' patterns; `hooks` is the port: the calls that the core makes into the handlers' side (the
 //! binding implements it for Python; the engine's tests fake it), by role.
 //!
-//! Uses: `util`, `metrics`, `state`, `settings`, `client`, `indices`.
+//! Uses: `util`, `metrics`, `traces`, `state`, `settings`, `client`, `indices`.
 
 pub mod handlers;
 pub mod hooks;

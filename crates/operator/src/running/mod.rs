@@ -2,7 +2,8 @@
 //! watcher and one dispatcher per resource and namespace, until told to stop. `run` reads as
 //! its steps; each concern is a module of its own: what to serve (`planning`), serving it
 //! (`serving`), rescanning on CRD changes (`rescanning`), high availability (`ha`), the
-//! operator's own endpoints (`endpoints`) and its webhooks (`webhooks`).
+//! operator's own endpoints (`endpoints`), its traces' export (`traces`) and its webhooks
+//! (`webhooks`).
 //!
 //! Uses: every layer before it.
 
@@ -11,6 +12,7 @@ mod ha;
 mod planning;
 mod rescanning;
 mod serving;
+mod traces;
 mod webhooks;
 
 use crate::client::credentials::Credentials;
@@ -37,6 +39,7 @@ use serde::Deserialize;
 use serving::Serving;
 use std::sync::Arc;
 use tokio::sync::{mpsc, watch};
+use traces::Traces;
 use webhooks::WebhookServing;
 
 /// What the operator's code declares, as the Python side sends it.
@@ -107,6 +110,9 @@ pub enum RunError {
     /// The conversion handlers do not fit their CRDs.
     #[error("{0}")]
     Conversion(String),
+    /// The traces cannot be exported as asked (`settings.tracing`, the `OTEL_*` variables).
+    #[error("Traces: {0}")]
+    Tracing(String),
 }
 
 /// What the embedding program (the Python side) gives the core and reads from it.
@@ -137,6 +143,7 @@ pub async fn run(
     let settings = Arc::new(spec.settings.clone());
     let storages = build_storages(&settings, hooks.as_ref())?;
     let endpoints = Endpoints::start(&spec, &hooks).await?;
+    let traces = Traces::start(&spec.settings.tracing).map_err(RunError::Tracing)?;
     let mut scanner = Scanner::new(credentials.clone(), server, spec.api_groups());
     let resources = scanner.discover().await?;
     let mut webhooks = WebhookServing::new(&credentials, &hooks, webhooks);
@@ -180,6 +187,9 @@ pub async fn run(
     ha.withdraw().await;
     poster.abort();
     endpoints.stop();
+    if let Some(traces) = traces {
+        traces.stop().await;
+    }
     Ok(())
 }
 

@@ -3,7 +3,7 @@
 //! API server sends them and the responses, the server's certificate and TLS, the HTTPS
 //! server (one for both: `routing`), the managed webhook configurations and CRDs.
 //!
-//! Uses: `util`, `metrics`, `state`, `client`, `intents`.
+//! Uses: `util`, `metrics`, `traces`, `state`, `client`, `intents`.
 
 pub mod admitting;
 pub mod certificates;

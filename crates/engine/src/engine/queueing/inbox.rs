@@ -22,6 +22,9 @@ struct InboxState {
     events: std::collections::VecDeque<Queued>,
     /// Its worker takes no more (idle, gone, or the operator stops): put them elsewhere.
     closed: bool,
+    /// When the oldest event still queued came (kept only while traces are on: their
+    /// events' spans say how long it waited).
+    since: Option<tokio::time::Instant>,
 }
 
 impl Inbox {
@@ -35,10 +38,18 @@ impl Inbox {
         if state.closed {
             return Err(item);
         }
+        if state.events.is_empty() && crate::traces::enabled() {
+            state.since = Some(tokio::time::Instant::now());
+        }
         state.events.push_back(item);
         drop(state);
         self.news.notify_one();
         Ok(())
+    }
+
+    /// Since when the events taken last had waited (if traces are on): forgotten once asked.
+    pub(super) fn waited_since(&self) -> Option<tokio::time::Instant> {
+        self.state().since.take()
     }
 
     /// The next event, waiting for it; `None` once the inbox is closed and empty.

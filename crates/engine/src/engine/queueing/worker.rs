@@ -13,6 +13,8 @@ use crate::state::patches::Patch;
 use crate::state::progression::format_time;
 use crate::state::StorageError;
 use crate::util::logging::ObjectRef;
+use opentelemetry::trace::SpanKind;
+use opentelemetry::KeyValue;
 use serde_json::Value;
 use std::sync::Arc;
 use std::time::Duration;
@@ -140,8 +142,8 @@ impl Worker {
     #[allow(clippy::manual_async_fn)] // deliberately not an `async fn`: see above
     pub(super) fn run(mut self) -> impl std::future::Future<Output = Finished> {
         async move {
-            while let Some(batch) = Box::pin(self.next_batch()).await {
-                if let Flow::Exit = Box::pin(self.handle(batch)).await {
+            while let Some((batch, since)) = Box::pin(self.next_batch()).await {
+                if let Flow::Exit = Box::pin(self.handle(batch, since)).await {
                     break;
                 }
             }
@@ -156,7 +158,7 @@ impl Worker {
     /// The batch's events, then a cycle of the latest state if one is due. The cycle's rare
     /// waits (a delay, a touch, the throttling) are boxed: inline, their room was in the
     /// state of every cycle waiting for its patch (856 bytes now, 1 216 with them).
-    async fn handle(&mut self, batch: Vec<Queued>) -> Flow {
+    async fn handle(&mut self, batch: Vec<Queued>, since: Option<Instant>) -> Flow {
         // Counted before the pause is checked: a pause that comes later waits for it.
         let busy = self.dispatcher.pause.busy();
         if !self.dispatcher.pause.is_active() {
@@ -168,7 +170,7 @@ impl Worker {
         // waiting for its patch.
         Box::pin(self.absorb(batch)).await;
         match self.current() {
-            Some(event) => self.cycle(event, busy).await,
+            Some(event) => self.cycle(event, busy, since).await,
             None => Flow::Next,
         }
     }
@@ -177,8 +179,9 @@ impl Worker {
     /// — and take all the events queued by then (none: what is known is due now). With
     /// nothing to do, not at all: `None`, the task ends, and the worker waits as data (its
     /// queue is closed: later events of the object go to a successor, which takes it over);
-    /// `None` too once the queue is closed and drained (the operator stops).
-    async fn next_batch(&mut self) -> Option<Vec<Queued>> {
+    /// `None` too once the queue is closed and drained (the operator stops). With the batch,
+    /// since when its first event waited (only while traces are on).
+    async fn next_batch(&mut self) -> Option<(Vec<Queued>, Option<Instant>)> {
         let wait = if std::mem::take(&mut self.retry_now) {
             Some(Duration::ZERO)
         } else if let Some(own) = &self.own_change {
@@ -206,7 +209,7 @@ impl Worker {
             metrics.events_queued(&resource, -(batch.len() as i64));
             metrics.events_collapsed(&resource, batch.len() as u64 - 1);
         }
-        Some(batch)
+        Some((batch, self.inbox.0.waited_since()))
     }
 
     /// The object's latest state goes to the indices first; then, once every index is
@@ -276,8 +279,9 @@ impl Worker {
     /// One processing cycle of the latest state: handlers, then their patch, then the
     /// sleep until the delayed handlers are due.
     /// `busy` counts it as handling in progress until the handlers' patch is applied (not
-    /// while sleeping for a delayed handler or throttling).
-    async fn cycle(&mut self, event: RawEvent, busy: Busy) -> Flow {
+    /// while sleeping for a delayed handler or throttling). With traces on, the handlers and
+    /// the write are a span of the event (`since`: when it was queued).
+    async fn cycle(&mut self, event: RawEvent, busy: Busy, since: Option<Instant>) -> Flow {
         if event.event_type == EventType::Vanished {
             // Deleted while nothing watched: nothing to call, only to forget.
             self.forget();
@@ -292,12 +296,19 @@ impl Worker {
         if event.event_type == EventType::Listed {
             self.memory.noticed_by_listing = true;
         }
+        let span = crate::traces::get().map(|tracer| {
+            let name = format!("event {}", dispatcher.ctx.resource.name());
+            tracer.start(
+                name,
+                SpanKind::Consumer,
+                event_attributes(&dispatcher.ctx, &event, since),
+                None,
+            )
+        });
         let object_daemons = (!dispatcher.ctx.spawning.is_empty())
             .then(|| dispatcher.daemons.object(&self.key, &event.object));
-        let cycle = match self
-            .process(&dispatcher, &event, object_daemons.as_ref())
-            .await
-        {
+        let processing = self.process(&dispatcher, &event, object_daemons.as_ref());
+        let cycle = match crate::traces::within(span.as_ref(), processing).await {
             Ok(cycle) => cycle,
             Err(error) if deleted => {
                 // Nothing to retry on: the object is gone.
@@ -305,6 +316,9 @@ impl Worker {
                 Default::default()
             }
             Err(error) => {
+                if let Some(cx) = &span {
+                    crate::traces::end(cx, Some(("StorageError", error.to_string().as_str())));
+                }
                 drop(busy);
                 let object = ObjectRef::of(&event.object);
                 Box::pin(self.throttle(&object, &CycleError::Storage(error))).await;
@@ -325,7 +339,13 @@ impl Worker {
         } else {
             ObjectRef::default()
         };
-        let event = match self.write(event, cycle.patch).await {
+        let writing = self.write(event, cycle.patch);
+        let written = crate::traces::within(span.as_ref(), writing).await;
+        if let Some(cx) = &span {
+            let error = written.as_ref().err().map(ToString::to_string);
+            crate::traces::end(cx, error.as_deref().map(|error| ("CycleError", error)));
+        }
+        let event = match written {
             Ok(Written::Gone) => return Flow::Next,
             Ok(Written::Done(event)) => event,
             Err(error) => {
@@ -577,4 +597,38 @@ fn version_of(body: &Value) -> Option<String> {
     crate::util::dicts::meta(body, "resourceVersion")
         .and_then(Value::as_str)
         .map(str::to_owned)
+}
+
+/// An event span's attributes: the object, the event, and how long it waited in the queue.
+fn event_attributes(
+    ctx: &ResourceContext,
+    event: &RawEvent,
+    since: Option<Instant>,
+) -> Vec<KeyValue> {
+    let metadata = &event.object["metadata"];
+    let mut attributes = vec![
+        KeyValue::new("kopf.resource", ctx.resource.name()),
+        // ADDED, MODIFIED, DELETED as the API names them; LISTED (or VANISHED) by the engine.
+        KeyValue::new(
+            "kopf.event.type",
+            format!("{:?}", event.event_type).to_uppercase(),
+        ),
+    ];
+    for (key, field) in [
+        ("k8s.namespace.name", "namespace"),
+        ("kopf.object.name", "name"),
+        ("kopf.object.uid", "uid"),
+        ("kopf.object.resource_version", "resourceVersion"),
+    ] {
+        if let Some(value) = metadata[field].as_str() {
+            attributes.push(KeyValue::new(key, value.to_owned()));
+        }
+    }
+    if let Some(since) = since {
+        attributes.push(KeyValue::new(
+            "kopf.queue.wait_s",
+            since.elapsed().as_secs_f64(),
+        ));
+    }
+    attributes
 }
