@@ -607,6 +607,6 @@ mod tests {
                 "{line}\n{described}"
             );
         }
-        assert_eq!(described.matches("# TYPE ").count(), 20, "{described}");
+        assert_eq!(described.matches("# TYPE ").count(), 22, "{described}");
     }
 }
