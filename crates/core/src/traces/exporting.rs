@@ -225,14 +225,16 @@ mod tests {
             .collect()
     }
 
-    #[tokio::test(start_paused = true)]
-    async fn a_full_batch_goes_at_once_the_others_after_the_delay_or_at_shutdown() {
-        let queue = Queue::new(10, 2);
+    /// A queue of `capacity` in batches of 2, exported to `collector` every 5 s: its provider's
+    /// tracer, and the exporting task.
+    fn exporting(
+        capacity: usize,
+        collector: &Arc<Collector>,
+    ) -> (Queue, SdkTracerProvider, tokio::task::JoinHandle<()>) {
+        let queue = Queue::new(capacity, 2);
         let provider = SdkTracerProvider::builder()
             .with_span_processor(queue.clone())
             .build();
-        let tracer = provider.tracer("test");
-        let collector = Arc::new(Collector::default());
         let export: Arc<dyn Export> = Arc::new(collector.clone());
         let running = crate::util::tasks::spawn(queue.clone().run(
             export,
@@ -240,6 +242,14 @@ mod tests {
             Duration::from_secs(5),
             Duration::from_secs(1),
         ));
+        (queue, provider, running)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_full_batch_goes_at_once_the_others_after_the_delay_or_at_shutdown() {
+        let collector = Arc::new(Collector::default());
+        let (_, provider, running) = exporting(10, &collector);
+        let tracer = provider.tracer("test");
         for name in ["a", "b"] {
             tracer.start(name).end();
         }
@@ -258,22 +268,12 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_full_queue_drops_and_a_failing_collector_loses_only_its_batches() {
-        let queue = Queue::new(2, 2);
-        let provider = SdkTracerProvider::builder()
-            .with_span_processor(queue.clone())
-            .build();
-        let tracer = provider.tracer("test");
         let collector = Arc::new(Collector {
             failing: AtomicBool::new(true),
             ..Default::default()
         });
-        let export: Arc<dyn Export> = Arc::new(collector.clone());
-        let running = crate::util::tasks::spawn(queue.clone().run(
-            export,
-            Resource::builder_empty().build(),
-            Duration::from_secs(5),
-            Duration::from_secs(1),
-        ));
+        let (queue, provider, running) = exporting(2, &collector);
+        let tracer = provider.tracer("test");
         // The queue holds two; the batch of two goes at once (and fails), so two more fit.
         for name in ["a", "b"] {
             tracer.start(name).end();
@@ -281,8 +281,7 @@ mod tests {
         tokio::time::sleep(Duration::from_millis(1)).await;
         collector.failing.store(false, Ordering::Relaxed);
         for name in ["c", "d", "e"] {
-            let mut span = tracer.start(name);
-            span.end();
+            tracer.start(name).end();
         }
         assert_eq!(queue.inner.overflowed.load(Ordering::Relaxed), 1); // "e": no room
         provider.shutdown().unwrap();
