@@ -32,7 +32,7 @@ def _require_rust() -> None:
         "Rust 1.86 or newer), and none is on the PATH. Install one (https://rustup.rs: "
         "`curl -sSf https://sh.rustup.rs | sh`, then open a new shell) and install again; or "
         "install a prebuilt wheel of kopf-rs instead of the source distribution (Linux x86_64 and "
-        "aarch64 with glibc 2.17+ or musl 1.2+, macOS arm64 and x86_64)."
+        "aarch64 with glibc 2.17 or newer: no musllinux or macOS wheels are published)."
     )
 
 
