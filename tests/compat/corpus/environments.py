@@ -20,7 +20,7 @@ ENGINES = ("kopf", "ours")
 
 
 class EnvironmentError_(Exception):
-    """An environment could not be made: the pip command and its output."""
+    """An environment could not be made: the install command and its output."""
 
 
 def our_wheel() -> Path:
@@ -32,11 +32,16 @@ def our_wheel() -> Path:
     return found[-1]
 
 
-def _pip(venv: Path, *args: str) -> None:
-    result = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "--disable-pip-version-check", "-q", *args],
+def _install(venv: Path, *args: str) -> None:
+    """``uv pip install`` into the virtualenv (uv from checks/requirements.txt, beside the suite's
+    Python): the same packages as pip's. The 20 environments took 9 minutes of CPU with pip, which
+    compiles every module of every package, and take 2 with uv (mostly ``venv`` itself); Python
+    compiles what an operator imports, when it does."""
+    uv = Path(sys.executable).with_name("uv")
+    result = subprocess.run([str(uv), "pip", "install", "--quiet", "--python", str(venv / "bin" / "python"), *args],
                             capture_output=True, text=True, check=False)
     if result.returncode != 0:
-        raise EnvironmentError_(f"pip {' '.join(args)} in {venv} failed:\n{result.stdout}\n{result.stderr}")
+        raise EnvironmentError_(f"uv pip install {' '.join(args)} in {venv} failed:\n{result.stdout}\n{result.stderr}")
 
 
 def environment(name: str, engine: str) -> Path:
@@ -57,13 +62,15 @@ def environment(name: str, engine: str) -> Path:
         if not stamp.exists():
             for stale in CACHE.glob(f"{name}-{engine}-*"):
                 shutil.rmtree(stale, ignore_errors=True)
+            # (Made by the standard library, with its pip and setuptools, as an operator's own
+            # virtualenv would be: only the installs go through uv.)
             subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, capture_output=True)
-            _pip(venv, "install", "--no-deps", "-r", str(requirements))
+            _install(venv, "--no-deps", "-r", str(requirements))
             if engine == "kopf":
-                _pip(venv, "install", "--no-deps", "-r", str(KOPF_PIN))
+                _install(venv, "--no-deps", "-r", str(KOPF_PIN))
             stamp.touch()
         if engine == "ours":
-            _pip(venv, "install", "--no-deps", "--force-reinstall", str(our_wheel()))
+            _install(venv, "--no-deps", "--reinstall", str(our_wheel()))
     return venv
 
 
