@@ -17,8 +17,8 @@ import statistics
 import time
 
 import kopf
-from kopf._bridge.calls import Bridge
 from kopf._bridge.protocol import Invocation, ResourceInfo
+from kopf._running.calls import Bridge
 
 WORKLOAD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "workloads", "events.py")
 WARMUP = 500  # calls before the measured ones, at most: the first calls make the caches

@@ -2,7 +2,7 @@
 API (every name, by autodoc; one without a docstring fails the build), the settings
 (``kopf.OperatorSettings``, with their defaults and their attribute docstrings), the metrics (as
 the core describes them), the keyword arguments of each kind of handler (the callback protocols
-of ``kopf._structures.callbacks``), what of the surface is Kopf's and what is new, and the differences from
+of ``kopf._handling.callbacks``), what of the surface is Kopf's and what is new, and the differences from
 Kopf that the corpus of real operators accepts (``tests/compat/corpus/accepted.toml``)."""
 
 from __future__ import annotations
@@ -125,11 +125,11 @@ _KINDS = {
 
 
 class Kwargs(Generated):
-    """The keyword arguments that each kind of handler gets (``kopf._structures.callbacks``), and what each one is
-    (``kopf._structures.callbacks.KWARGS``; one described nowhere fails the build, naming it)."""
+    """The keyword arguments that each kind of handler gets (``kopf._handling.callbacks``), and what each one is
+    (``kopf._handling.callbacks.KWARGS``; one described nowhere fails the build, naming it)."""
 
     def lines(self) -> list[str]:
-        from kopf._structures import callbacks as _callbacks
+        from kopf._handling import callbacks as _callbacks
         rows = []
         received: dict[str, list[str]] = {}
         for name, decorators in _KINDS.items():
@@ -144,11 +144,11 @@ class Kwargs(Generated):
                      and getattr(value, '__module__', '') == _callbacks.__name__}
         if protocols - known:
             unknown = sorted(protocols - known)
-            raise self.error(f"kopf._structures.callbacks has protocols this page does not know: {unknown}")
+            raise self.error(f"kopf._handling.callbacks has protocols this page does not know: {unknown}")
         undescribed = sorted(set(received) - set(_callbacks.KWARGS))
         if undescribed:
             raise self.error(f"Keyword arguments without a description in "
-                             f"kopf._structures.callbacks.KWARGS: {undescribed}")
+                             f"kopf._handling.callbacks.KWARGS: {undescribed}")
         everyone = len(received['param'])
         described = [[f'``{kwarg}``', _callbacks.KWARGS[kwarg],
                       'all' if len(kinds) == everyone else '; '.join(kinds)]

@@ -13,7 +13,6 @@ from typing import Any as _Any
 
 from kopf import _internals, on
 from kopf import rbac as rbac  # (not in Kopf: RBAC declarations, kept out of Kopf's __all__)
-from kopf._bridge.running import operator, run, run_tasks, spawn_tasks
 from kopf._connecting.credentials import (
     AiohttpSession,
     ConnectionInfo,
@@ -45,27 +44,20 @@ from kopf._handling.daemons import (
     DaemonStoppingReason,
     SyncDaemonStopperChecker,
 )
-from kopf._handling.diffbase import (
+from kopf._handling.handlers import OperatorRegistry, Reason, get_default_registry, set_default_registry
+from kopf._handling.lifecycles import get_default_lifecycle, set_default_lifecycle
+from kopf._handling.subhandling import execute
+from kopf._logs.formatting import LogFormat
+from kopf._logs.loggers import LocalObjectLogger, ObjectLogger, configure
+from kopf._logs.posting import event, exception, info, warn
+from kopf._running.operator import operator, run, run_tasks, spawn_tasks
+from kopf._structures import errors as _errors
+from kopf._structures.diffbase import (
     AnnotationsDiffBaseStorage,
     DiffBaseStorage,
     MultiDiffBaseStorage,
     StatusDiffBaseStorage,
 )
-from kopf._handling.handlers import OperatorRegistry, Reason, get_default_registry, set_default_registry
-from kopf._handling.lifecycles import get_default_lifecycle, set_default_lifecycle
-from kopf._handling.posting import event, exception, info, warn
-from kopf._handling.progress import (
-    AnnotationsProgressStorage,
-    MultiProgressStorage,
-    ProgressRecord,
-    ProgressStorage,
-    SmartProgressStorage,
-    StatusProgressStorage,
-)
-from kopf._handling.subhandling import execute
-from kopf._logs.formatting import LogFormat
-from kopf._logs.loggers import LocalObjectLogger, ObjectLogger, configure
-from kopf._structures import errors as _errors
 from kopf._structures.errors import (
     AdmissionError,
     ErrorsMode,
@@ -85,6 +77,14 @@ from kopf._structures.hierarchies import (
     remove_owner_reference,
 )
 from kopf._structures.indices import Index, Store
+from kopf._structures.progress import (
+    AnnotationsProgressStorage,
+    MultiProgressStorage,
+    ProgressRecord,
+    ProgressStorage,
+    SmartProgressStorage,
+    StatusProgressStorage,
+)
 from kopf._structures.references import EVERYTHING, Resource
 from kopf._structures.settings import OperatorSettings
 from kopf._structures.structs import (

@@ -14,13 +14,14 @@ from typing import Any
 
 import click
 
-from kopf._bridge import running as _running
 from kopf._bridge import services
 from kopf._connecting import peering as _peering
+from kopf._handling.activities import authenticate
 from kopf._handling.handlers import OperatorRegistry, get_default_registry, set_default_registry
 from kopf._logs import formatting as _formatting
 from kopf._logs import loggers as _logging
 from kopf._operating import loading as _loading
+from kopf._running import operator as _running
 from kopf._structures.errors import LoginError, OperatorError
 from kopf._structures.settings import OperatorSettings
 from kopf._structures.versions import __version__
@@ -153,10 +154,15 @@ def _peering_command(*, id: str | None, name: str, priority: int, lifetime: int,
     if namespaces and clusterwide:
         raise click.UsageError("Either --namespace or --all-namespaces can be used, not both.")
     identity = id or _peering.detect_own_id(manual=True)
-    coro = _peering.touch_command(identity=identity, name=name, priority=priority, lifetime=lifetime,
-                                  clusterwide=clusterwide, namespaces=namespaces, message=message)
+
+    async def touch() -> None:
+        connection = await authenticate(registry=get_default_registry(), settings=OperatorSettings(), memo=None)
+        await _peering.touch_command(connection=connection, identity=identity, name=name, priority=priority,
+                                     lifetime=lifetime, clusterwide=clusterwide, namespaces=namespaces,
+                                     message=message)
+
     try:
-        asyncio.run(coro)
+        asyncio.run(touch())
     except (OperatorError, LoginError) as e:
         raise click.ClickException(str(e)) from e
 

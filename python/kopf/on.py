@@ -11,6 +11,7 @@ from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from kopf._bridge import services
+from kopf._handling import callbacks as _callbacks
 from kopf._handling import subhandling as _subhandling
 from kopf._handling.handlers import (
     Activity,
@@ -30,11 +31,10 @@ from kopf._handling.handlers import (
     WebhookType,
     generate_id,
     get_default_registry,
-    parse_field,
 )
-from kopf._structures import callbacks as _callbacks
 from kopf._structures import errors as _errors
 from kopf._structures import parameters as _parameters
+from kopf._structures.dicts import parse_field
 from kopf._structures.errors import ErrorsMode
 from kopf._structures.references import Marker, Resource, Selector
 

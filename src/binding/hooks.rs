@@ -1,4 +1,4 @@
-//! [`Hooks`] implemented by a Python object (`kopf._bridge.calls.Bridge`): handler calls
+//! [`Hooks`] implemented by a Python object (`kopf._running.calls.Bridge`): handler calls
 //! become coroutines on the operator's loop (queued, see `calls`), except synchronous
 //! handlers, which run on threads of the core's own. (Log lines: see `logs`.)
 

@@ -75,7 +75,7 @@ CORE_LINES = """
 import logging, os
 import kopf
 from kopf._handling import execution as _execution
-from kopf._bridge.calls import Bridge
+from kopf._running.calls import Bridge
 
 if os.environ.get('THROUGH_LOGGING'):  # anything else that may see the lines: they go to logging
     for name in ('kopf.objects', 'kopf._core.engine'):

@@ -8,7 +8,7 @@ import logging
 
 import kopf
 import pytest
-from kopf._bridge.calls import Bridge
+from kopf._running.calls import Bridge
 from kopf._structures.references import Resource
 
 CONTACTS = Resource('demo.kopf.dev', 'v2', 'contacts', kind='Contact', namespaced=True)

@@ -49,7 +49,7 @@ def test_the_json_log_format_loads_its_library_when_first_used() -> None:
     # an operator's memory outside a cluster). The JSON format works as it did.
     output = run_python("""
         import io, json, logging, sys
-        import kopf, kopf._bridge.running, kopf.cli
+        import kopf, kopf._running.operator, kopf.cli
         print(sorted(m for m in ('pythonjsonlogger', 'pathlib', 'yaml') if m in sys.modules))
         from kopf._logs.loggers import LogFormat, make_formatter
         stream = io.StringIO()

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from kopf import OperatorSettings, _engine
 from kopf._bridge import protocol as _protocol
-from kopf._handling import posting as _posting
+from kopf._logs import posting as _posting
 from kopf._logs.loggers import (
     CoreSaying,
     LocalObjectLogger,

@@ -6,7 +6,7 @@ import re
 
 import kopf
 import pytest
-from kopf._bridge.calls import Bridge
+from kopf._running.calls import Bridge
 from kopf._structures.references import Resource
 
 

@@ -8,8 +8,8 @@ from typing import Any
 
 import kopf
 import pytest
-from kopf._handling import diffbase as _diffbase
-from kopf._handling import progress as _progress
+from kopf._structures import diffbase as _diffbase
+from kopf._structures import progress as _progress
 
 
 def test_annotation_keys_are_formed_and_hashed_as_kopf_does() -> None:

@@ -1,8 +1,7 @@
-"""The bridge to the compiled core (``kopf._engine``), and the only modules that import it:
-``calls`` answers the core's calls into the handlers, ``running`` runs the core for an
-operator (``stopping``: until signals or flags stop it), ``protocol`` describes what crosses
-between them, and ``services`` names the core's other services that the package offers its
-users (cron checks, kubeconfig files, discovery and access reviews, the peering objects,
-certificates, the indices). ``checks/layering.py`` keeps every other module from importing
-``kopf._engine``.
+"""The boundary with the compiled core (``kopf._engine``), at the bottom of the package: what
+crosses it (``protocol``: the calls, their answers, the objects' and settings' shapes) and the
+core's own functions and types (``services``: the operator itself, daemons' bodies, the indices,
+cron checks, kubeconfig files, discovery and access reviews, the peering objects, certificates),
+each named once. The only modules that import ``kopf._engine`` (``checks/layering.py`` keeps the
+others from it); they import nothing else of the package.
 """

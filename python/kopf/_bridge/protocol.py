@@ -1,6 +1,6 @@
 """The call protocol between the core and the bridge: the shapes of what crosses the PyO3
 boundary. The core builds and reads them in ``src/binding/hooks.rs`` (and ``logs.rs``), and
-nowhere else; ``kopf._bridge.calls.Bridge`` takes and answers them. ``tests/unit/test_protocol.py``
+nowhere else; ``kopf._running.calls.Bridge`` takes and answers them. ``tests/unit/test_protocol.py``
 checks these TypedDicts against the core's own builders and readers
 (``_engine.protocol_samples()``, ``_engine.invoked_as_read()``; ``_engine.log_writing_as_read()``
 in ``tests/unit/test_engine_log_lines.py``): a key added, dropped or misspelt on one side alone

@@ -1,8 +1,10 @@
-"""The core's services besides running an operator, for the modules that offer them to users:
-each is the core's own function or type, named here once."""
+"""The core's services, for the modules that offer them to users: each is the core's own
+function or type, named here once."""
 
 from kopf._engine import (
+    CoreBody,  # a daemon's body as the core keeps it fresh (``kopf._running.calls``)
     IndexView,  # one index of the core, read as it is now (``kopf._structures.indices``)
+    Operator,  # the operator run on the core (``kopf._running.operator``)
     check_cron,  # timers' cron schedules, checked where they are declared (``kopf.on``)
     describe_certificate,  # a client's certificate as ``getpeercert()`` has it (``kopf._connecting.webhooks``)
     discover,  # ``kopf rbac``: the resources the server serves (``kopf._operating.rbac``)
@@ -16,6 +18,6 @@ from kopf._engine import (
 )
 from kopf._engine import __version__ as version  # the core's version (``kopf --version``)
 
-__all__ = ['IndexView', 'check_cron', 'describe_certificate', 'discover', 'log_pattern_matches',
+__all__ = ['CoreBody', 'IndexView', 'Operator', 'check_cron', 'describe_certificate', 'discover', 'log_pattern_matches',
            'parse_kubeconfig', 'read_crds', 'review_access', 'start_recording', 'touch_peering', 'version',
            'webhooks_for_manager']

@@ -17,10 +17,7 @@ from collections.abc import Collection
 from typing import Any, NewType
 
 from kopf._bridge import services
-from kopf._handling.activities import authenticate
-from kopf._handling.handlers import get_default_registry
 from kopf._structures.errors import OperatorError
-from kopf._structures.settings import OperatorSettings
 
 logger = logging.getLogger('kopf._core.engines.peering')
 
@@ -45,11 +42,10 @@ def detect_own_id(*, manual: bool) -> Identity:
     return Identity(f'{user}@{host}/{now}/{tail}')
 
 
-async def touch_command(*, identity: str, name: str, priority: int, lifetime: int,
+async def touch_command(*, connection: dict[str, Any], identity: str, name: str, priority: int, lifetime: int,
                         clusterwide: bool, namespaces: Collection[str], message: str | None = None) -> None:
-    """Write (``lifetime > 0``) or remove (``0``) our record in the peering objects."""
-    settings = OperatorSettings()
-    connection = await authenticate(registry=get_default_registry(), settings=settings, memo=None)
+    """Write (``lifetime > 0``) or remove (``0``) our record in the peering objects, logged in as
+    ``connection`` says (the login's result, as ``authenticate`` gives it)."""
     request = {'identity': identity, 'name': name, 'priority': priority, 'lifetime': lifetime,
                'clusterwide': clusterwide or not namespaces, 'namespaces': list(namespaces), 'message': message}
     try:

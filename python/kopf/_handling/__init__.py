@@ -1,3 +1,3 @@
-"""The handlers: the registry the decorators fill, the lifecycles that order them, and what
-runs when the core calls them (the calls, sub-handlers, activities, daemons' flags, conversions,
-Kubernetes Events), with the storages of their progress and the diff base."""
+"""The handlers: the registry the decorators fill, the lifecycles that order them, what runs
+when the core calls them (the calls, sub-handlers, activities, daemons' flags, conversions), and
+what each kind of handler is given as type checkers see it (``callbacks``)."""

@@ -1,7 +1,7 @@
 """The ``stopped`` kwarg of daemons and timers, and its Python-side state.
 
 The core decides when a daemon stops and tells this side by the daemon's token:
-the flag's reasons, a cancellation of its call, and its end (see ``_bridge.calls``).
+the flag's reasons, a cancellation of its call, and its end (see ``_running.calls``).
 """
 
 from __future__ import annotations

@@ -310,11 +310,3 @@ def get_callable_id(c: Callable[..., Any]) -> str:
     if isinstance(c, FunctionType | MethodType):
         return str(getattr(c, '__qualname__', getattr(c, '__name__', repr(c))))
     raise ValueError(f"Cannot get id of {c!r}.")
-
-
-def parse_field(field: str | Collection[str] | None) -> tuple[str, ...]:
-    if field is None:
-        return ()
-    if isinstance(field, str):
-        return tuple(field.split('.')) if field else ()
-    return tuple(field)

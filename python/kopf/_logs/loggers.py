@@ -11,7 +11,7 @@ import time
 from collections.abc import Mapping, MutableMapping
 from typing import TYPE_CHECKING, Any, Self
 
-from kopf._handling import posting as _posting
+from kopf._logs import posting as _posting
 from kopf._logs.formatting import (
     LogFormat,
     ObjectFormatter,

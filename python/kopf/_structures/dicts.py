@@ -7,7 +7,6 @@ import enum
 from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping
 from typing import Any
 
-from kopf._handling.handlers import parse_field
 from kopf._structures import structs as _structs
 from kopf._structures.structs import FieldPath, FieldSpec
 
@@ -17,6 +16,15 @@ __all__ = ['FieldPath', 'FieldSpec', 'MappingView', 'MutableMappingView', 'cherr
 
 class _UNSET(enum.Enum):
     token = enum.auto()
+
+
+def parse_field(field: str | collections.abc.Collection[str] | None) -> tuple[str, ...]:
+    """A field's path as a tuple of keys: ``'spec.x'``, ``['spec', 'x']`` or ``None`` (no keys)."""
+    if field is None:
+        return ()
+    if isinstance(field, str):
+        return tuple(field.split('.')) if field else ()
+    return tuple(field)
 
 
 def resolve(d: Mapping[Any, Any] | None, field: FieldSpec | None, default: Any = _UNSET.token) -> Any:

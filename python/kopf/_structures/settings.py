@@ -10,8 +10,8 @@ import weakref
 from collections.abc import Iterable
 from typing import Any
 
-from kopf._handling import diffbase as _diffbase
-from kopf._handling import progress as _progress
+from kopf._structures import diffbase as _diffbase
+from kopf._structures import progress as _progress
 from kopf._structures.selectors import SelectorMapping
 
 

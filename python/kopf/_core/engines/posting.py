@@ -1,5 +1,5 @@
 """Kopf's ``kopf._core.engines.posting``: Kubernetes Events about objects."""
 
-from kopf._handling.posting import enqueue, event, exception, info, warn
+from kopf._logs.posting import enqueue, event, exception, info, warn
 
 __all__ = ['enqueue', 'event', 'exception', 'info', 'warn']

@@ -13,10 +13,10 @@ from __future__ import annotations
 from collections.abc import Collection
 from typing import Any
 
-from kopf._bridge.running import specific_namespaces
 from kopf._handling.handlers import IndexingHandler, LogHandler, OperatorRegistry, WebhookType
 from kopf._operating.rbac import requesting
 from kopf._operating.rbac.rules import Plan
+from kopf._running.operator import specific_namespaces
 from kopf._structures.references import Resource
 from kopf._structures.settings import OperatorSettings
 

@@ -4,6 +4,7 @@ is the one given)."""
 
 from __future__ import annotations
 
+from kopf._logs import posting as _posting  # kopf.event() & co.
 from kopf._operating.rbac.clients.base import CallSite, Library
 from kopf._operating.rbac.uses import DEFAULT, OBJECT, UNKNOWN, ByPlural, Namespace
 from kopf._operating.rbac.values import NOTHING, Body, Live, Value, Values
@@ -15,9 +16,7 @@ class Kopf(Library):
     name = 'kopf'
 
     def call(self, call: CallSite, callee: Value) -> Values | None:
-        import kopf  # (the package is loaded whenever handlers are)
-
-        if not isinstance(callee, Live) or not any(callee.obj is getattr(kopf, name) for name in POSTING):
+        if not isinstance(callee, Live) or not any(callee.obj is getattr(_posting, name) for name in POSTING):
             return None
         namespaces: set[Namespace] = set()
         for value in call.arg(0, 'objs') or ():

@@ -14,7 +14,7 @@ import json
 from collections.abc import Collection
 from typing import Any, TypedDict, cast
 
-from kopf._handling import conventions as conventions
+from kopf._structures import conventions as conventions
 from kopf._structures.structs import Body, BodyEssence, FieldSpec, HandlerId, Patch
 
 

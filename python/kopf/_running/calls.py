@@ -28,7 +28,7 @@ from kopf._bridge.protocol import (
     Target,
     Threading,
 )
-from kopf._engine import CoreBody
+from kopf._bridge.services import CoreBody
 from kopf._handling import lifecycles as lifecycles
 from kopf._handling import subhandling as _subhandling
 from kopf._handling.activities import authenticate, run_activity

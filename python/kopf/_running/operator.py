@@ -12,16 +12,16 @@ import warnings
 from collections.abc import Collection, Coroutine
 from typing import Any
 
-from kopf import _engine
-from kopf._bridge import stopping
-from kopf._bridge.calls import Bridge
-from kopf._bridge.stopping import Flag
+from kopf._bridge import services
 from kopf._connecting import webhooks as _webhooks
 from kopf._connecting.peering import detect_own_id
 from kopf._handling import lifecycles as lifecycles
 from kopf._handling.activities import authenticate, run_activity
 from kopf._handling.handlers import Activity, OperatorRegistry, get_default_registry
-from kopf._handling.posting import engine_var, settings_var
+from kopf._logs.posting import engine_var, settings_var
+from kopf._running import stopping
+from kopf._running.calls import Bridge
+from kopf._running.stopping import Flag
 from kopf._structures.errors import OperatorError
 from kopf._structures.indices import Index
 from kopf._structures.settings import OperatorSettings, posting_level
@@ -206,7 +206,7 @@ class _Life:
         self.memo = memo
         self.ready_flag = ready_flag
         self.loop = asyncio.get_running_loop()
-        self.engine = _engine.Operator()
+        self.engine = services.Operator()
         # Empty until the core fills them: even startup handlers get them (as in Kopf).
         self.indices: dict[str, Index[Any, Any]] = {
             h.id: Index(self.engine.index(h.id)) for h in registry._indexing}

@@ -13,7 +13,7 @@ import json
 from collections.abc import Collection, Iterable
 from typing import Any, cast
 
-from kopf._handling import conventions as conventions
+from kopf._structures import conventions as conventions
 from kopf._structures.structs import Body, BodyEssence, FieldSpec, Patch
 
 
