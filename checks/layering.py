@@ -3,7 +3,8 @@
 package (`python/kopf`), on a Rust module that uses a layer above its own in the floor plan
 (src/lib.rs), on a layer in another crate than the plan says, on a layer whose doc's `Uses:`
 line does not say what its modules use, and on a Python module that imports the compiled core
-outside the bridge (`kopf._bridge`) or imports one of Kopf's paths kept for operators; and on
+outside the bridge (`kopf._bridge`), imports one of Kopf's paths kept for operators, or imports
+a group above its own (the groups' order: docs/architecture.md's table); and on
 docs/architecture.md's tables of Rust layers and Python groups that differ from the code.
 
 Rust: every `crate::...` path (in `use` lines, grouped ones included, and inline in code) and
@@ -97,9 +98,35 @@ def architecture_problems(page: Path = ROOT / "docs" / "architecture.md") -> Ite
         yield f"docs/architecture.md's table of layers lists {listed}, the floor plan (src/lib.rs) {planned}"
 
 
+def python_groups(page: Path = ROOT / "docs" / "architecture.md") -> list[str]:
+    """The Python package's groups, top-down, as docs/architecture.md's table lists them: its floor plan."""
+    return re.findall(r"^\| `kopf\.(_\w+)` \|", page.read_text(), re.M)
+
+
+def python_group_violations(graph: dict[str, set[str]], groups: list[str]) -> Iterable[str]:
+    """A group's module that imports one of a group above its own, or one of the package's
+    modules in no group (the public ones, Kopf's kept paths: the top row, which imports any)."""
+    def rank(module: str) -> int | None:
+        parts = module.split(".")
+        return groups.index(parts[1]) if len(parts) > 1 and parts[1] in groups else None
+
+    for module, used in sorted(graph.items()):
+        own = rank(module)
+        if own is None:
+            continue
+        for other in sorted(used):
+            theirs = rank(other)
+            if other == "kopf._engine":
+                continue  # the compiled core, below every group (only the bridge imports it)
+            if theirs is None:
+                yield f"{module} imports {other}, which is in no group (the top row of the groups' table)"
+            elif theirs < own:
+                yield f"{module} imports {other}, of a group above its own in docs/architecture.md's table"
+
+
 def python_groups_problems(page: Path = ROOT / "docs" / "architecture.md") -> Iterable[str]:
     """The documentation's table of the Python package's groups against its subpackages."""
-    listed = set(re.findall(r"^\| `kopf\.(_\w+)` \|", page.read_text(), re.M))
+    listed = set(python_groups(page))
     package = ROOT / "python" / "kopf"
     groups = {path.parent.name for path in package.glob("*/__init__.py")}
     groups -= {shim.removeprefix("kopf.") for shim in SHIMS}
@@ -211,9 +238,9 @@ def rust_uses(module: str, path: Path, modules: dict[str, Path]) -> set[str]:
 
 # Python's floor plan. Kopf's internal paths (`SHIMS`) re-export the package's modules for
 # operators that import them; nothing of the package imports them. The compiled core
-# (`kopf._engine`) is imported only by the bridge (`kopf._bridge`: the calls, the run, the
-# protocol, and the core's other services named once); the rest of the package reaches the
-# core through it.
+# (`kopf._engine`) is imported only by the bridge (`kopf._bridge`: the protocol, and the
+# core's functions and types named once); the rest of the package reaches the core through it.
+# The groups' order is docs/architecture.md's table (`python_groups`).
 SHIMS = ("kopf._core", "kopf._cogs", "kopf._kits")
 BRIDGE = "kopf._bridge"
 
@@ -325,6 +352,7 @@ def main() -> int:
     problems += [f"Python import cycle: {' <-> '.join(c)}" for c in cycles(python_graph)]
     problems += [f"Python floor plan: {v}" for v in python_plan_problems(python_graph)]
     problems += [f"Python floor plan: {v}" for v in python_groups_problems()]
+    problems += [f"Python floor plan: {v}" for v in python_group_violations(python_graph, python_groups())]
     if "-v" in sys.argv[1:]:
         for number, names in enumerate(LAYERS):
             members = sorted(m for m in rust if layer_of(m) == number)
