@@ -77,11 +77,12 @@ def test_the_sdist_without_a_rust_toolchain_says_what_is_missing(sdist: Path, tm
 
 def test_the_sdist_builds_and_installs_with_a_rust_toolchain(sdist: Path, tmp_path: Path) -> None:
     bin = fresh_venv(tmp_path / "venv")
-    # The Rust build's cache is shared with checks/setup's (only the crate itself is built again).
+    # The Rust build's cache is shared with checks/setup's (the workspace's crates are built again).
     env = {**os.environ, "CARGO_TARGET_DIR": str(CACHE / "target"), "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
     # The sdist's files all carry one fixed date (a reproducible archive), older than any build:
     # cargo would take the crate built from an earlier sdist as up to date with these sources.
-    # Without its fingerprints, the crate is built again; its dependencies are still reused.
+    # Without their fingerprints (every `kopf-rs-*` crate of the workspace), they are built again
+    # from the sdist's sources; the dependencies are still reused.
     for fingerprint in (CACHE / "target" / "release" / ".fingerprint").glob("kopf-rs-*"):
         shutil.rmtree(fingerprint)
     env.pop("VIRTUAL_ENV", None)
