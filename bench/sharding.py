@@ -23,7 +23,8 @@ from typing import Any
 import bench
 from bench import Objects, Operator, cpu_seconds, kubectl, peak_rss_mib
 
-STATE = Path(os.environ.get("KOPF_CLUSTER_HOME", Path.home() / ".local/state/kopf-rs/cluster"))
+# checks/cluster's control plane
+STATE = Path(os.environ.get("KOPF_CLUSTER_HOME", Path.home() / ".local/state/kopf-rs/checks-cluster"))
 SCRIPT = bench.WORKLOADS / "lifecycles.py"
 
 

@@ -228,6 +228,19 @@ def _free(port: int) -> bool:
             return False
 
 
+def test_apart_from_what_kopf_testing_cluster_keeps(cluster: dict[str, str]) -> None:
+    """By default, the suite's control plane is not the one of a user's `kopf testing cluster`:
+    neither one's `down` stops the other's (nor does their state or port collide)."""
+    env = {name: value for name, value in os.environ.items() if not name.startswith("KOPF_CLUSTER_")}
+    users = subprocess.run([sys.executable, "-m", "kopf", "testing", "cluster", "env"], capture_output=True,
+                           text=True, check=True, env=env).stdout
+    ours = run_cluster("env").stdout
+    assert f"export KUBECONFIG={cluster['KUBECONFIG']}" in ours
+    users_kubeconfig = next(line for line in users.splitlines() if line.startswith("export KUBECONFIG="))
+    assert users_kubeconfig.endswith("/kopf-rs/cluster/kubeconfig")
+    assert users_kubeconfig != f"export KUBECONFIG={cluster['KUBECONFIG']}"
+
+
 def test_port_already_taken(tmp_path: Path, cluster: dict[str, str]) -> None:
     with socket.socket() as blocker:
         blocker.bind(("127.0.0.1", 0))

@@ -24,6 +24,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import warnings
 from collections.abc import Callable, Collection, Iterator
 from pathlib import Path
 
@@ -113,6 +114,13 @@ def find(names: Collection[str]) -> dict[str, Path]:
         path = next((path for path in candidates if path.is_file() and os.access(path, os.X_OK)), None)
         if path is not None:
             found[name] = path
+    elsewhere = [name for name in names if assets and name in ENVTEST and name in found
+                 and found[name].parent != Path(assets)]
+    if elsewhere:
+        # Set, but not what it should be (a wrong folder, an old setup-envtest's): not silently.
+        reason = "is not a folder" if not Path(assets or "").is_dir() else f"has no {', '.join(elsewhere)}"
+        warnings.warn(f"KUBEBUILDER_ASSETS={assets} {reason}: using "
+                      f"{', '.join(str(found[name]) for name in elsewhere)} instead.", UserWarning, stacklevel=2)
     missing = [name for name in names if name not in found]
     if missing:
         where = f"$KUBEBUILDER_ASSETS ({assets})" if assets else "$KUBEBUILDER_ASSETS (not set)"

@@ -13,7 +13,10 @@ Uses: ``session``.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -46,7 +49,7 @@ def kopf_cluster(pytestconfig: pytest.Config) -> Iterator[Any]:
     crds = [*pytestconfig.getini("kopf_crds"), *(Path(path) for path in pytestconfig.getoption("--kopf-crd"))]
     cluster = KopfCluster(crds=crds, nodes=_flag(pytestconfig, "nodes"),
                           controller_manager=_flag(pytestconfig, "controller_manager"))
-    with cluster:
+    with _terminated_as_interrupted(), cluster:
         before = os.environ.get("KUBECONFIG")
         os.environ["KUBECONFIG"] = str(cluster.kubeconfig)
         try:
@@ -56,6 +59,27 @@ def kopf_cluster(pytestconfig: pytest.Config) -> Iterator[Any]:
                 os.environ.pop("KUBECONFIG", None)
             else:
                 os.environ["KUBECONFIG"] = before
+
+
+@contextlib.contextmanager
+def _terminated_as_interrupted() -> Iterator[None]:
+    """SIGTERM (a CI job's timeout) ends the session as Ctrl-C does: pytest then tears the
+    fixtures down, the control plane with them, where it would die at once otherwise (the
+    plane's programs end anyway: they are tied to this process). Only where nobody else has
+    a handler for it."""
+    if threading.current_thread() is not threading.main_thread() or \
+            signal.getsignal(signal.SIGTERM) not in (signal.SIG_DFL, None):
+        yield
+        return
+
+    def interrupted(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt("SIGTERM")
+
+    signal.signal(signal.SIGTERM, interrupted)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 @pytest.fixture

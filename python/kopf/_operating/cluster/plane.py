@@ -46,6 +46,9 @@ class ControlPlane:
     audit_policy: str | None = None
     feature_gates: tuple[str, ...] = ()
     say: object = None
+    # Its processes end with the process that started them, however that ends (a test session
+    # killed by a CI job's timeout); else they outlive it (``kopf testing cluster up``).
+    tied: bool = False
 
     @property
     def components(self) -> tuple[str, ...]:
@@ -151,7 +154,7 @@ class ControlPlane:
         try:
             # The API server is started at once: it waits for etcd itself (sooner ready by ~0.5 s).
             self._start_etcd(programs["etcd"])
-            processes.spawn(self.home, "kube-apiserver", programs["kube-apiserver"], self.apiserver_args(self.port))
+            self._spawn("kube-apiserver", programs["kube-apiserver"], self.apiserver_args(self.port))
             processes.wait_until(self.home, "etcd", self._etcd_healthy, timeout=30)
             processes.wait_until(self.home, "kube-apiserver", lambda: self.get("/readyz")[0] == 200, timeout=90)
             if "kube-controller-manager" in self.components:
@@ -164,6 +167,9 @@ class ControlPlane:
         (self.home / "configuration").write_text(self.configuration)
         return time.monotonic() - started
 
+    def _spawn(self, name: str, program: Path, args: list[str]) -> int:
+        return processes.spawn(self.home, name, program, args, tied=self.tied)
+
     def _etcd_healthy(self) -> bool:
         try:
             url = f"http://127.0.0.1:{self.ports['etcd']}/health"
@@ -175,7 +181,7 @@ class ControlPlane:
     def _start_etcd(self, program: Path) -> None:
         shutil.rmtree(self.home / "etcd-data", ignore_errors=True)  # every start is a fresh cluster
         url, peer = f"http://127.0.0.1:{self.ports['etcd']}", f"http://127.0.0.1:{self.ports['etcd-peer']}"
-        processes.spawn(self.home, "etcd", program, [
+        self._spawn("etcd", program, [
             "--name=kopf-rs-test", f"--data-dir={self.home / 'etcd-data'}",
             f"--listen-client-urls={url}", f"--advertise-client-urls={url}",
             f"--listen-peer-urls={peer}", f"--initial-advertise-peer-urls={peer}",
@@ -213,7 +219,7 @@ class ControlPlane:
 
     def _start_controller_manager(self, program: Path) -> None:
         keys = self.home / "pki"
-        processes.spawn(self.home, "kube-controller-manager", program, [
+        self._spawn("kube-controller-manager", program, [
             f"--kubeconfig={self.home / 'kubeconfig-controller-manager'}", f"--controllers={CONTROLLERS}",
             f"--service-account-private-key-file={keys / 'sa.key'}", f"--root-ca-file={keys / 'ca.crt'}",
             "--leader-elect=false", "--bind-address=127.0.0.1", "--secure-port=0", "--profiling=false",
@@ -223,9 +229,18 @@ class ControlPlane:
             self.home, "kube-controller-manager",
             lambda: self.get("/api/v1/namespaces/default/serviceaccounts/default")[0] == 200, timeout=60)
 
+    def restart_controller_manager(self) -> None:
+        """Restart the controller manager, if it runs, so that its garbage collector watches the
+        CRDs installed since it started: it looks for new resources only every 30 seconds, and
+        the children of a new CRD's objects were collected only after ~40 s (0.2 s later on)."""
+        if "kube-controller-manager" not in self.components:
+            return
+        processes.stop(self.home, ["kube-controller-manager"])
+        self._start_controller_manager(binaries.find(["kube-controller-manager"])["kube-controller-manager"])
+
     def _start_nodes(self, scheduler: Path, kwok: Path) -> None:
         keys = self.home / "pki"
-        processes.spawn(self.home, "kube-scheduler", scheduler, [
+        self._spawn("kube-scheduler", scheduler, [
             f"--kubeconfig={self.home / 'kubeconfig-controller-manager'}",
             "--leader-elect=false", "--bind-address=127.0.0.1", "--secure-port=0", "--profiling=false",
         ])
@@ -236,7 +251,7 @@ class ControlPlane:
                      *[f"crd/{crd.removesuffix('.yaml').split('_', 1)[1]}.{crd.split('_', 1)[0]}"
                        for crd in binaries.KWOK_CRDS])
         port = self.ports["kwok"]
-        processes.spawn(self.home, "kwok", kwok, [
+        self._spawn("kwok", kwok, [
             f"--kubeconfig={self.home / 'kubeconfig-controller-manager'}",
             f"--config={binaries.HERE / 'kwok.yaml'}",
             "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",

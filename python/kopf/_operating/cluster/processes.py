@@ -1,6 +1,6 @@
 """The control plane's processes: started in sessions of their own (they outlive the command
-that started them), recorded by pid files in the state folder, waited for until ready, and
-stopped (TERM, then KILL) in the reverse order.
+that started them, or are tied to the process that started them), recorded by pid files in the
+state folder, waited for until ready, and stopped (TERM, then KILL) in the reverse order.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import signal
 import socket
 import subprocess
 import time
+import warnings
 from collections.abc import Callable, Collection
 from pathlib import Path
 
@@ -96,13 +97,31 @@ def check_free(ports: dict[str, int]) -> None:
                                f"program, or choose another port.")
 
 
-def spawn(home: Path, name: str, program: Path, args: list[str]) -> int:
+def spawn(home: Path, name: str, program: Path, args: list[str], *, tied: bool = False) -> int:
+    """Start it in a session of its own (a terminal's Ctrl-C is not its); ``tied``: it gets
+    SIGTERM from the kernel when the thread that started it ends, even by SIGKILL (util-linux's
+    ``setpriv --pdeathsig``, exec'ing the program in the same process)."""
+    command = [str(program), *args]
+    setpriv = shutil.which("setpriv") if tied else None
+    if tied and setpriv is None:
+        warnings.warn(f"setpriv (util-linux) is not on PATH: {name} may outlive this process if it is "
+                      f"killed; stop it with `kill $(cat {pid_file(home, name)})`.", UserWarning, stacklevel=3)
+    if setpriv is not None:
+        command = [setpriv, "--pdeathsig", "TERM", "--", *command]
     log = open(home / "logs" / f"{name}.log", "ab")
     process = subprocess.Popen(
-        [str(program), *args], stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-        start_new_session=True, cwd=home,  # its own session: it outlives the command that started it
+        command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+        start_new_session=True, cwd=home,
     )
     log.close()
+    if setpriv is not None:
+        # Recorded once it is the program (pid files name programs, and setpriv execs it).
+        deadline = time.monotonic() + 5
+        while process.poll() is None and time.monotonic() < deadline:
+            with contextlib.suppress(OSError):
+                if Path(os.readlink(f"/proc/{process.pid}/exe")).name == program.name:
+                    break
+            time.sleep(0.01)
     pid_file(home, name).write_text(f"{process.pid}\n")
     return process.pid
 

@@ -28,6 +28,24 @@ class LeftoverWarning(UserWarning):
     """A test left objects that its namespace's deletion waits for (finalizers)."""
 
 
+def _crd_names(path: Path) -> list[str]:
+    """The names of the CRDs in a file; an error naming the file if it is not YAML, or holds none
+    (a file given as a CRD that holds none would otherwise be applied and waited for in vain)."""
+    try:
+        documents = [doc for doc in yaml.safe_load_all(path.read_text()) if doc]
+    except yaml.YAMLError as e:
+        raise plane.ControlPlaneError(f"The CRD file {path} is not valid YAML: {e}") from None
+    except OSError as e:
+        raise plane.ControlPlaneError(f"The CRD file {path} cannot be read: {e}") from None
+    kinds = [doc.get("kind") if isinstance(doc, dict) else type(doc).__name__ for doc in documents]
+    names = [doc.get("metadata", {}).get("name") for doc in documents
+             if isinstance(doc, dict) and doc.get("kind") == "CustomResourceDefinition"]
+    if not names:
+        found = ", ".join(str(kind) for kind in kinds) or "no documents"
+        raise plane.ControlPlaneError(f"The CRD file {path} holds no CustomResourceDefinition ({found}).")
+    return names
+
+
 class KopfCluster(contextlib.AbstractContextManager["KopfCluster"]):
     """A local Kubernetes control plane (etcd and kube-apiserver; on request the controller
     manager and simulated nodes), started on entry and torn down on exit, with no Docker
@@ -49,8 +67,10 @@ class KopfCluster(contextlib.AbstractContextManager["KopfCluster"]):
         self.crds = [Path(crd) for crd in crds]
         self._own_home = home is None
         self.home = Path(home) if home is not None else Path(tempfile.mkdtemp(prefix="kopf-cluster-"))
+        # Its programs end with this process, however it ends (a killed test session leaves
+        # no servers holding the ports behind).
         self.plane = plane.ControlPlane(home=self.home, port=port or plane.free_port(),
-                                        controller_manager=controller_manager, nodes=nodes)
+                                        controller_manager=controller_manager, nodes=nodes, tied=True)
         self.startup_time: float | None = None
 
     @property
@@ -64,6 +84,8 @@ class KopfCluster(contextlib.AbstractContextManager["KopfCluster"]):
         return {"KUBECONFIG": str(self.kubeconfig)}
 
     def __enter__(self) -> KopfCluster:
+        for crd in self.crds:  # a wrong file fails at once, before anything is started
+            _crd_names(crd)
         self.startup_time = self.plane.start()
         try:
             self.install(*self.crds)
@@ -84,11 +106,13 @@ class KopfCluster(contextlib.AbstractContextManager["KopfCluster"]):
 
     def install(self, *crds: str | os.PathLike[str], timeout: float = 30) -> None:
         """Apply the CRD files and wait until each is established (the error names one that is not,
-        with its conditions)."""
+        with its conditions). With the controller manager, it is restarted then (a second or two),
+        so that its garbage collector collects the children of the new CRDs' objects at once:
+        by itself, it would notice the new CRDs only within 30 seconds."""
         names = []
         for crd in crds:
-            documents = [doc for doc in yaml.safe_load_all(Path(crd).read_text()) if doc]
-            names += [doc["metadata"]["name"] for doc in documents if doc.get("kind") == "CustomResourceDefinition"]
+            names += _crd_names(Path(crd))
+        for crd in crds:
             self.kubectl("apply", "-f", str(crd))
         deadline = time.monotonic() + timeout
         for name in names:
@@ -102,6 +126,8 @@ class KopfCluster(contextlib.AbstractContextManager["KopfCluster"]):
                                      for c in conditions.values()) or "no conditions"
                     raise plane.ControlPlaneError(f"The CRD {name} is not established in {timeout:.0f}s: {said}")
                 time.sleep(0.1)
+        if names:
+            self.plane.restart_controller_manager()
 
     @contextlib.contextmanager
     def namespace(self, prefix: str = "test") -> Iterator[str]:
@@ -124,8 +150,9 @@ class KopfCluster(contextlib.AbstractContextManager["KopfCluster"]):
         found: list[str] = []
         if not kinds:
             return found
-        listed: Any = json.loads(self.kubectl("get", ",".join(kinds), "-n", namespace, "-o", "json",
-                                              "--ignore-not-found"))
+        # With nothing found, --ignore-not-found makes kubectl print nothing at all, not a list.
+        text = self.kubectl("get", ",".join(kinds), "-n", namespace, "-o", "json", "--ignore-not-found")
+        listed: Any = json.loads(text) if text.strip() else {}
         for item in listed.get("items", []):
             if item["metadata"].get("finalizers"):
                 found.append(f"{item['kind']}/{item['metadata']['name']}")
