@@ -90,6 +90,31 @@ class Settings(Generated):
         return out
 
 
+class SettingsReading(Generated):
+    """How each setting is read, by Kopf 1.45.2 and here (``kopf._structures.settings.READING``):
+    a name there that is no setting fails the build."""
+
+    def lines(self) -> list[str]:
+        import kopf
+        from kopf._structures.settings import READING, reading
+        rows, names = [], set()
+        for group in dataclasses.fields(kopf.OperatorSettings):
+            cls = type(getattr(kopf.OperatorSettings(), group.name))
+            ours_alone = 'not in Kopf' in (cls.__doc__ or '')
+            for field in [f.name for f in dataclasses.fields(cls)] + [
+                    name for name, value in vars(cls).items() if isinstance(value, property)]:
+                if field.startswith('_') or field == 'namespaced':
+                    continue
+                name = f'{group.name}.{field}'
+                names.add(name)
+                kopfs, ours = reading(name)
+                rows.append([f'``{name}``', '—' if ours_alone else kopfs, ours])
+        unknown = sorted(set(READING) - names)
+        if unknown:
+            raise self.error(f"READING names what is no setting: {', '.join(unknown)}")
+        return _table(['setting', 'Kopf 1.45.2 reads it', 'read here'], rows, '30 35 35')
+
+
 class Metrics(Generated):
     """The metrics of ``kopf run --metrics``, as a fresh operator exposes them."""
 
@@ -322,6 +347,7 @@ def _check_descriptions(app: Sphinx) -> None:
 def setup(app: Sphinx) -> dict[str, Any]:
     app.connect('builder-inited', _check_descriptions)
     app.add_directive('kopf-settings', Settings)
+    app.add_directive('kopf-settings-reading', SettingsReading)
     app.add_directive('kopf-metrics', Metrics)
     app.add_directive('kopf-kwargs', Kwargs)
     app.add_directive('kopf-accepted', Accepted)

@@ -42,9 +42,11 @@ class Operator:
 
     def __init__(self) -> None: ...
     def run(self, spec: str, connection: str, bridge: Any, storages: list[Any]) -> Awaitable[None]:
-        """Run until stopped; ``spec`` and ``connection`` are JSON, ``bridge`` serves the core's calls."""
-    def post_event(self, event: str) -> None:
-        """Queue a Kubernetes Event (JSON) for posting."""
+        """Run until stopped; ``spec`` and ``connection`` are JSON, ``bridge`` serves the core's calls,
+        ``storages`` are the objects its settings name by index (custom storages, iterables of pauses)."""
+    def post_event(self, event: str, drawn: Any = None) -> None:
+        """Queue a Kubernetes Event (JSON) for posting; ``drawn``: the iterable of its backoffs
+        when they are not a list (its JSON names it as ``{"drawn": 0, ...}``)."""
     def stop(self) -> None:
         """Ask the running core to stop (thread-safe; idempotent)."""
     def index(self, id: str) -> IndexView:

@@ -12,6 +12,7 @@
 
 use super::calls::Calls;
 use crate::client::posting::K8sEvent;
+use crate::settings::Pauses;
 use crate::util::logging::{python_level, Line, ObjectRef, Sink, TextFormat, LOGGERS};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -43,6 +44,7 @@ impl PyLogs {
         bridge: &Py<PyAny>,
         calls: Calls,
         events: UnboundedSender<K8sEvent>,
+        backoffs: Pauses,
     ) -> PyResult<Self> {
         let answer = bridge.call_method1(py, "log_levels", (LOGGERS.to_vec(),))?;
         let found: HashMap<String, u8> = answer.extract(py)?;
@@ -51,7 +53,7 @@ impl PyLogs {
             .collect();
         let answer = bridge.call_method1(py, "log_writing", (LOGGERS.to_vec(),))?;
         let writing = match answer.extract::<Option<String>>(py)? {
-            Some(text) => Some(Writing::new(LogWriting::parse(&text)?, events)?),
+            Some(text) => Some(Writing::new(LogWriting::parse(&text)?, events, backoffs)?),
             None => None,
         };
         Ok(Self {
@@ -73,7 +75,6 @@ pub(super) struct LogWriting {
     loggers: HashMap<String, LoggerWriting>,
     event_types: HashMap<String, String>,
     event_reason: String,
-    backoffs: Vec<f64>,
 }
 
 /// `kopf._bridge.protocol.LoggerWriting`.
@@ -101,12 +102,17 @@ struct Writing {
     loggers: HashMap<&'static str, LoggerWriting>,
     event_types: HashMap<u8, String>,
     event_reason: String,
-    backoffs: Vec<f64>,
+    /// `settings.posting.logging_backoffs`.
+    backoffs: Pauses,
     events: UnboundedSender<K8sEvent>,
 }
 
 impl Writing {
-    fn new(writing: LogWriting, events: UnboundedSender<K8sEvent>) -> PyResult<Self> {
+    fn new(
+        writing: LogWriting,
+        events: UnboundedSender<K8sEvent>,
+        backoffs: Pauses,
+    ) -> PyResult<Self> {
         // SAFETY: only reads the descriptor; the new one is ours alone to own (closed on exec:
         // not inherited by the processes that handlers start).
         let fd = unsafe { libc::fcntl(writing.fd, libc::F_DUPFD_CLOEXEC, 0) };
@@ -128,7 +134,7 @@ impl Writing {
             loggers: (LOGGERS.iter())
                 .filter_map(|logger| Some((*logger, loggers.remove(*logger)?)))
                 .collect(),
-            backoffs: writing.backoffs,
+            backoffs,
             events,
         })
     }

@@ -13,6 +13,7 @@ mod listening;
 mod logs;
 mod memory;
 mod operator;
+mod pauses;
 mod protocol;
 mod recording;
 mod runtime;

@@ -4,6 +4,7 @@ use super::calls::Calls;
 use super::hooks::PyHooks;
 use super::indices::IndexView;
 use super::logs::PyLogs;
+use super::pauses::PySources;
 use super::storages::PyCustomStorages;
 use super::webhooks;
 use crate::client::connection::ConnectionInfo;
@@ -50,7 +51,8 @@ impl Operator {
 
     /// Run the core until `stop()`; an awaitable for the operator's asyncio loop.
     /// `spec` and `connection` are JSON; `bridge` is the Python side of the hooks;
-    /// `storages` are the custom storages that the spec's settings refer to by index.
+    /// `storages` are the Python objects that the spec's settings refer to by index: the
+    /// custom storages and the iterables of pauses read lazily.
     fn run<'py>(
         &self,
         py: Python<'py>,
@@ -59,14 +61,23 @@ impl Operator {
         bridge: Py<PyAny>,
         storages: Vec<Py<PyAny>>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let spec: OperatorSpec = serde_json::from_str(spec)
+        let mut spec: OperatorSpec = serde_json::from_str(spec)
             .map_err(|e| PyValueError::new_err(format!("invalid operator spec: {e}")))?;
+        (spec.settings)
+            .attach_pauses(&PySources(&storages))
+            .map_err(|e| PyValueError::new_err(e.to_string()))?;
         let info: ConnectionInfo = serde_json::from_str(connection)
             .map_err(|e| PyValueError::new_err(format!("invalid connection info: {e}")))?;
         let calls = Calls::new()
             .map_err(|e| PyRuntimeError::new_err(format!("cannot create the call queue: {e}")))?;
         bridge.call_method1(py, "attach", (calls.queue(),))?;
-        let logs = PyLogs::new(py, &bridge, calls.clone(), self.events.clone())?;
+        let logs = PyLogs::new(
+            py,
+            &bridge,
+            calls.clone(),
+            self.events.clone(),
+            spec.settings.posting.logging_backoffs.clone(),
+        )?;
         let logs = tracing::Dispatch::new(Lines(logs));
         let ready_bridge = bridge.clone_ref(py);
         let storages = PyCustomStorages::new(py, storages)?;
@@ -130,10 +141,17 @@ impl Operator {
         )
     }
 
-    /// Queue a Kubernetes Event (JSON: reference, type, reason, message) for posting.
-    fn post_event(&self, event: &str) -> PyResult<()> {
-        let event: K8sEvent = serde_json::from_str(event)
+    /// Queue a Kubernetes Event (JSON: reference, type, reason, message, backoffs) for
+    /// posting; `drawn`: the iterable of its backoffs if they are not a list (then the JSON's
+    /// backoffs say `{"drawn": 0, ...}`).
+    #[pyo3(signature = (event, drawn=None))]
+    fn post_event(&self, event: &str, drawn: Option<Py<PyAny>>) -> PyResult<()> {
+        let mut event: K8sEvent = serde_json::from_str(event)
             .map_err(|e| PyValueError::new_err(format!("invalid event: {e}")))?;
+        let drawn: Vec<Py<PyAny>> = drawn.into_iter().collect();
+        (event.backoffs)
+            .attach(&PySources(&drawn))
+            .map_err(|e| PyValueError::new_err(e.to_string()))?;
         // After the operator has stopped, there is nobody to post: drop silently, as Kopf does.
         let _ = self.events.send(event);
         Ok(())

@@ -32,7 +32,6 @@ PYTHON_SIDE = {
     "posting.loggers": "_logging.K8sPoster: log lines as Events",
     "posting.level": "_posting/_logging: the lowest level posted",
     "posting.default_backoffs": "_posting: backoffs of kopf.event/info/warn/exception",
-    "posting.logging_backoffs": "_logging.K8sPoster: backoffs of log lines' Events",
     "execution.default_backoff": "_execution: retry delay after arbitrary errors",
     "execution.executor": "_bridge: where sync handlers run",
     "execution.max_workers": "_settings: the executor's size",

@@ -2,12 +2,14 @@
 a value, a failing handler and the deletion, and a custom resource with a field named secret in
 `settings.secrets.fields`, no value is found in the output nor in the Events, while the handlers
 get the values in `body`. Kopf 1.45.2, side by side, shows them (in its body dumps and patch lines):
-the contract is Kopf's lines, not its leaks."""
+the contract is Kopf's lines, not its leaks. Two operators embedded in one process redact each by
+its own settings."""
 
 from __future__ import annotations
 
 import base64
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -226,3 +228,68 @@ def test_a_peering_with_kopf_is_refused_while_digests_are_on(peering: str, names
         kopf.kill()
         if ours is not None:
             ours.kill()
+
+
+EMBEDDED = """
+    import asyncio
+    import logging
+    import signal
+    import sys
+    import threading
+    import kopf
+
+    logging.basicConfig(level=logging.DEBUG, format='%(message)s', stream=sys.stdout)
+
+    def operator(namespace, field, stop):
+        registry = kopf.OperatorRegistry()
+        settings = kopf.OperatorSettings()
+        settings.secrets.fields = [field]
+
+        @kopf.on.login(registry=registry)
+        def login(**kwargs):
+            return kopf.login_with_kubeconfig(**kwargs)
+
+        @kopf.on.create('demo.kopf.dev', 'v1', 'greetings', registry=registry)
+        def greeted(spec, **_):
+            return {'seen': sorted(spec)}
+
+        asyncio.run(kopf.operator(registry=registry, settings=settings, namespaces=[namespace],
+                                  standalone=True, stop_flag=stop))
+
+    stops = [threading.Event(), threading.Event()]
+    threads = [threading.Thread(target=operator, args=(sys.argv[1], 'spec.password', stops[0])),
+               threading.Thread(target=operator, args=(sys.argv[2], 'spec.token', stops[1]))]
+    for thread in threads:
+        thread.start()
+    signal.sigwait([signal.SIGINT, signal.SIGTERM])
+    for stop in stops:
+        stop.set()
+    for thread in threads:
+        thread.join()
+"""
+
+
+def test_two_embedded_operators_redact_each_by_its_own_settings(crd: None, namespace: str, tmp_path: Path) -> None:
+    """One process, two operators: each one's `settings.secrets.fields` is its own (no operator's
+    settings overwrite the other's redaction)."""
+    other = f"{namespace}-other"
+    kubectl("create", "namespace", other)
+    script = write_script(tmp_path, EMBEDDED, name="embedded.py")
+    signal_blocked = f"import signal; signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGINT, signal.SIGTERM]); " \
+                     f"exec(open({str(script)!r}).read())"
+    operator = OperatorProcess(["-c", signal_blocked, namespace, other], cwd=tmp_path,
+                               kopf=Path(sys.executable))
+    try:
+        for ns, password, token in [(namespace, "FirstPassword1", "FirstToken1"),
+                                    (other, "SecondPassword2", "SecondToken2")]:
+            apply({"apiVersion": "demo.kopf.dev/v1", "kind": "Greeting",
+                   "metadata": {"name": "hello", "namespace": ns},
+                   "spec": {"who": "Ada", "password": password, "token": token}})
+        operator.wait_for(r"Handler '\S*greeted' succeeded", count=2)
+    finally:
+        operator.stop()
+        kubectl("delete", "namespace", other, "--wait=false", check=False)
+    output = operator.output
+    assert "<redacted>" in output
+    assert "FirstPassword1" not in output and "FirstToken1" in output, "the first one's fields"
+    assert "SecondToken2" not in output and "SecondPassword2" in output, "the second one's fields"

@@ -6,6 +6,9 @@
 //!
 //! Uses: `state` (the storages' specs), `util` (field paths).
 
+pub mod pauses;
+
+pub use pauses::Pauses;
 use serde::{Deserialize, Serialize};
 
 /// The part of `kopf.OperatorSettings` the core acts on, as the Python side sends it; each section as Kopf names it.
@@ -42,6 +45,18 @@ pub struct Settings {
     pub secrets: SecretsSettings,
     /// `settings.conversion` (the conversion webhooks; not in Kopf).
     pub conversion: ConversionSettings,
+}
+
+impl Settings {
+    /// Give the settings read lazily their iterables, as the binding keeps them.
+    pub fn attach_pauses(
+        &mut self,
+        sources: &dyn pauses::PauseSources,
+    ) -> Result<(), pauses::Unattached> {
+        self.networking.error_backoffs.attach(sources)?;
+        self.queueing.error_delays.attach(sources)?;
+        self.posting.logging_backoffs.attach(sources)
+    }
 }
 
 /// `settings.secrets` (not in Kopf): what the core's log lines never show, besides core
@@ -189,7 +204,7 @@ pub struct QueueingSettings {
     /// At most this many objects are processed at once (None: no limit).
     pub worker_limit: Option<usize>,
     /// Delays between retries of a failed processing cycle (not handlers' errors).
-    pub error_delays: Vec<f64>,
+    pub error_delays: Pauses,
 }
 
 impl QueueingSettings {
@@ -209,10 +224,10 @@ impl Default for QueueingSettings {
             idle_timeout: 5.0,
             exit_timeout: 2.0,
             worker_limit: None,
-            error_delays: vec![
+            error_delays: Pauses::listed(&[
                 1.0, 1.0, 2.0, 3.0, 5.0, 8.0, 13.0, 21.0, 34.0, 55.0, 89.0, 144.0, 233.0, 377.0,
                 610.0,
-            ],
+            ]),
         }
     }
 }
@@ -258,6 +273,8 @@ pub struct PostingSettings {
     pub worker_limit: Option<usize>,
     /// An object's posting worker exits after this long without events.
     pub idle_timeout: f64,
+    /// Delays before the retries of a failed post of a log line's Event.
+    pub logging_backoffs: Pauses,
 }
 
 impl Default for PostingSettings {
@@ -269,6 +286,7 @@ impl Default for PostingSettings {
             event_name_prefix: "kopf-event-".into(),
             worker_limit: None,
             idle_timeout: 1.0,
+            logging_backoffs: Pauses::listed(&[1.0, 1.0, 2.0, 3.0, 5.0]),
         }
     }
 }
@@ -282,7 +300,7 @@ pub struct NetworkingSettings {
     /// Connecting's deadline in seconds (`None`: none).
     pub connect_timeout: Option<f64>,
     /// Delays before the retries of a failed request (none: fail at once).
-    pub error_backoffs: Vec<f64>,
+    pub error_backoffs: Pauses,
     /// The server's `Retry-After` wins over the backoff even when shorter.
     pub enforce_retry_after: bool,
 }
@@ -292,7 +310,7 @@ impl Default for NetworkingSettings {
         Self {
             request_timeout: Some(300.0),
             connect_timeout: None,
-            error_backoffs: vec![1.0, 1.0, 2.0, 3.0, 5.0, 8.0, 13.0, 21.0],
+            error_backoffs: Pauses::listed(&[1.0, 1.0, 2.0, 3.0, 5.0, 8.0, 13.0, 21.0]),
             enforce_retry_after: false,
         }
     }

@@ -1,5 +1,7 @@
 //! The liveness endpoint (`--liveness http://host:port/path`): answers GET with the
-//! results of the `@kopf.on.probe` handlers as JSON, re-run at most every 10 seconds.
+//! results of the `@kopf.on.probe` handlers as JSON, re-run at most every 10 seconds; until
+//! the operator watches its resources (its start may wait for discovery, the CRDs' conversion,
+//! the peering), with 503 and what it waits for.
 //!
 //! Uses: `util`, `intents`.
 
@@ -39,10 +41,12 @@ struct Cache {
     at: Option<Instant>,
 }
 
-/// Bind the endpoint now (so that a taken port fails the start), serve in the background.
+/// Bind the endpoint now (so that a taken port fails the start), serve in the background;
+/// `watching` says whether the operator watches its resources yet.
 pub async fn serve(
     endpoint: &str,
     hooks: Arc<dyn OperatorQueries>,
+    watching: tokio::sync::watch::Receiver<bool>,
 ) -> Result<tokio::task::JoinHandle<()>, ProbingError> {
     let url = url::Url::parse(endpoint).map_err(|_| ProbingError::Endpoint(endpoint.to_owned()))?;
     if url.scheme() != "http" {
@@ -65,7 +69,8 @@ pub async fn serve(
     }));
     Ok(endpoints::serve(listener, move |request| {
         let (hooks, cache, path) = (hooks.clone(), cache.clone(), path.clone());
-        async move { respond(request, &path, hooks, &cache).await }
+        let watching = *watching.borrow();
+        async move { respond(request, &path, hooks, &cache, watching).await }
     }))
 }
 
@@ -74,11 +79,21 @@ async fn respond(
     path: &str,
     hooks: Arc<dyn OperatorQueries>,
     cache: &Mutex<Cache>,
+    watching: bool,
 ) -> Response<Full<Bytes>> {
     if request.method() != Method::GET || request.uri().path() != path {
         return Response::builder()
             .status(StatusCode::NOT_FOUND)
             .body(Full::new(Bytes::from_static(b"Not Found")))
+            .expect("a static response");
+    }
+    if !watching {
+        return Response::builder()
+            .status(StatusCode::SERVICE_UNAVAILABLE)
+            .header(http::header::CONTENT_TYPE, "application/json")
+            .body(Full::new(Bytes::from_static(
+                br#"{"starting": "the operator does not watch its resources yet"}"#,
+            )))
             .expect("a static response");
     }
     let mut cache = cache.lock().await;

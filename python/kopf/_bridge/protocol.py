@@ -160,4 +160,3 @@ class LogWriting(TypedDict):
     loggers: dict[str, LoggerWriting]  # by the logger's name; absent: none written directly
     event_types: dict[str, str]  # the posted lines' Events' types, by the level's number
     event_reason: str  # the posted lines' Events' reason
-    backoffs: list[float]  # of the posted lines' Events (``settings.posting.logging_backoffs``)

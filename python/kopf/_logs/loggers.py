@@ -250,7 +250,7 @@ def core_writing(names: list[str], settings: Any) -> LogWriting | None:
     return {'fd': fd, 'timed': timed, 'prefixed': prefixed, 'loggers': loggers,
             'levelnames': {str(level): logging.getLevelName(level) for level in _CORE_LEVELS},
             'event_types': {str(level): _event_type(level) for level in _CORE_LEVELS},
-            'event_reason': _EVENT_REASON, 'backoffs': _posting._delays(posting.logging_backoffs)}
+            'event_reason': _EVENT_REASON}
 
 
 class CoreSaying:
@@ -369,7 +369,8 @@ class K8sPoster(logging.Handler):
             ref = record.__dict__['k8s_ref']  # set by the object loggers (checked in `filter`)
             backoffs = record.__dict__['settings'].posting.logging_backoffs
             _posting.enqueue(ref=ref, type=_event_type(record.levelno), reason=_EVENT_REASON,
-                             message=self.format(record), backoffs=backoffs)
+                             message=self.format(record), backoffs=backoffs,
+                             name='settings.posting.logging_backoffs')
         except Exception:
             self.handleError(record)
 

@@ -9,7 +9,7 @@ import sys
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
-from kopf._structures.settings import posting_level
+from kopf._structures.settings import pauses, posting_level
 from kopf._structures.structs import build_object_reference
 
 # The running operator's engine and settings; set for the operator's tasks and threads.
@@ -25,18 +25,14 @@ def _walk(objs: Any) -> Iterator[Mapping[str, Any]]:
             yield from _walk(obj)
 
 
-def _delays(backoffs: float | Iterable[float]) -> list[float]:
-    """Kopf's backoffs: one number (a single retry after it) or a sequence of delays."""
-    if isinstance(backoffs, int | float):
-        return [float(backoffs)]
-    return [float(delay) for delay in backoffs]
-
-
 def enqueue(*, ref: Mapping[str, Any], type: str, reason: str, message: str,
-            backoffs: float | Iterable[float] = ()) -> None:
+            backoffs: float | Iterable[float] = (), name: str = 'backoffs') -> None:
+    """Queue the Event for the core to post; its ``backoffs`` (named ``name`` in errors) as
+    the settings' pauses are taken: a list as it is, any other iterable lazily."""
+    drawn: list[Any] = []
     event = {'reference': dict(ref), 'type': type, 'reason': reason, 'message': message,
-             'backoffs': _delays(backoffs)}
-    engine_var.get().post_event(json.dumps(event))
+             'backoffs': pauses(backoffs, name, drawn)}
+    engine_var.get().post_event(json.dumps(event), *drawn)
 
 
 def _post(objs: Any, *, type: str, reason: str, message: str, level: int | None,
@@ -44,9 +40,10 @@ def _post(objs: Any, *, type: str, reason: str, message: str, level: int | None,
     settings = settings_var.get()  # a LookupError outside of an operator, as in Kopf
     if settings.posting.enabled and (level is None or posting_level(settings.posting) <= level):
         effective = backoffs if backoffs is not None else settings.posting.default_backoffs
+        name = 'backoffs' if backoffs is not None else 'settings.posting.default_backoffs'
         for obj in _walk(objs):
             enqueue(ref=build_object_reference(obj), type=type, reason=reason, message=message,
-                    backoffs=effective)
+                    backoffs=effective, name=name)
 
 
 def event(objs: Any, *, type: str, reason: str, message: str = '',

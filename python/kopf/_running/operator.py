@@ -21,6 +21,7 @@ from kopf._handling.handlers import Activity, OperatorRegistry, get_default_regi
 from kopf._logs.posting import engine_var, settings_var
 from kopf._running import stopping
 from kopf._running.calls import Bridge
+from kopf._running.patience import Patience
 from kopf._running.stopping import Flag
 from kopf._structures.errors import OperatorError
 from kopf._structures.indices import Index
@@ -219,6 +220,8 @@ class _Life:
         self.admission_task: asyncio.Task[None] | None = None
         self.bridge: Bridge | None = None
         self.started = False
+        # Until the core watches its resources: what the start waits for, said every minute.
+        self.patience = Patience(self._activity('the startup handlers', Activity.STARTUP))
 
     async def run(self, *, identity: Any, namespaces: Collection[str], liveness_endpoint: str | None) -> None:
         """The whole life; the cleanup activity runs if the startup activity has finished."""
@@ -228,14 +231,22 @@ class _Life:
             # Kopf: a startup handler retried forever must not keep it from exiting.
             if not await self._startup():
                 return
+            self.patience.waiting_for(self._activity('the login', Activity.AUTHENTICATION))
             connection = await self._login()
             if connection is None:
                 return
             ready = self._launch(connection, identity=identity, namespaces=namespaces,
                                  liveness_endpoint=liveness_endpoint)
+            self.patience.waiting_for("the engine's start (the API's discovery, the CRDs, the peering)")
             await self._follow(ready)
         finally:
+            self.patience.over()
             await self._finish()
+
+    def _activity(self, what: str, activity: Activity) -> str:
+        """What a stage waits for, with its handlers' names (``the startup handlers: configure``)."""
+        names = [h.id for h in self.registry._activities if h.activity == activity]
+        return f"{what} ({', '.join(names)})" if names else what
 
     async def _startup(self) -> bool:
         startup = asyncio.create_task(run_activity(
@@ -266,7 +277,9 @@ class _Life:
         self.bridge = Bridge(registry=registry, settings=settings, memo=self.memo, ready=ready, loop=self.loop,
                              lifecycle=self.lifecycle, indices=self.indices)
         storages: list[Any] = []  # the custom ones, called as Python from the engine
+        self.patience.waiting_for("the settings to be read")
         engine_settings = settings.for_engine(storages)
+        settings.mark_read()  # later changes to what the core read now are warned about
         engine_settings['peering']['identity'] = str(identity or detect_own_id(manual=False))
         engine_settings['leadership']['lease_namespace'] = _lease_namespace(settings, namespaces)
         spec = {**self.bridge.spec(), 'namespaces': list(namespaces), 'settings': engine_settings,
@@ -296,6 +309,7 @@ class _Life:
             done, _ = await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
             if ready_task in done:
                 waiting.discard(ready_task)
+                self.patience.over()
                 stopping.raise_flag(self.ready_flag)
             if self.admission_task is not None and self.admission_task in done:
                 try:
@@ -316,6 +330,7 @@ class _Life:
     async def _finish(self) -> None:
         """The core stopped, then the webhook server, then the cleanup activity."""
         self.engine.stop()
+        self.settings.mark_read(False)  # a next run reads them anew
         if self.engine_task is not None and not self.engine_task.done():
             await asyncio.wait({self.engine_task}, timeout=self.settings.process.ultimate_exiting_timeout)
         # The webhooks are served until the core has stopped: its last requests may need its

@@ -5,24 +5,91 @@ from __future__ import annotations
 import concurrent.futures
 import dataclasses
 import logging
+import numbers
 import warnings
 import weakref
-from collections.abc import Iterable
+from collections.abc import Iterable, Sized
 from typing import Any
 
 from kopf._structures import diffbase as _diffbase
 from kopf._structures import progress as _progress
 from kopf._structures.selectors import SelectorMapping
 
+# How each setting is read, Kopf 1.45.2's way and ours: the settings page shows it, and a
+# change after the start to one that the engine read at its start is warned about (never
+# silently ignored). Ours is "at start" unless said here: read when the core starts, after the
+# startup and login handlers, from the values they left.
+AT_EACH_USE = 'at each use'
+LAZILY = 'at each use; an iterable anew each time, one pause per retry'
+READING: dict[str, tuple[str, str]] = {
+    # setting: (Kopf 1.45.2, ours where not "at start")
+    'process.ultimate_exiting_timeout': ('at exit', 'at exit'),
+    'posting.enabled': (AT_EACH_USE, "at each kopf.event() and log line; at start for the core's own lines"),
+    'posting.loggers': (AT_EACH_USE, AT_EACH_USE),
+    'posting.level': (AT_EACH_USE, AT_EACH_USE),
+    'posting.default_backoffs': (LAZILY, LAZILY),
+    'posting.logging_backoffs': (LAZILY, LAZILY + "; at start for the core's own lines"),
+    'posting.worker_limit': ('at start', ''),
+    'peering.mandatory': ('at start', ''),
+    'peering.standalone': ('at start', ''),
+    'peering.clusterwide': ('at start', ''),
+    'queueing.worker_limit': ('at start', ''),
+    'queueing.exit_timeout': ('at exit', ''),
+    'queueing.error_delays': ('at each row of errors; an iterable anew each time, one delay per error',
+                              'at start (the object); an iterable anew at each row of errors, one delay per error'),
+    'queueing.batch_window': ('never (deprecated)', 'never (deprecated)'),
+    'scanning.disabled': ('at start', ''),
+    'execution.default_backoff': (AT_EACH_USE, AT_EACH_USE),
+    'execution.executor': (AT_EACH_USE, AT_EACH_USE),
+    'execution.max_workers': ('when set', 'when set'),
+    'networking.error_backoffs': (LAZILY, 'at start (the object); an iterable anew at each use, one pause per retry'),
+    'networking.trust_env': ('at each login', 'at each login'),
+    'admission.server': ('at start (entered, or called)', 'at start (entered, or called)'),
+    'admission.managed': ('at start', ''),
+}
+
+
+def reading(name: str) -> tuple[str, str]:
+    """How ``settings.<name>`` (``'group.field'``) is read: by Kopf (at each use unless said;
+    ``''`` for ours alone) and here."""
+    kopfs, ours = READING.get(name, (AT_EACH_USE, ''))
+    return kopfs, ours or 'at start'
+
+
+_settings_logger = logging.getLogger('kopf._cogs.configs.configuration')
+
+
+class _Section:
+    """A group of settings: a change after the engine has read it at start is warned about
+    (once per field and run) when the field is one that is read only at start."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        super().__setattr__(name, value)
+        group = self.__dict__.get('_read_as')
+        if group is None or name.startswith('_'):
+            return
+        setting = f'{group}.{name}'
+        warned: set[str] = self.__dict__['_warned']
+        if reading(setting)[1].startswith('at start') and setting not in warned:
+            warned.add(setting)
+            _settings_logger.warning(
+                f"settings.{setting} was changed after the operator had started: it is read "
+                f"at the start, so the new value is not in force until the operator restarts.")
+
+    def _mark_read(self, group: str | None) -> None:
+        object.__setattr__(self, '_read_as', group)
+        object.__setattr__(self, '_warned', set())
+
+
 
 @dataclasses.dataclass
-class ProcessSettings:
+class ProcessSettings(_Section):
     ultimate_exiting_timeout: float | None = 10 * 60
     """On exit, how long to wait for the core (handlers in progress, daemons) to stop; then exit anyway."""
 
 
 @dataclasses.dataclass
-class PostingSettings:
+class PostingSettings(_Section):
     enabled: bool = True
     """Post Kubernetes Events at all (``kopf.event()`` & co)."""
     loggers: bool = False
@@ -46,7 +113,7 @@ class PostingSettings:
 
 
 @dataclasses.dataclass
-class PeeringSettings:
+class PeeringSettings(_Section):
     name: str = 'default'
     """The peering object (``KopfPeering`` or ``ClusterKopfPeering``) to announce ourselves in."""
     stealth: bool = False
@@ -68,7 +135,7 @@ class PeeringSettings:
 
 
 @dataclasses.dataclass
-class LeadershipSettings:
+class LeadershipSettings(_Section):
     """Lease-based leader election (not in Kopf; opt-in): of the replicas that name the same
     Lease, only its holder handles objects; another one takes over when it stops renewing."""
     lease_name: str | None = None
@@ -84,7 +151,7 @@ class LeadershipSettings:
 
 
 @dataclasses.dataclass
-class ShardingSettings:
+class ShardingSettings(_Section):
     """Automatic sharding (not in Kopf; opt-in): the replicas of one operator share the objects,
     each watching only its part of them (Kubernetes' sharded list & watch). They find each
     other by Leases (one per replica, with ``leadership``'s timings and namespace), split the
@@ -97,7 +164,7 @@ class ShardingSettings:
 
 
 @dataclasses.dataclass
-class MetricsSettings:
+class MetricsSettings(_Section):
     """Prometheus metrics of the engine (not in Kopf; opt-in)."""
     address: str | None = None
     """Where ``/metrics`` is served: ``PORT`` (all interfaces) or ``HOST:PORT``
@@ -105,7 +172,7 @@ class MetricsSettings:
 
 
 @dataclasses.dataclass
-class TracingSettings:
+class TracingSettings(_Section):
     """OpenTelemetry's traces of the engine, exported with OTLP over HTTP (not in Kopf; opt-in):
     a span per processed event, handler call, API request and webhook review. OpenTelemetry's
     ``OTEL_*`` environment variables configure the rest (headers, TLS, queue, service name)."""
@@ -120,7 +187,7 @@ class TracingSettings:
 
 
 @dataclasses.dataclass
-class SecretsSettings:
+class SecretsSettings(_Section):
     """What the engine's own log lines never show (not in Kopf).
 
     The values of core Secrets' ``data`` and ``stringData`` are always shown as
@@ -139,7 +206,7 @@ class SecretsSettings:
 
 
 @dataclasses.dataclass
-class LogsSettings:
+class LogsSettings(_Section):
     """How ``@kopf.on.log`` handlers follow the pods' logs (not in Kopf)."""
     max_streams: int = 500
     """How many containers' logs are followed at once; more wait for a place."""
@@ -149,7 +216,7 @@ class LogsSettings:
 
 
 @dataclasses.dataclass
-class WatchingSettings:
+class WatchingSettings(_Section):
     server_timeout: float | None = None
     """The server-side timeout of a watch request."""
     client_timeout: float | None = None
@@ -176,7 +243,7 @@ class WatchingSettings:
 
 
 @dataclasses.dataclass
-class QueueingSettings:
+class QueueingSettings(_Section):
     worker_limit: int | None = None
     """How many objects are processed at once (no limit if unset)."""
     idle_timeout: float = 5.0
@@ -205,12 +272,44 @@ class QueueingSettings:
 
 
 @dataclasses.dataclass
-class ScanningSettings:
+class ScanningSettings(_Section):
     disabled: bool = False
     """Serve only the resources found at start: new and removed CRDs are not watched for."""
 
 
 _default_executors: weakref.WeakSet[concurrent.futures.Executor] = weakref.WeakSet()
+
+# A list or tuple longer than this is read lazily, as any other iterable: not copied at start.
+_LISTED_AT_MOST = 10_000
+
+
+def pauses(value: Any, name: str, customs: list[Any]) -> list[float] | dict[str, Any]:
+    """Pauses in seconds as the core takes them (``settings.networking.error_backoffs`` & co).
+
+    As Kopf takes them: one number is one pause; a list or tuple is the same list at every
+    use; any other iterable (a generator, an object whose ``__iter__`` yields for ever) is
+    iterated anew at every use and read one pause at a time, only when a retry needs one:
+    never turned into a list. Such an iterable is appended to ``customs`` and named by its
+    index there. Anything else is refused here, at start, with the setting's name.
+    """
+    if isinstance(value, numbers.Real) and not isinstance(value, bool):
+        return [float(value)]
+    if isinstance(value, list | tuple) and len(value) <= _LISTED_AT_MOST:
+        for pause in value:
+            if not isinstance(pause, numbers.Real) or isinstance(pause, bool):
+                raise TypeError(f"{name}: {pause!r} in {value!r} is not a number of seconds.")
+        return [float(pause) for pause in value]
+    if isinstance(value, Iterable) and not isinstance(value, str | bytes | dict):
+        count: int | None = None
+        if isinstance(value, Sized):
+            try:
+                count = len(value)
+            except Exception:  # its own __len__ failed: its attempts are not numbered
+                count = None
+        customs.append(value)
+        return {'drawn': len(customs) - 1, 'count': count, 'name': name}
+    raise TypeError(f"{name} must be a number of seconds or an iterable of them (a list, a "
+                    f"generator, an object with __iter__): {value!r}")
 
 
 def posting_level(posting: PostingSettings) -> int:
@@ -238,7 +337,7 @@ def is_default_executor(executor: concurrent.futures.Executor) -> bool:
 
 
 @dataclasses.dataclass
-class ExecutionSettings:
+class ExecutionSettings(_Section):
     default_backoff: float = 60
     """Seconds before a handler is retried after an arbitrary exception."""
     executor: concurrent.futures.Executor = dataclasses.field(default_factory=_default_executor)
@@ -259,7 +358,7 @@ class ExecutionSettings:
 
 
 @dataclasses.dataclass
-class BackgroundSettings:
+class BackgroundSettings(_Section):
     cancellation_polling: float = 60
     """How often a stopping daemon with no cancellation timeout is checked for having exited."""
     instant_exit_timeout: float | None = None
@@ -269,7 +368,7 @@ class BackgroundSettings:
 
 
 @dataclasses.dataclass
-class NetworkingSettings:
+class NetworkingSettings(_Section):
     request_timeout: float | None = 5 * 60
     """One API request's whole time (not the watches')."""
     connect_timeout: float | None = None
@@ -283,7 +382,7 @@ class NetworkingSettings:
 
 
 @dataclasses.dataclass
-class PersistenceSettings:
+class PersistenceSettings(_Section):
     finalizer: str = 'kopf.zalando.org/KopfFinalizerMarker'
     """The finalizer that blocks deletion until deletion handlers are done."""
     progress_storage: _progress.ProgressStorage = dataclasses.field(
@@ -297,7 +396,7 @@ class PersistenceSettings:
 
 
 @dataclasses.dataclass
-class AdmissionSettings:
+class AdmissionSettings(_Section):
     server: Any = None
     """How admission requests reach the operator: ``kopf.WebhookServer`` or its kin, or a
     custom server (a callable that takes the ``webhookfn`` and yields client configs)."""
@@ -307,7 +406,7 @@ class AdmissionSettings:
 
 
 @dataclasses.dataclass
-class ConversionSettings:
+class ConversionSettings(_Section):
     """The CRDs whose versions ``@kopf.on.convert`` handlers convert (not in Kopf). Their
     reviews come to ``settings.admission.server``."""
     managed: bool = False
@@ -348,6 +447,14 @@ class OperatorSettings:
                       "Please rename `settings.batching` -> `settings.queueing`", DeprecationWarning, stacklevel=2)
         return self.queueing
 
+    def mark_read(self, read: bool = True) -> None:
+        """The engine has read the settings at its start (or, ``read=False``, has stopped):
+        from now on, a change to one read only at start is warned about."""
+        for field in dataclasses.fields(self):
+            section = getattr(self, field.name)
+            if isinstance(section, _Section):
+                section._mark_read(field.name if read else None)
+
     def for_engine(self, customs: list[Any] | None = None) -> dict[str, Any]:
         """The part of the settings that the core acts on.
 
@@ -355,8 +462,8 @@ class OperatorSettings:
         referred to by their index there.
         """
         customs = customs if customs is not None else []
-        def floats(value: float | Iterable[float]) -> list[float]:
-            return [float(value)] if isinstance(value, int | float) else [float(v) for v in value]
+        # Python's own (kopf.event()'s), checked here so that a wrong one fails at start.
+        pauses(self.posting.default_backoffs, 'settings.posting.default_backoffs', [])
         return {
             'watching': {
                 'server_timeout': self.watching.server_timeout,
@@ -373,7 +480,7 @@ class OperatorSettings:
                 'idle_timeout': self.queueing.idle_timeout,
                 'exit_timeout': self.queueing.exit_timeout,
                 'worker_limit': self.queueing.worker_limit,
-                'error_delays': floats(self.queueing.error_delays),
+                'error_delays': pauses(self.queueing.error_delays, 'settings.queueing.error_delays', customs),
             },
             'persistence': {
                 'finalizer': self.persistence.finalizer,
@@ -388,6 +495,8 @@ class OperatorSettings:
                 'event_name_prefix': self.posting.event_name_prefix,
                 'worker_limit': self.posting.worker_limit,
                 'idle_timeout': self.posting.idle_timeout,
+                'logging_backoffs': pauses(self.posting.logging_backoffs,
+                                           'settings.posting.logging_backoffs', customs),
             },
             'background': {
                 'cancellation_polling': self.background.cancellation_polling,
@@ -416,7 +525,8 @@ class OperatorSettings:
             'networking': {
                 'request_timeout': self.networking.request_timeout,
                 'connect_timeout': self.networking.connect_timeout,
-                'error_backoffs': floats(self.networking.error_backoffs),
+                'error_backoffs': pauses(self.networking.error_backoffs,
+                                         'settings.networking.error_backoffs', customs),
                 'enforce_retry_after': self.networking.enforce_retry_after,
             },
             'scanning': {'disabled': self.scanning.disabled},

@@ -1,23 +1,38 @@
-//! How long to pause before trying again what failed: by the settings' list of pauses
-//! (`settings.networking.error_backoffs`), or doubling with jitter for what retries for ever
-//! (watch-streams); and never sooner than a throttling server asked.
+//! How long to pause before trying again what failed: by the settings' pauses
+//! (`settings.networking.error_backoffs`, `settings.queueing.error_delays`), or doubling with
+//! jitter for what retries for ever (watch-streams); and never sooner than a throttling server
+//! asked.
 //!
-//! Uses: nothing but `kube`'s errors and `rand`.
+//! Uses: `settings` (the pauses), `kube`'s errors and `rand`.
 
+use crate::settings::pauses::{Pauses, Run};
 use rand::Rng;
 
-/// The pause after the `failures`-th failure (1 for the first) by a list of pauses; none when
-/// the list is used up (the caller gives up).
-pub fn listed(backoffs: &[f64], failures: usize) -> Option<f64> {
-    backoffs.get(failures.checked_sub(1)?).copied()
+/// Pauses for what never gives up (Kopf's throttler): the settings' pauses in turn, then the
+/// last one again and again. Started at the first failure of a row, dropped at a success.
+pub struct ForEver {
+    run: Option<Run>,
+    last: Option<f64>,
 }
 
-/// The same for what never gives up: the list's last pause, again and again (1 s if empty).
-pub fn listed_for_ever(backoffs: &[f64], failures: usize) -> f64 {
-    let at = failures
-        .saturating_sub(1)
-        .min(backoffs.len().saturating_sub(1));
-    backoffs.get(at).copied().unwrap_or(1.0)
+impl ForEver {
+    /// A new row of failures.
+    pub fn new(pauses: &Pauses) -> Self {
+        Self {
+            run: Some(pauses.run()),
+            last: None,
+        }
+    }
+
+    /// The pause after the next failure; none if the pauses gave none at all.
+    pub fn next_pause(&mut self) -> Option<f64> {
+        // An iteration that ended is not asked again (an iterable's `next()` takes the GIL).
+        match self.run.as_mut().and_then(Iterator::next) {
+            Some(pause) => self.last = Some(pause),
+            None => self.run = None,
+        }
+        self.last
+    }
 }
 
 /// Doubling from 1 s to `max` with the `failures`, each a random half to whole of it (so that
@@ -52,13 +67,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn pauses_by_the_list_end_or_repeat() {
-        let list = [1.0, 2.0, 5.0];
-        let taken: Vec<Option<f64>> = (1..=4).map(|n| listed(&list, n)).collect();
-        assert_eq!(taken, [Some(1.0), Some(2.0), Some(5.0), None]);
-        let repeated: Vec<f64> = (1..=4).map(|n| listed_for_ever(&list, n)).collect();
-        assert_eq!(repeated, [1.0, 2.0, 5.0, 5.0]);
-        assert_eq!(listed_for_ever(&[], 3), 1.0);
+    fn pauses_for_ever_repeat_the_last() {
+        let mut row = ForEver::new(&Pauses::listed(&[1.0, 2.0, 5.0]));
+        let repeated: Vec<Option<f64>> = (1..=4).map(|_| row.next_pause()).collect();
+        assert_eq!(repeated, [Some(1.0), Some(2.0), Some(5.0), Some(5.0)]);
+        assert_eq!(ForEver::new(&Pauses::listed(&[])).next_pause(), None);
     }
 
     #[test]

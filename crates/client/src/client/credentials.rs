@@ -8,7 +8,7 @@
 use crate::client::backoff;
 use crate::client::connection::{self, ConnectionError, ConnectionInfo};
 use crate::client::transport::Transport;
-use crate::settings::{NetworkingSettings, WatchingSettings};
+use crate::settings::{NetworkingSettings, Pauses, WatchingSettings};
 use crate::util::logging::ENGINE;
 use futures::future::BoxFuture;
 use opentelemetry::trace::{SpanKind, TraceContextExt};
@@ -45,6 +45,18 @@ pub(crate) enum RenewError {
     Connection(#[from] ConnectionError),
 }
 
+/// "/9" after an attempt's number when the attempts are counted (Kopf's "#2/9"), else nothing.
+struct OfAttempts(Option<usize>);
+
+impl std::fmt::Display for OfAttempts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.0 {
+            Some(count) => write!(f, "/{count}"),
+            None => Ok(()),
+        }
+    }
+}
+
 /// A request that took longer than `settings.networking.request_timeout`.
 #[derive(Debug, thiserror::Error)]
 #[error("no response within {0} s (settings.networking.request_timeout)")]
@@ -60,7 +72,7 @@ pub struct Network {
     /// Watches connect with their own timeout (Kopf: `settings.watching.connect_timeout`).
     pub watch_connect_timeout: Option<f64>,
     /// Delays before the retries of a failed request (none: fail at once).
-    pub error_backoffs: Vec<f64>,
+    pub error_backoffs: Pauses,
     /// A server's `Retry-After` replaces the backoff even when shorter.
     pub enforce_retry_after: bool,
 }
@@ -240,7 +252,7 @@ impl Credentials {
         &self,
         channel: Channel,
         what: &str,
-        backoffs: Option<&[f64]>,
+        backoffs: Option<&Pauses>,
         request: F,
     ) -> Result<T, kube::Error>
     where
@@ -248,15 +260,18 @@ impl Credentials {
         Fut: Future<Output = Result<T, kube::Error>>,
     {
         let backoffs = backoffs.unwrap_or(&self.network.error_backoffs);
-        let count = backoffs.len() + 1;
+        // As Kopf numbers the attempts: "#2/9" of a list, "#2" of an iterable without a length.
+        let count = OfAttempts(backoffs.attempts());
+        // Taken one at a time, when a retry needs one: an endless iterable is never read ahead.
+        let mut pauses = backoffs.run();
         // Within an event, a call or a review: a span of it (the others are not traced).
         let span = (crate::traces::get())
             .filter(|_| crate::traces::in_span())
             .map(|tracer| request_span(&tracer, what));
         let span = span.as_ref();
-        for attempt in 1..=count {
+        for attempt in 1.. {
             if attempt > 1 {
-                tracing::debug!(target: ENGINE, "Request attempt #{attempt}/{count}: {what}");
+                tracing::debug!(target: ENGINE, "Request attempt #{attempt}{count}: {what}");
             }
             let started = std::time::Instant::now();
             let result = self.authorised(channel, &request).await;
@@ -270,7 +285,7 @@ impl Credentials {
             let error = match result {
                 Ok(result) => {
                     if attempt > 1 {
-                        tracing::debug!(target: ENGINE, "Request attempt #{attempt}/{count} succeeded: {what}");
+                        tracing::debug!(target: ENGINE, "Request attempt #{attempt}{count} succeeded: {what}");
                     }
                     end_request_span(span, attempt, None);
                     return Ok(result);
@@ -282,8 +297,8 @@ impl Credentials {
                 Err(error) => error,
             };
             let reason = crate::util::errors::chain(&error);
-            let Some(backoff) = backoff::listed(backoffs, attempt) else {
-                tracing::error!(target: ENGINE, "Request attempt #{attempt}/{count} failed; escalating: {what} -> {reason}");
+            let Some(backoff) = pauses.next() else {
+                tracing::error!(target: ENGINE, "Request attempt #{attempt}{count} failed; escalating: {what} -> {reason}");
                 end_request_span(span, attempt, Some(&error));
                 return Err(error);
             };
@@ -305,13 +320,13 @@ impl Credentials {
             let backoff = asked;
             if is_cache_warming(&error) {
                 // Kopf logs it at ERROR like any failure; it is the server warming up.
-                tracing::info!(target: ENGINE, "Request attempt #{attempt}/{count} failed; will retry: {what} -> {reason}");
+                tracing::info!(target: ENGINE, "Request attempt #{attempt}{count} failed; will retry: {what} -> {reason}");
             } else {
-                tracing::error!(target: ENGINE, "Request attempt #{attempt}/{count} failed; will retry: {what} -> {reason}");
+                tracing::error!(target: ENGINE, "Request attempt #{attempt}{count} failed; will retry: {what} -> {reason}");
             }
             tokio::time::sleep(Duration::from_secs_f64(backoff)).await;
         }
-        unreachable!("the last attempt returns")
+        unreachable!("attempts are counted without end")
     }
 
     /// One attempt: with renewed credentials if they have expired or are refused (401, once).
@@ -575,7 +590,7 @@ impl Credentials {
         &self,
         url: &str,
         object: &serde_json::Value,
-        backoffs: Option<&[f64]>,
+        backoffs: Option<&Pauses>,
     ) -> Result<serde_json::Value, kube::Error> {
         let json = "application/json";
         self.send(None, http::Method::POST, url, json, object, backoffs)
@@ -590,7 +605,7 @@ impl Credentials {
         url: &str,
         content_type: &str,
         payload: &serde_json::Value,
-        backoffs: Option<&[f64]>,
+        backoffs: Option<&Pauses>,
     ) -> Result<T, kube::Error> {
         let _own_slot = match slot {
             Some(_) => None,
@@ -623,7 +638,7 @@ mod tests {
         let config = kube::Config::new("http://127.0.0.1:1".parse().expect("a URL"));
         let client = Transport::plain(&config).expect("a client");
         let network = Network {
-            error_backoffs: backoffs.to_vec(),
+            error_backoffs: Pauses::listed(backoffs),
             enforce_retry_after,
             ..Network::default()
         };

@@ -3,6 +3,7 @@
 //! then logged, never fatal.
 
 use crate::client::credentials::Credentials;
+use crate::settings::Pauses;
 use crate::util::encoding::to_python_repr;
 use crate::util::logging::ENGINE;
 use crate::util::tasks;
@@ -32,7 +33,7 @@ pub struct K8sEvent {
     pub message: String,
     /// Delays before the retries of a failed post (`settings.posting.*_backoffs`, `backoffs=`).
     #[serde(default)]
-    pub backoffs: Vec<f64>,
+    pub backoffs: Pauses,
 }
 
 /// Posts the Events, each object's in order, apart from the handlers.

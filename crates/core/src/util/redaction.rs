@@ -3,11 +3,14 @@
 //! that carry credentials). Keys stay, values become [`MARKER`]; the JSON held in annotations
 //! (kubectl's `last-applied-configuration`, Kopf's diff base) is redacted the same way.
 //!
-//! The operator sets the fields once at start ([`configure`]); a log line is formatted with
-//! [`redacted`] (a body or a patch) or [`redacted_at`] (a value found at a field, as a diff's).
+//! Each operator has its own fields: its run is [`scoped`] with them, and the tasks it spawns
+//! (through `util::tasks`) carry them, as they carry its log subscriber; several operators in
+//! one process redact each by its own settings. A log line is formatted with [`redacted`] (a
+//! body or a patch) or [`redacted_at`] (a value found at a field, as a diff's).
 
 use std::borrow::Cow;
-use std::sync::{Arc, RwLock};
+use std::future::Future;
+use std::sync::Arc;
 
 use serde_json::Value;
 
@@ -17,18 +20,33 @@ use crate::util::logging::ObjectRef;
 /// What a redacted value is shown as.
 pub const MARKER: &str = "<redacted>";
 
-static FIELDS: RwLock<Option<Arc<Vec<FieldPath>>>> = RwLock::new(None);
+/// The field paths of an operator's `settings.secrets.fields`.
+pub type Fields = Arc<Vec<FieldPath>>;
 
-/// The field paths redacted for every resource, besides Secrets' `data` and `stringData`.
-pub fn configure(fields: Vec<FieldPath>) {
-    *FIELDS.write().unwrap_or_else(|e| e.into_inner()) = Some(Arc::new(fields));
+tokio::task_local! {
+    static FIELDS: Fields;
+}
+
+/// Run an operator's future with its field paths redacted for every resource (besides
+/// Secrets' `data` and `stringData`), in it and in the tasks it spawns.
+pub async fn scoped<F: Future>(fields: Vec<FieldPath>, future: F) -> F::Output {
+    FIELDS.scope(Arc::new(fields), future).await
+}
+
+/// The current operator's fields (none outside of an operator), for a task it spawns.
+pub fn current() -> Fields {
+    FIELDS.try_with(Arc::clone).unwrap_or_default()
+}
+
+/// A future that runs with these fields (a task spawned with its spawner's).
+pub fn carrying<F: Future>(fields: Fields, future: F) -> impl Future<Output = F::Output> {
+    FIELDS.scope(fields, future)
 }
 
 fn paths(object: &ObjectRef) -> Vec<FieldPath> {
-    let mut paths = match FIELDS.read().unwrap_or_else(|e| e.into_inner()).as_ref() {
-        Some(fields) => fields.as_ref().clone(),
-        None => Vec::new(),
-    };
+    let mut paths = FIELDS
+        .try_with(|fields| fields.as_ref().clone())
+        .unwrap_or_default();
     if object.api_version == "v1" && object.kind == "Secret" {
         paths.push(vec!["data".into()]);
         paths.push(vec!["stringData".into()]);
@@ -170,24 +188,36 @@ mod tests {
         assert_eq!(at(&["data", "gone"], Value::Null), Value::Null);
     }
 
-    #[test]
-    fn configured_fields_are_redacted_in_any_resource_and_others_are_not_touched() {
+    #[tokio::test]
+    async fn each_operators_fields_are_redacted_in_any_resource_and_in_its_tasks_only() {
         let greeting =
             ObjectRef::of(&json!({"apiVersion": "demo.kopf.dev/v1", "kind": "Greeting"}));
         let body = json!({"spec": {"credentials": {"user": "ada", "password": "p4ss"}, "who": "Ada"},
                           "data": {"kept": "x"}});
         assert!(matches!(redacted(&greeting, &body), Cow::Borrowed(_)));
-        configure(vec![vec![
-            "spec".into(),
-            "credentials".into(),
-            "password".into(),
-        ]]);
-        let shown = redacted(&greeting, &body).into_owned();
-        configure(Vec::new());
+        let password = vec!["spec".into(), "credentials".into(), "password".into()];
+        let user = vec!["spec".into(), "credentials".into(), "user".into()];
+        // Two operators in one process, each with its own fields, each spawning a task.
+        let shown = |fields: Vec<FieldPath>| {
+            let (body, greeting) = (body.clone(), greeting.clone());
+            scoped(fields, async move {
+                let spawned =
+                    crate::util::tasks::spawn(
+                        async move { redacted(&greeting, &body).into_owned() },
+                    );
+                spawned.await.expect("the task ends")
+            })
+        };
+        let (first, second) = tokio::join!(shown(vec![password]), shown(vec![user]));
         assert_eq!(
-            shown["spec"],
+            first["spec"],
             json!({"credentials": {"user": "ada", "password": MARKER}, "who": "Ada"})
         );
-        assert_eq!(shown["data"], json!({"kept": "x"}));
+        assert_eq!(
+            second["spec"],
+            json!({"credentials": {"user": MARKER, "password": "p4ss"}, "who": "Ada"})
+        );
+        assert_eq!(first["data"], json!({"kept": "x"}));
+        assert!(matches!(redacted(&greeting, &body), Cow::Borrowed(_)));
     }
 }

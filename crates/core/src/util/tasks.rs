@@ -1,7 +1,9 @@
 //! The core's tasks: each runs with the log subscriber of the operator that spawned it,
 //! so that its lines reach that operator's Python loggers (several operators may run in
-//! one process, each with its own). `tokio::spawn` is not used directly (clippy.toml).
+//! one process, each with its own), and with its redacted fields (`util::redaction`).
+//! `tokio::spawn` is not used directly (clippy.toml).
 
+use crate::util::redaction;
 use std::future::Future;
 use tokio::task::{AbortHandle, JoinHandle, JoinSet};
 use tracing::instrument::WithSubscriber;
@@ -12,6 +14,7 @@ where
     F: Future + Send + 'static,
     F::Output: Send + 'static,
 {
+    let future = redaction::carrying(redaction::current(), future);
     #[allow(clippy::disallowed_methods)] // the one place that may
     tokio::spawn(future.with_current_subscriber())
 }
@@ -22,6 +25,7 @@ where
     F: Future<Output = T> + Send + 'static,
     T: Send + 'static,
 {
+    let future = redaction::carrying(redaction::current(), future);
     #[allow(clippy::disallowed_methods)] // the one place that may
     set.spawn(future.with_current_subscriber())
 }

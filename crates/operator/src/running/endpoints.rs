@@ -12,10 +12,12 @@ impl Endpoints {
     pub(super) async fn start(
         spec: &OperatorSpec,
         hooks: &Arc<dyn Hooks>,
+        watching: &tokio::sync::watch::Receiver<bool>,
     ) -> Result<Self, RunError> {
         let mut served = Vec::new();
         if let Some(endpoint) = &spec.liveness_endpoint {
-            served.push(crate::probing::serve(endpoint, hooks.clone()).await?);
+            let watching = watching.clone();
+            served.push(crate::probing::serve(endpoint, hooks.clone(), watching).await?);
         }
         if let Some(address) = &spec.settings.metrics.address {
             served.push(crate::metrics::serving::serve(address).await?);

@@ -125,8 +125,24 @@ pub struct Embedding {
     pub webhooks: Option<Arc<Webhooks>>,
 }
 
-/// Run until `stop` becomes true; `ready` is called once all watchers are started.
+/// Run until `stop` becomes true; `ready` is called once all watchers are started. The
+/// operator's tasks redact its own `settings.secrets.fields` in their log lines (another
+/// operator in the same process, its own).
 pub async fn run(
+    credentials: Arc<Credentials>,
+    server: &str,
+    spec: OperatorSpec,
+    embedding: Embedding,
+    stop: watch::Receiver<bool>,
+    events: mpsc::UnboundedReceiver<K8sEvent>,
+    ready: impl FnOnce(),
+) -> Result<(), RunError> {
+    let fields = spec.settings.secrets.fields.clone();
+    let serving = serve(credentials, server, spec, embedding, stop, events, ready);
+    crate::util::redaction::scoped(fields, serving).await
+}
+
+async fn serve(
     credentials: Arc<Credentials>,
     server: &str,
     spec: OperatorSpec,
@@ -139,10 +155,11 @@ pub async fn run(
     events: mpsc::UnboundedReceiver<K8sEvent>,
     ready: impl FnOnce(),
 ) -> Result<(), RunError> {
-    crate::util::redaction::configure(spec.settings.secrets.fields.clone());
     let settings = Arc::new(spec.settings.clone());
     let storages = build_storages(&settings, hooks.as_ref())?;
-    let endpoints = Endpoints::start(&spec, &hooks).await?;
+    // Until its watchers start, the liveness endpoint says that it is not ready.
+    let (watching, watched) = watch::channel(false);
+    let endpoints = Endpoints::start(&spec, &hooks, &watched).await?;
     let traces = Traces::start(&spec.settings.tracing).map_err(RunError::Tracing)?;
     let mut scanner = Scanner::new(credentials.clone(), server, spec.api_groups());
     let resources = scanner.discover().await?;
@@ -158,6 +175,7 @@ pub async fn run(
     webhooks.await_conversions(&mut stop).await;
     serving.update(plan(&spec, &resources, hooks.as_ref(), true).await);
     scanner.watch_crds(&resources, &settings);
+    watching.send_replace(true);
     ready();
 
     loop {

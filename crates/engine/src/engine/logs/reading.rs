@@ -76,6 +76,7 @@ impl Reader {
         let counters =
             (crate::metrics::get()).map(|m| m.log_counters(&self.logs.ctx.resource.name()));
         let mut failures = 0u32;
+        let mut pauses: Option<backoff::ForEver> = None;
         loop {
             let before = follower.position().clone();
             let draining = *self.draining.borrow_and_update();
@@ -97,6 +98,7 @@ impl Reader {
             match next {
                 Ok(Some(line)) => {
                     failures = 0;
+                    pauses = None;
                     let matched = self
                         .deliver(line, before, follower.position().clone())
                         .await;
@@ -127,7 +129,8 @@ impl Reader {
                         return Ended::Drained;
                     }
                     let backoffs = &self.logs.ctx.settings.networking.error_backoffs;
-                    let pause = backoff::listed_for_ever(backoffs, failures as usize);
+                    let row = pauses.get_or_insert_with(|| backoff::ForEver::new(backoffs));
+                    let pause = row.next_pause().unwrap_or(1.0);
                     tokio::time::sleep(Duration::from_secs_f64(pause)).await;
                 }
             }

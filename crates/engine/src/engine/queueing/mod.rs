@@ -8,6 +8,7 @@
 //! Here: the `Dispatcher` (routing, successors, idle and resting objects); `inbox`: an
 //! object's queue; `worker`: an object's cycles until it idles out; `tests`.
 
+use crate::client::backoff::ForEver;
 use crate::client::watching::{EventType, RawEvent, Watched};
 use crate::engine::context::{object_key, Memory, ResourceContext, Resting};
 use crate::engine::daemons::Daemons;
@@ -55,12 +56,15 @@ pub struct Dispatcher {
 /// memory (the figures: docs/benchmarks.md, "Figures behind the code").
 const LISTING_BACKLOG: usize = 64;
 
+/// The throttling of an object after unexpected errors in a row (boxed: most have none).
+type Throttling = Option<Box<ForEver>>;
+
 /// A worker's task has ended (idle, or its queue closed): its object's key, the object's
 /// memory unless the object is gone, and the unexpected errors in a row (see `Idle`).
 struct Finished {
     key: String,
     memory: Option<Memory>,
-    errors_in_a_row: usize,
+    throttling: Throttling,
 }
 
 /// What an idle worker keeps besides its object's memory (which rests at once): the errors in
@@ -69,7 +73,7 @@ struct Finished {
 /// this: the others have nothing left but the memory. (Thousands are idle at once after a
 /// listing: as tasks, each waiting with a timeout, they would cost a kilobyte apiece.)
 struct Idle {
-    errors_in_a_row: usize,
+    throttling: Throttling,
     until: Instant,
 }
 
@@ -283,8 +287,8 @@ impl Dispatcher {
         let memory = (routes.resting.remove(&id))
             .map(Resting::wake)
             .unwrap_or_default();
-        let errors_in_a_row = (routes.idle.remove(&id)).map_or(0, |idle| idle.errors_in_a_row);
-        self.start(routes, key, inbox, memory, errors_in_a_row);
+        let throttling = (routes.idle.remove(&id)).and_then(|idle| idle.throttling);
+        self.start(routes, key, inbox, memory, throttling);
     }
 
     /// An object's worker's task has ended: its successor takes over, or its object's memory
@@ -293,16 +297,10 @@ impl Dispatcher {
         let Finished {
             key,
             memory,
-            errors_in_a_row,
+            throttling,
         } = finished;
         if let Some(inbox) = routes.successors.remove(&key) {
-            self.start(
-                routes,
-                key,
-                inbox,
-                memory.unwrap_or_default(),
-                errors_in_a_row,
-            );
+            self.start(routes, key, inbox, memory.unwrap_or_default(), throttling);
             return;
         }
         routes.queues.remove(&key);
@@ -311,12 +309,9 @@ impl Dispatcher {
             return;
         };
         let id = ObjectId::new(&key);
-        if errors_in_a_row > 0 {
+        if throttling.is_some() {
             let until = Instant::now() + self.ctx.settings.queueing.idle_duration();
-            let idle = Idle {
-                errors_in_a_row,
-                until,
-            };
+            let idle = Idle { throttling, until };
             routes.idle.insert(id.clone(), idle);
             routes.idling.push_back((until, id.clone()));
         }
@@ -329,10 +324,10 @@ impl Dispatcher {
         key: String,
         inbox: Arc<Inbox>,
         memory: Memory,
-        errors_in_a_row: usize,
+        throttling: Throttling,
     ) {
         let mut worker = Worker::new(self.clone(), key, inbox, memory);
-        worker.errors_in_a_row = errors_in_a_row;
+        worker.throttling = throttling;
         tasks::spawn_in(&mut routes.workers, worker.run());
     }
 }

@@ -6,7 +6,7 @@ use super::*;
 use crate::engine::testing::{self, event, object, Daemon, FakeHooks, FakePatcher, Handlers};
 use crate::indices::datum::Datum;
 use crate::intents::hooks::HandlerKind;
-use crate::settings::Settings;
+use crate::settings::{Pauses, Settings};
 use crate::state::bodies::CompactBody;
 use crate::state::progression::Outcome;
 use crate::util::logging::Capture;
@@ -118,7 +118,7 @@ fn idle_workers_end_when_their_time_is_up_unless_they_resumed() {
     let at = |seconds: u64| start + Duration::from_secs(seconds);
     for (key, until) in [("a", 5), ("b", 6), ("c", 7)] {
         let idle = Idle {
-            errors_in_a_row: 2,
+            throttling: Some(Box::new(ForEver::new(&Pauses::listed(&[1.0])))),
             until: at(until),
         };
         routes.idle.insert(ObjectId::new(key), idle);

@@ -2,6 +2,7 @@
 //! their patches, the delays they ask for), and ends when idle.
 
 use crate::client::applying;
+use crate::client::backoff::ForEver;
 use crate::client::watching::{EventType, RawEvent};
 use crate::engine::context::{Cycle, Memory, ResourceContext};
 use crate::engine::daemons::ObjectDaemons;
@@ -22,7 +23,7 @@ use tokio::time::Instant;
 use tracing::Level;
 
 use super::inbox::{Inbox, Queued, Receiving};
-use super::{Dispatcher, Finished};
+use super::{Dispatcher, Finished, Throttling};
 
 /// Sleeps longer than this are cut, to re-check the object now and then.
 const WAITING_KEEPALIVE: f64 = 600.0;
@@ -100,9 +101,9 @@ pub(super) struct Worker {
     /// What the `on.event` handlers want applied, with the next cycle's patch.
     watching_patch: Patch,
     own_change: Option<OwnChange>,
-    /// Unexpected errors in a row: the next throttling delay is the configured one at this
-    /// place (ever longer while the errors repeat; the last one after the list ends).
-    pub(super) errors_in_a_row: usize,
+    /// After unexpected errors in a row: the configured delays, taken in turn while they
+    /// repeat (the last one again after they end); none after a success.
+    pub(super) throttling: Throttling,
     /// Go on at once, without waiting for news (after a throttled error or a wake-up).
     retry_now: bool,
 }
@@ -123,7 +124,7 @@ impl Worker {
             latest: None,
             watching_patch: Patch::default(),
             own_change: None,
-            errors_in_a_row: 0,
+            throttling: None,
             retry_now: false,
         }
     }
@@ -149,7 +150,7 @@ impl Worker {
             }
             Finished {
                 memory: (!self.gone).then_some(self.memory),
-                errors_in_a_row: if self.gone { 0 } else { self.errors_in_a_row },
+                throttling: if self.gone { None } else { self.throttling },
                 key: self.key,
             }
         }
@@ -392,9 +393,9 @@ impl Worker {
         let event = (!had_patch).then_some(event);
         match applying.await {
             // Processed: the throttling starts over (as Kopf's, written or not).
-            Ok(None) => self.errors_in_a_row = 0,
+            Ok(None) => self.throttling = None,
             Ok(Some(applied)) => {
-                self.errors_in_a_row = 0;
+                self.throttling = None;
                 self.memory.remaining_patch = applied.remaining;
                 if applied.gone {
                     self.latest = None;
@@ -514,12 +515,10 @@ impl Worker {
     /// meanwhile; then go on at once. Kopf's throttler says when it is over if events came
     /// meanwhile (they cut its sleep short, and the rest is slept before the next one).
     async fn throttle(&mut self, object: &ObjectRef, error: &CycleError) {
-        let configured = &self.ctx().settings.queueing.error_delays;
-        let delay = (configured.get(self.errors_in_a_row))
-            .or(configured.last())
-            .copied()
-            .unwrap_or(60.0);
-        self.errors_in_a_row += 1;
+        let configured = &self.dispatcher.ctx.settings.queueing.error_delays;
+        let row = (self.throttling).get_or_insert_with(|| Box::new(ForEver::new(configured)));
+        // Kopf does not throttle (nor log) when no delay is configured; a minute here, not a busy loop.
+        let delay = row.next_pause().unwrap_or(60.0);
         object_log!(
             Level::ERROR,
             object,
