@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
+import itertools
 import logging
 import numbers
 import warnings
@@ -46,6 +47,7 @@ READING: dict[str, tuple[str, str]] = {
     'networking.trust_env': ('at each login', 'at each login'),
     'admission.server': ('at start (entered, or called)', 'at start (entered, or called)'),
     'admission.managed': ('at start', ''),
+    'secrets.fields': ('', 'at start, once (an endless iterable is refused)'),
 }
 
 
@@ -520,7 +522,7 @@ class OperatorSettings:
             'tracing': dataclasses.asdict(self.tracing),
             'conversion': dataclasses.asdict(self.conversion),
             'logs': dataclasses.asdict(self.logs),
-            'secrets': {'fields': [list(_secret_field(field)) for field in self.secrets.fields],
+            'secrets': {'fields': _secret_fields(self.secrets.fields),
                         'diffbase_digests': bool(self.secrets.diffbase_digests)},
             'networking': {
                 'request_timeout': self.networking.request_timeout,
@@ -531,6 +533,15 @@ class OperatorSettings:
             },
             'scanning': {'disabled': self.scanning.disabled},
         }
+
+
+def _secret_fields(fields: Iterable[str | Iterable[str]]) -> list[list[str]]:
+    """The field paths, read once at start: an endless iterable is refused, not read for ever."""
+    paths = [list(_secret_field(field)) for field in itertools.islice(fields, _LISTED_AT_MOST + 1)]
+    if len(paths) > _LISTED_AT_MOST:
+        raise ValueError(f"settings.secrets.fields: more than {_LISTED_AT_MOST} field paths "
+                         "(an endless iterable?); they are read once, at start.")
+    return paths
 
 
 def _secret_field(field: str | Iterable[str]) -> tuple[str, ...]:
