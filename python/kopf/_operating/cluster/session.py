@@ -59,6 +59,9 @@ class KopfCluster(contextlib.AbstractContextManager["KopfCluster"]):
         deletion, service accounts).
     :param nodes: also run kube-scheduler and kwok: pods are scheduled, run and log.
     :param home: the state folder (default: a temporary one, removed on exit).
+
+    Its programs end with the thread that starts it, however that ends (the kernel sends them
+    SIGTERM): start it in a thread that lives as long as it is used.
     :param port: the API server's port (default: a free one).
     """
 
