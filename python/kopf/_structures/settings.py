@@ -83,7 +83,6 @@ class _Section:
         object.__setattr__(self, '_warned', set())
 
 
-
 @dataclasses.dataclass
 class ProcessSettings(_Section):
     ultimate_exiting_timeout: float | None = 10 * 60
