@@ -66,16 +66,6 @@ impl Pauses {
         Self::Listed(pauses.into())
     }
 
-    /// Pauses taken from an iterable (already at hand, as the binding has it for an Event).
-    pub fn drawn(source: Arc<dyn PauseSource>, count: Option<usize>, name: &str) -> Self {
-        Self::Drawn(Drawn {
-            index: 0,
-            count,
-            name: name.to_owned(),
-            source: Some(source),
-        })
-    }
-
     /// Give a drawn setting its iterable, as the binding finds it.
     pub fn attach(&mut self, sources: &dyn PauseSources) -> Result<(), Unattached> {
         if let Self::Drawn(drawn) = self {
@@ -114,14 +104,6 @@ impl Pauses {
                     at: 0,
                 },
             },
-        }
-    }
-
-    /// The pauses of a list (none for a drawn iterable: it is not read ahead).
-    pub fn as_listed(&self) -> Option<&[f64]> {
-        match self {
-            Self::Listed(pauses) => Some(pauses),
-            Self::Drawn(_) => None,
         }
     }
 }
