@@ -377,3 +377,65 @@ def test_the_dynamic_client_with_a_literal_resource(tmp_path: Path) -> None:
     rules, warnings = needed(['ns1'])
     assert verbs(rules) == {('ns1', '', 'configmaps'): ['create', 'list']}
     assert warnings == []
+
+
+def test_functions_handed_to_threads_executors_and_schedulers_are_followed_with_their_arguments(
+        tmp_path: Path) -> None:
+    load(tmp_path, """
+        import asyncio
+        import concurrent.futures
+        import functools
+        import threading
+        import kopf
+        from kubernetes import client
+
+        GROUP = 'demo.kopf.dev'
+        POOL = concurrent.futures.ThreadPoolExecutor()
+
+        def drop(api, name, namespace):
+            api.delete_namespaced_secret(name=name, namespace=namespace)
+
+        @kopf.on.create('greetings')
+        async def create_fn(name, namespace, spec, **_):
+            api = client.CustomObjectsApi()
+            core = client.CoreV1Api()
+            await asyncio.to_thread(api.get_namespaced_custom_object, group=GROUP, version='v1',
+                                    namespace=namespace, plural='greetings', name=name)
+            await asyncio.to_thread(core.create_namespaced_config_map, namespace=spec['target'], body={})
+            loop = asyncio.get_running_loop()
+            await loop.run_in_executor(None, core.read_namespaced_pod, name, namespace)
+            POOL.submit(drop, core, name, namespace)
+            threading.Thread(target=core.delete_namespaced_service, args=(name, namespace)).start()
+            later = functools.partial(client.AppsV1Api().delete_namespaced_deployment, name=name, namespace=namespace)
+            later()
+    """)
+    rules, warnings = needed(['ns1'])
+    assert verbs(rules) == {
+        ('ns1', 'demo.kopf.dev', 'greetings'): ['get'],
+        ('ns1', '', 'configmaps'): ['create'],
+        ('ns1', '', 'pods'): ['get'],
+        ('ns1', '', 'secrets'): ['delete'],
+        ('ns1', '', 'services'): ['delete'],
+        ('ns1', 'apps', 'deployments'): ['delete'],
+    }
+    # The namespace from the spec: said, with its place (never dropped).
+    assert len(warnings) == 1 and warnings[0].startswith(
+        "handlers.py:21 (in create_fn): CoreV1Api.create_namespaced_config_map: the namespace (spec['target'])"), \
+        warnings
+
+
+def test_a_client_method_kept_for_later_with_its_arguments_unknown_is_warned_about(tmp_path: Path) -> None:
+    load(tmp_path, """
+        import kopf
+        from kubernetes import client
+
+        @kopf.on.create('greetings')
+        def create_fn(name, namespace, **_):
+            api = client.CustomObjectsApi()
+            actions = {'fetch': api.get_namespaced_custom_object}
+            return actions
+    """)
+    rules, warnings = needed(['ns1'])
+    assert verbs(rules) == {}
+    assert len(warnings) == 1 and 'handlers.py:8' in warnings[0] and \
+        'CustomObjectsApi.get_namespaced_custom_object is named without a call' in warnings[0], warnings

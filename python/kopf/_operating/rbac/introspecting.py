@@ -24,6 +24,7 @@ import types
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+from kopf._operating.rbac import forwarding
 from kopf._operating.rbac.clients import LIBRARIES, CallSite, Library
 from kopf._operating.rbac.sources import Code, FunctionNode, Parsed, Sources
 from kopf._operating.rbac.uses import Site, Unresolved, Use
@@ -80,6 +81,7 @@ def analyze(roots: Iterable[tuple[str, Callable[..., Any]]],
     code = Code([fn for _, fn in roots])
     interpreter = Interpreter(code, libraries)
     findings = Findings()
+    results: list[tuple[str, Result]] = []
     for label, fn in roots:
         if not code.owns_function(fn):
             continue  # Kopf's own (e.g. the login fallbacks): the engine's requests, planned apart
@@ -87,6 +89,15 @@ def analyze(roots: Iterable[tuple[str, Callable[..., Any]]],
         findings.uses.setdefault(label, set()).update(result.uses)
         findings.unresolved.setdefault(label, set()).update(result.unresolved)
         findings.reached.setdefault(label, set()).update(result.reached)
+        results.append((label, result))
+    # A client's method named without a call and never called through anywhere (kept in a table,
+    # handed to a callable not known here): its requests are not known; said, never dropped.
+    for label, result in results:
+        for site, owner, fn in result.kept:
+            if fn not in interpreter.called:
+                findings.unresolved[label].add(Unresolved(site, (
+                    f"{owner.__name__}.{fn.__name__} is named without a call (kept, or handed to something "
+                    f"that calls it later): its requests depend on the arguments it is given there, not known here")))
     return findings
 
 
@@ -105,6 +116,7 @@ class Result:
     uses: set[Use] = dataclasses.field(default_factory=set)
     unresolved: set[Unresolved] = dataclasses.field(default_factory=set)
     reached: set[Any] = dataclasses.field(default_factory=set)  # the operator's own functions followed
+    kept: set[tuple[Site, type, Any]] = dataclasses.field(default_factory=set)  # clients' methods named, not called
 
     def add(self, item: Use | Unresolved) -> None:
         (self.uses if isinstance(item, Use) else self.unresolved).add(item)  # type: ignore[arg-type]
@@ -113,6 +125,7 @@ class Result:
         self.uses |= other.uses
         self.unresolved |= other.unresolved
         self.reached |= other.reached
+        self.kept |= other.kept
 
 
 class Interpreter:
@@ -128,6 +141,7 @@ class Interpreter:
         self.stack: list[tuple[Any, ...]] = []
         self.attributes: dict[tuple[type, str], Values] = {}
         self.globals: dict[tuple[str, str], Values] = {}
+        self.called: set[Any] = set()  # the methods called through, anywhere (of clients too)
 
     # -- functions ----------------------------------------------------------------------
 
@@ -325,6 +339,8 @@ class Interpreter:
         return self.attributes[key]
 
     def call(self, callee: Value, call: CallSite, into: Result) -> Values:
+        if isinstance(callee, Method):
+            self.called.add(callee.fn)
         own = (isinstance(callee, Method) and self.code.owns_function(callee.fn)) or \
             (isinstance(callee, Live) and self.code.owns_function(callee.obj))
         for library in () if own else self.libraries:
@@ -425,9 +441,13 @@ class Interpreter:
         """Values named without a call: a client's request method is a request; the operator's
         own function is followed (a callback), its arguments not known."""
         for value in values:
-            for library in self.libraries:
-                for use in library.reference(site, value):
-                    into.add(use)
+            found = [use for library in self.libraries for use in library.reference(site, value)]
+            for use in found:
+                into.add(use)
+            if not found and isinstance(value, Method) and value.receiver is not None and \
+                    not value.fn.__name__.startswith('_') and \
+                    any(library.owns(value.receiver) for library in self.libraries):
+                into.kept.add((site, value.owner, value.fn))  # warned about unless called through (analyze)
             if isinstance(value, Live) and isinstance(value.obj, types.FunctionType) and \
                     self.code.owns_function(value.obj):
                 into.merge(self.function(value.obj, {}))
@@ -519,6 +539,7 @@ class Frame:
         self.returns: list[ast.expr] = []
         self.cache: dict[int, Values] = {}
         self.busy: set[int] = set()
+        self.forwarded: set[int] = set()  # functions handed to a forwarder: called there, not referenced
         self.result = Result(reached={fn})
         self.filename = code.co_filename
         self.qualname = getattr(fn, '__qualname__', code.co_name)
@@ -637,13 +658,13 @@ class Frame:
             return live(node.value)
         if isinstance(node, ast.Name):
             values = self.name(node.id)
-            if not self._in_call(node):
+            if not self._in_call(node) and id(node) not in self.forwarded:
                 self.interpreter.reference(self.site(node), values, self.result)
             return values
         if isinstance(node, ast.Attribute):
             base = self.eval(node.value)
             values = union(*(self.interpreter.attribute(value, node.attr) for value in base))
-            if not self._in_call(node):
+            if not self._in_call(node) and id(node) not in self.forwarded:
                 self.interpreter.reference(self.site(node), values, self.result)
             return values
         if isinstance(node, ast.Call):
@@ -816,6 +837,12 @@ class Frame:
 
     def call(self, node: ast.Call) -> Values:
         callee = self.eval(node.func)
+        own = any(isinstance(value, Live) and self.interpreter.code.owns_function(value.obj) or
+                  isinstance(value, Method) and self.interpreter.code.owns_function(value.fn) for value in callee)
+        forwards = forwarding.forwarding(node, [value.obj for value in callee if isinstance(value, Live)], own)
+        handed = forwarding.function_node(node, forwards) if forwards is not None else None
+        if handed is not None:
+            self.forwarded.add(id(handed))
         args: list[Values] = []
         arg_nodes: list[ast.expr] = []
         starred = False
@@ -842,18 +869,63 @@ class Frame:
                 keywords[keyword.arg] = values
                 keyword_nodes[keyword.arg] = keyword.value
                 continue
-            [mapping] = values if len(values) == 1 else [None]
-            names = [strings(key) for key in mapping.keys] if isinstance(mapping, Mapping) else [None]
-            if isinstance(mapping, Mapping) and all(found and len(found) == 1 for found in names):
-                for found, value in zip(names, mapping.values, strict=True):  # **kwargs of known names
-                    assert found is not None
-                    keywords.setdefault(found[0], value)
-                    keyword_nodes.setdefault(found[0], keyword.value)
+            named = _keywords(values)
+            if named is not None:  # **kwargs of known names
+                for found, value in named.items():
+                    keywords.setdefault(found, value)
+                    keyword_nodes.setdefault(found, keyword.value)
             else:
                 starred = True
         site = CallSite(site=self.site(node), args=args, keywords=keywords, arg_nodes=arg_nodes,
                         keyword_nodes=keyword_nodes, starred=starred, found=self.result.add)
-        return union(*(self.interpreter.call(value, site, self.result) for value in callee)) if callee else NOTHING
+        returned = union(*(self.interpreter.call(value, site, self.result) for value in callee)) if callee else NOTHING
+        if forwards is not None and handed is not None:
+            self.forward(forwards, handed, site)
+        return returned
+
+    def forward(self, forwards: forwarding.Forwarding, handed: ast.expr, site: CallSite) -> None:
+        """The function handed to a forwarder, called as the forwarder will call it: with the
+        arguments handed with it."""
+        _, own_keyword = forwards.function
+        args: list[Values] = []
+        arg_nodes: list[ast.expr] = []
+        starred = site.starred
+        if isinstance(forwards.args, int):
+            args, arg_nodes = site.args[forwards.args:], site.arg_nodes[forwards.args:]
+        elif isinstance(forwards.args, str) and forwards.args in site.keywords:
+            [seq] = site.keywords[forwards.args] if len(site.keywords[forwards.args]) == 1 else [None]
+            if isinstance(seq, Seq):
+                args = list(seq.items)
+                arg_nodes = [site.keyword_nodes[forwards.args]] * len(seq.items)
+            else:
+                starred = True  # a sequence not known: its items are not
+        keywords: dict[str, Values] = {}
+        keyword_nodes: dict[str, ast.expr] = {}
+        if forwards.kwargs == '**':
+            keywords = {k: v for k, v in site.keywords.items() if k != own_keyword}
+            keyword_nodes = {k: v for k, v in site.keyword_nodes.items() if k != own_keyword}
+        elif forwards.kwargs is not None and forwards.kwargs in site.keywords:
+            named = _keywords(site.keywords[forwards.kwargs])
+            if named is not None:
+                keywords = named
+                keyword_nodes = {found: site.keyword_nodes[forwards.kwargs] for found in named}
+            else:
+                starred = True
+        called = dataclasses.replace(site, args=args, arg_nodes=arg_nodes, keywords=keywords,
+                                     keyword_nodes=keyword_nodes, starred=starred)
+        for function in self.eval(handed):
+            self.interpreter.call(function, called, self.result)
+
+
+def _keywords(values: Values) -> dict[str, Values] | None:
+    """A mapping's items as keyword arguments, if it is one mapping with keys all known."""
+    [mapping] = values if len(values) == 1 else [None]
+    if not isinstance(mapping, Mapping):
+        return None
+    names = [strings(key) for key in mapping.keys]
+    if not all(found and len(found) == 1 for found in names):
+        return None
+    return {found[0]: value for found, value in zip(names, mapping.values, strict=True) if found}
 
 
 def _index(values: Values, index: int) -> Values:

@@ -76,6 +76,7 @@ def add(result: Plan, *, registry: OperatorRegistry, resources: Sequence[Resourc
             places = _places(resource, use.namespace.scope, use.namespace.name, in_namespaces)
             plural = f"{resource.plural}/{subresource}" if subresource else resource.plural
             result.need(resource.group, plural, places, use.verbs, who)
+            _escalation(result, resource, subresource, places, use.verbs, who)
             if use.namespace.scope is Scope.UNKNOWN and resource.namespaced and specific:
                 result.warnings.append(
                     f"{use.site} (in {use.site.function if use.site else '?'}): {use.via}: the namespace "
@@ -117,7 +118,31 @@ def _declared(result: Plan, declaration: declaring.Declaration, resources: Seque
         else:
             scope, name = Scope.DEFAULT, None
         plural = f"{resource.plural}/{declaration.subresource}" if declaration.subresource else resource.plural
-        result.need(resource.group, plural, _places(resource, scope, name, in_namespaces), declaration.verbs, who)
+        places = _places(resource, scope, name, in_namespaces)
+        result.need(resource.group, plural, places, declaration.verbs, who)
+        _escalation(result, resource, declaration.subresource, places, list(declaration.verbs), who)
+
+
+RBAC = 'rbac.authorization.k8s.io'
+WRITES = frozenset({'create', 'update', 'patch'})
+# The API refuses to store a role with rules its writer does not hold, unless it may `escalate`
+# on roles; and a binding to a role whose rules its writer does not hold, unless it may `bind`
+# it (the role's rules are the data: not known statically). Where they go: each write's places.
+ESCALATIONS: dict[str, list[tuple[str, str]]] = {
+    'roles': [('roles', 'escalate')],
+    'clusterroles': [('clusterroles', 'escalate')],
+    'rolebindings': [('roles', 'bind'), ('clusterroles', 'bind')],
+    'clusterrolebindings': [('clusterroles', 'bind')],
+}
+
+
+def _escalation(result: Plan, resource: Resource, subresource: str | None, places: list[str | None],
+                verbs: Sequence[str], who: str) -> None:
+    if resource.group != RBAC or subresource or not WRITES & set(verbs):
+        return
+    for plural, verb in ESCALATIONS.get(resource.plural, []):
+        result.need(RBAC, plural, places, [verb], f"{who}: its rules are not known statically, and the API "
+                                                  f"refuses ones the account does not hold without {verb!r}")
 
 
 def _places(resource: Resource, scope: Scope, name: str | None, in_namespaces: list[str | None]) -> list[str | None]:

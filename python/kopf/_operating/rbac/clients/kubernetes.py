@@ -185,7 +185,9 @@ class Kubernetes(Library):
         elif namespaced:
             namespaces = call.namespaces(_param(fn, 'namespace'), 'namespace')
         else:
-            namespaces = [DEFAULT]
+            # The path without a namespace: a cluster-scoped resource's, or for a namespaced one
+            # (a list, a collection's deletion) every namespace's at once.
+            namespaces = [ALL]
         for group in groups:
             for plural in plurals:
                 call.use(verbs, ByPlural(group, plural, subresource, namespaced=namespaced or everywhere),
