@@ -496,6 +496,54 @@ def clustersecret_scenario(s: Session) -> None:
     s.snapshot("deletion")
 
 
+# -- devserver-operator: developer machines; a DevServer makes a StatefulSet, Services, ConfigMaps ---
+
+
+def devserver_setup(namespace: str) -> dict[str, str]:
+    # Its background expiry check runs at start, then every minute: once in a run of either engine.
+    return {"DEVSERVER_EXPIRATION_INTERVAL": "3600"}
+
+
+def devserver_scenario(s: Session) -> None:
+    """Its CLI's steps, as manifests: a default flavor, a user, a DevServer with SSH; then each
+    deleted. Its cluster-scoped objects are named after the run (each run sees the others').
+    (Its flavors' handlers are in a folder without __init__.py that nothing imports: they are
+    never registered, on either engine.)"""
+    ns, group = s.namespace, "devserver.io"
+    flavor, user = f"{ns}-small", f"{ns}-alice"
+    home = f"dev-{user}"  # the namespace it makes for the user (devserver.utils.users)
+    s.apply(json.dumps({"apiVersion": f"{group}/v1", "kind": "DevServerFlavor", "metadata": {"name": flavor},
+                        "spec": {"default": True, "resources": {"requests": {"cpu": "100m", "memory": "128Mi"},
+                                                                 "limits": {"cpu": "1", "memory": "1Gi"}}}}))
+    s.apply(json.dumps({"apiVersion": f"{group}/v1", "kind": "DevServerUser", "metadata": {"name": user},
+                        "spec": {"username": user}}))
+    s.wait("the user is ready", lambda: (s.get(f"devserverusers.{group}", user) or {})["status"]["phase"] == "Ready")
+    s.wait("the user's account and role exist",
+           lambda: all(s.get(kind, name, namespace=home) for kind, name in
+                       [("serviceaccounts", f"{user}-sa"), ("roles", "devserver-user"),
+                        ("rolebindings", "devserver-user")]))
+    # (Its account, role and binding are checked, not snapshotted: ours runs under a generated
+    # ServiceAccount and Role of its own in the run's namespace.)
+    s.namespaces.append(home)  # snapshotted and deleted with the run's (the operator leaves it)
+    s.apply(json.dumps({"apiVersion": f"{group}/v1", "kind": "DevServer", "metadata": {"name": "box"},
+                        "spec": {"flavor": flavor, "enableSSH": True, "lifecycle": {"timeToLive": "4h"},
+                                 "ssh": {"publicKey": "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIB4k alice@laptop"}}}))
+    # Its wheel lacks the startup scripts its handler reads after making the host keys: the
+    # handler fails, to be retried in 60 s (on either engine); the deletion supersedes it.
+    s.wait("the creation fails, to be retried",
+           lambda: s.logged("Handler 'create_devserver' failed with an exception and will try again in 60 seconds"))
+    # Its host keys are made anew by ssh-keygen in every run: checked here, not snapshotted.
+    s.wait("its host keys are kept", lambda: len((s.get("secrets", "box-host-keys") or {})["data"]) == 6)
+    s.snapshot("creation")
+    s.kubectl("delete", f"devservers.{group}", "box", "--timeout=60s")
+    s.wait("its host keys are collected", lambda: s.get("secrets", "box-host-keys") is None, timeout=90)
+    s.snapshot("deletion")
+    s.kubectl("delete", f"devserverusers.{group}", user, "--timeout=60s")
+    s.wait("the user's account is gone", lambda: s.get("serviceaccounts", f"{user}-sa", namespace=home) is None)
+    s.kubectl("delete", f"devserverflavors.{group}", flavor, "--timeout=60s")
+    s.snapshot("user deletion")
+
+
 OPERATORS: tuple[Operator, ...] = (
     _fastflow("fastflow", client="kubernetes 30.1.0 (and kubernetes_asyncio 30.3.1 for its own calls)"),
     _fastflow("fastflow-asyncio", client="kubernetes_asyncio 36.1.0 alone (its key getter is a coroutine)"),
@@ -617,5 +665,24 @@ OPERATORS: tuple[Operator, ...] = (
         namespaces=("a", "b"),
         unmarked=("namespaces",),
         rbac=("-A", "{source}/src/handlers.py"),
+    ),
+    Operator(
+        name="devserver-operator", client="kubernetes 37.0.2 (its own calls too, in threads: asyncio.to_thread)",
+        what="devserver-operator 0.0.1 (a wheel only): developer machines; a DevServer (with a cluster-scoped "
+             "DevServerFlavor) makes a Secret of SSH host keys (ssh-keygen in a subprocess), then fails for "
+             "want of scripts its wheel lacks (retried in 60 s; its deletion supersedes it); a cluster-scoped "
+             "DevServerUser makes a "
+             "namespace named from its spec, with a ServiceAccount, a Role and a RoleBinding in it; every "
+             "request of its own through asyncio.to_thread; its startup handler changes settings "
+             "(batching.worker_limit, posting.enabled) and starts a background task on the loop",
+        sdist=None,
+        crds=(),  # its wheel has no CRDs: crds/devserver-operator.yaml, from its CLI's manifests
+        foreign_crds=("devserver-operator.yaml",),
+        command=("{bin}/kopf", "run", "-m", "devserver.operator", "--namespace", "{namespace}"),
+        resources=("devservers.devserver.io", "devserverflavors.devserver.io", "devserverusers.devserver.io",
+                   "statefulsets", "services", "configmaps"),
+        scenario=devserver_scenario,
+        setup=devserver_setup,
+        rbac=("-m", "devserver.operator", "-n", "{namespace}"),
     ),
 )

@@ -64,8 +64,9 @@ class Session:
 
     def __init__(self, *, namespace: str, source: Path | None, resources: tuple[str, ...],
                  recording: Recording, log_path: Path, alias: Callable[[dict[str, Any]], str | None],
-                 alive: Callable[[], bool] = lambda: True) -> None:
+                 alive: Callable[[], bool] = lambda: True, venv: Path | None = None) -> None:
         self.namespace = namespace
+        self.venv = venv  # its path in the objects (a traceback's file in an error message) is <venv>
         # The run's namespaces: its own first, then the ones named after it (`<namespace>-a`).
         self.namespaces = [namespace]
         self.alive = alive  # whether the operator's process still runs: no waiting for a dead one
@@ -151,8 +152,11 @@ class Session:
             self.aliases[item["metadata"]["uid"]] = f"<uid of {alias or name}>"
         self.recording.snapshots[step] = {
             normalised_text(f"{resource}/{self.aliased(item['metadata']['name'])}", self.namespace):
-                normalised_object(json.loads(self.aliased(json.dumps(item))), self.namespace)
+                normalised_object(json.loads(self.aliased(self.unplaced(json.dumps(item)))), self.namespace)
             for resource, listed in items.items() for item in listed}
+
+    def unplaced(self, text: str) -> str:
+        return text.replace(json.dumps(str(self.venv))[1:-1], "<venv>") if self.venv is not None else text
 
     def aliased(self, text: str) -> str:
         for name, alias in self.aliases.items():
@@ -393,7 +397,7 @@ def record(*, engine: str, venv: Path, command: list[str], namespace: str, sourc
         process = subprocess.Popen(argv, cwd=workdir, stdout=log, stderr=subprocess.STDOUT, env=process_env,
                                    start_new_session=True)
         session = Session(namespace=namespace, source=source, resources=resources, recording=recording,
-                          log_path=log_path, alias=alias, alive=lambda: process.poll() is None)
+                          log_path=log_path, alias=alias, alive=lambda: process.poll() is None, venv=venv)
         session.namespaces += [f"{namespace}-{suffix}" for suffix in namespaces]
         try:
             if session.wait("the operator is ready", lambda: session.logged(ready) or process.poll() is not None):
