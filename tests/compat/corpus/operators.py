@@ -32,7 +32,8 @@ class Operator:
     what: str
     client: str  # the client library Kopf's fallback login uses, by Kopf's precedence
     # Where its code, CRDs and examples come from: a PyPI source distribution ("name==version"),
-    # or, for one published as a repository only, its files in vendored/<name> (with SOURCE.md).
+    # or, for one published as a repository only, its files in vendored/<name> (with SOURCE.md);
+    # None for one published as a wheel alone (its requirements install it).
     sdist: str | None
     crds: tuple[str, ...]  # paths in its source, applied once for both runs
     command: tuple[str, ...]  # {bin}: the virtualenv's scripts, {namespace}: the run's namespace
@@ -54,11 +55,14 @@ class Operator:
     # runs are under exactly the RBAC they give (with rbac/<name>.py's declarations, if any).
     rbac: tuple[str, ...] = ()
 
-    def source(self) -> Path:
-        """Its source distribution from PyPI, unpacked, or its vendored files: its CRDs and examples."""
-        return environments.sdist(self.sdist) if self.sdist else VENDORED / self.name
+    def source(self) -> Path | None:
+        """Its source distribution from PyPI, unpacked, or its vendored files: its CRDs and
+        examples; None for one published as a wheel alone (its wheel is in its virtualenvs)."""
+        if self.sdist:
+            return environments.sdist(self.sdist)
+        return VENDORED / self.name if (VENDORED / self.name).is_dir() else None
 
-    def record(self, engine: str, venv: Path, source: Path) -> Recording:
+    def record(self, engine: str, venv: Path, source: Path | None) -> Recording:
         """One run of its scenario on `engine`, in namespaces of its own."""
         return record(engine=engine, venv=venv, command=list(self.command), namespace=f"corpus-{self.name}-{engine}",
                       source=source, resources=self.resources, scenario=self.scenario, ready=self.ready,
@@ -66,9 +70,10 @@ class Operator:
                       setup=self.setup, namespaces=self.namespaces, unmarked=self.unmarked,
                       rbac=self.rbac if engine == "ours" else None, operator=self.name)
 
-    def install_crds(self, source: Path) -> None:
+    def install_crds(self, source: Path | None) -> None:
         names: list[str] = []
-        for path in [*(source / path for path in self.crds), *(CRDS / path for path in self.foreign_crds)]:
+        own = [source / path for path in self.crds] if source is not None else []
+        for path in [*own, *(CRDS / path for path in self.foreign_crds)]:
             applied = subprocess.run(["kubectl", "apply", "-o", "name", "-f", str(path)],
                                      check=True, capture_output=True, text=True)
             names += [line.rpartition("/")[2] for line in applied.stdout.split()]
