@@ -439,3 +439,37 @@ def test_a_client_method_kept_for_later_with_its_arguments_unknown_is_warned_abo
     assert verbs(rules) == {}
     assert len(warnings) == 1 and 'handlers.py:8' in warnings[0] and \
         'CustomObjectsApi.get_namespaced_custom_object is named without a call' in warnings[0], warnings
+
+
+def test_clients_kept_as_class_attributes_given_by_a_classmethod_at_startup(tmp_path: Path) -> None:
+    load(tmp_path, """
+        import kopf
+        from runtime import TheOperator
+
+        @kopf.on.startup()
+        async def startup(**_):
+            await TheOperator.on_startup()
+
+        @kopf.on.create('greetings')
+        async def create_fn(name, namespace, **_):
+            await TheOperator.core_v1_api.read_namespaced_pod(name, namespace)
+            await TheOperator.custom_objects_api.create_namespaced_custom_object(
+                TheOperator.group, 'v1', namespace, 'greetings', {})
+    """, **{'runtime.py': """
+        import kubernetes_asyncio
+
+        class TheOperator:
+            group = 'demo.kopf.dev'
+
+            @classmethod
+            async def on_startup(cls):
+                await kubernetes_asyncio.config.load_kube_config()
+                cls.core_v1_api = kubernetes_asyncio.client.CoreV1Api()
+                cls.custom_objects_api = kubernetes_asyncio.client.CustomObjectsApi()
+    """})
+    rules, warnings = needed(['ns1'])
+    assert verbs(rules) == {
+        ('ns1', '', 'pods'): ['get'],
+        ('ns1', 'demo.kopf.dev', 'greetings'): ['create'],
+    }
+    assert warnings == []

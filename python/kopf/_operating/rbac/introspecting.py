@@ -236,7 +236,11 @@ class Interpreter:
             if isinstance(obj, type) and attr in CLASS_NAMES:
                 return live(getattr(obj, attr))
             if isinstance(obj, type):
-                return self._class_attribute(obj, attr, receiver=None)
+                found = self._class_attribute(obj, attr, receiver=None)
+                if found == NOTHING and self.code.owns_class(obj):
+                    # Not set yet: given by its classmethods (``cls.api = CoreV1Api()`` at startup).
+                    return self.instance_attribute(obj, attr)
+                return found
             if isinstance(obj, str) and attr in STRING_METHODS:
                 return frozenset({Bound(value, attr)})
             if isinstance(obj, (dict, list, tuple)) and attr in CONTAINER_METHODS:
@@ -302,7 +306,8 @@ class Interpreter:
         return self.globals[key]
 
     def instance_attribute(self, cls: type, attr: str) -> Values:
-        """What ``self.<attr>`` is given in the methods of the operator's own classes."""
+        """What ``self.<attr>`` (or ``cls.<attr>`` in a classmethod) is given in the methods of
+        the operator's own classes."""
         key = (cls, attr)
         if key in self.attributes:
             return self.attributes[key]
