@@ -88,10 +88,28 @@ def _is_async_fn(fn: Callable[..., Any] | None) -> bool:
     return inspect.iscoroutinefunction(fn)
 
 
+# Kopf's order of a handler's keyword arguments: its attempt's, then its cause's, then the
+# indices. A handler sees it when it lists its ``**kwargs``, and Python names the first one a
+# handler without ``**_`` does not take ("got an unexpected keyword argument 'param'").
+_ATTEMPT = ('param', 'retry', 'started', 'runtime', 'logger', 'memo', 'activity', 'settings', 'resource', 'patch', 'body')
+_BODY = ('spec', 'meta', 'status', 'uid', 'name', 'namespace', 'labels', 'annotations', 'stopped')
+_CHANGES = {name: i for i, name in enumerate((*_ATTEMPT, 'reason', 'diff', 'old', 'new', 'type', 'event', *_BODY))}
+_WEBHOOKS = {name: i for i, name in enumerate((*_ATTEMPT, 'dryrun', 'headers', 'sslpeer', 'userinfo', 'warnings',
+                                                'operation', 'subresource', 'old', 'new', 'diff', *_BODY))}
+
+
+def in_kopfs_order(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The keyword arguments as Kopf orders them; others (the indices) last, as they were."""
+    order = _WEBHOOKS if 'dryrun' in kwargs else _CHANGES
+    last = len(order)
+    return dict(sorted(kwargs.items(), key=lambda item: order.get(item[0], last)))
+
+
 async def invoke(fn: Callable[..., Any], kwargs: dict[str, Any], executor: Any = None,
                  is_async: bool | None = None) -> Any:
     """Call the function: awaited if async; in the executor (with the current context) if sync.
     ``is_async``: whether it is, if the caller knows it already."""
+    kwargs = in_kopfs_order(kwargs)
     if is_async is None:
         is_async = is_async_fn(fn)
     if is_async:
@@ -138,7 +156,7 @@ def execute_in_thread(*, handler: Any, kwargs: dict[str, Any], logger: logging.L
     """The same for a synchronous handler, called directly in the current (worker) thread."""
     try:
         _check_limits(handler, logger, retry, runtime)
-        result = handler.fn(**kwargs)
+        result = handler.fn(**in_kopfs_order(kwargs))
         if after is not None:
             after()
     except Exception as e:
