@@ -65,6 +65,22 @@ def test_absent_fields_are_key_errors_and_get_gives_defaults() -> None:
     assert raw.get('status', 'none') == 'none'
 
 
+def test_a_views_absent_key_is_named_as_kopf_names_it() -> None:
+    """The first key absent on the way, as in Kopf 1.45.2: an object without labels gives
+    KeyError('labels') for `labels['app']` (a handler's error message, kept in its progress)."""
+    body = Body(LazyRaw(Source({'metadata': {'name': 'n'}, 'spec': {'x': None}})))
+    with pytest.raises(KeyError) as e:
+        body.metadata.labels['app']
+    assert e.value.args == ('labels',)
+    with pytest.raises(KeyError) as e:
+        body.spec['absent']
+    assert e.value.args == ('absent',)
+    with pytest.raises(KeyError) as e:
+        body.status['phase']
+    assert e.value.args == ('status',)
+    assert body.metadata.labels.get('app') is None and body.status.get('phase', 'none') == 'none'
+
+
 def test_a_replaced_source_is_read_afresh_and_earlier_reads_stay() -> None:
     raw = LazyRaw(Source(OBJECT))
     old_spec = raw['spec']

@@ -74,7 +74,17 @@ class MappingView(Mapping[str, Any]):
         return current if isinstance(current, Mapping) else {}
 
     def __getitem__(self, key: str) -> Any:
-        return self._resolve()[key]
+        # A missing key is named as Kopf names it: the first one absent on the way, so that
+        # `labels['app']` of an object without labels is KeyError('labels'). (A value on the
+        # way that is not a mapping is Kopf's TypeError; here it is as absent: KeyError(key).)
+        current: Any = self._src
+        for step in self._path:
+            if not isinstance(current, Mapping):
+                raise KeyError(key)
+            current = current[step]
+        if not isinstance(current, Mapping):
+            raise KeyError(key)
+        return current[key]
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._resolve())
