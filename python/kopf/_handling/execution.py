@@ -91,7 +91,8 @@ def _is_async_fn(fn: Callable[..., Any] | None) -> bool:
 # Kopf's order of a handler's keyword arguments: its attempt's, then its cause's, then the
 # indices. A handler sees it when it lists its ``**kwargs``, and Python names the first one a
 # handler without ``**_`` does not take ("got an unexpected keyword argument 'param'").
-_ATTEMPT = ('param', 'retry', 'started', 'runtime', 'logger', 'memo', 'activity', 'settings', 'resource', 'patch', 'body')
+_ATTEMPT = ('param', 'retry', 'started', 'runtime', 'logger', 'memo', 'activity', 'settings',
+            'resource', 'patch', 'body')
 _BODY = ('spec', 'meta', 'status', 'uid', 'name', 'namespace', 'labels', 'annotations', 'stopped')
 _CHANGES = {name: i for i, name in enumerate((*_ATTEMPT, 'reason', 'diff', 'old', 'new', 'type', 'event', *_BODY))}
 _WEBHOOKS = {name: i for i, name in enumerate((*_ATTEMPT, 'dryrun', 'headers', 'sslpeer', 'userinfo', 'warnings',
