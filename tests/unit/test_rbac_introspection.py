@@ -31,6 +31,9 @@ RESOURCES = [
       namespaced=True, subresources=frozenset({'status', 'scale'})),
     R('demo.kopf.dev', 'v1', 'greetings', kind='Greeting', singular='greeting', namespaced=True,
       subresources=frozenset({'status'})),
+    R('rbac.authorization.k8s.io', 'v1', 'roles', kind='Role', singular='role', namespaced=True),
+    R('rbac.authorization.k8s.io', 'v1', 'rolebindings', kind='RoleBinding', singular='rolebinding', namespaced=True),
+    R('rbac.authorization.k8s.io', 'v1', 'clusterroles', kind='ClusterRole', singular='clusterrole', namespaced=False),
 ]
 
 Rules = dict[tuple[str | None, str, str], dict[str, set[str]]]
@@ -460,6 +463,7 @@ def test_clients_kept_as_class_attributes_given_by_a_classmethod_at_startup(tmp_
 
         class TheOperator:
             group = 'demo.kopf.dev'
+            core_v1_api = None  # (the other one is not declared at all)
 
             @classmethod
             async def on_startup(cls):
@@ -471,5 +475,35 @@ def test_clients_kept_as_class_attributes_given_by_a_classmethod_at_startup(tmp_
     assert verbs(rules) == {
         ('ns1', '', 'pods'): ['get'],
         ('ns1', 'demo.kopf.dev', 'greetings'): ['create'],
+    }
+    assert warnings == []
+
+
+def test_private_methods_and_attributes_are_found_by_their_mangled_names(tmp_path: Path) -> None:
+    load(tmp_path, """
+        import kopf
+        from kubernetes import client
+
+        class Access:
+            def __init__(self):
+                self.__rbac = client.RbacAuthorizationV1Api()
+
+            async def handle_create(self, namespace):
+                await self.__manage_role(namespace)
+
+            async def __manage_role(self, namespace):
+                self.__rbac.create_namespaced_role(namespace, {})
+                self.__rbac.patch_namespaced_role_binding('reader', namespace, {})
+
+        @kopf.on.create('greetings')
+        async def create_fn(namespace, **_):
+            await Access().handle_create(namespace)
+    """)
+    rules, warnings = needed(['ns1'])
+    # Writing roles and bindings needs escalate and bind (their rules are data), where they go.
+    assert verbs(rules) == {
+        ('ns1', 'rbac.authorization.k8s.io', 'roles'): ['bind', 'create', 'escalate'],
+        ('ns1', 'rbac.authorization.k8s.io', 'rolebindings'): ['patch'],
+        ('ns1', 'rbac.authorization.k8s.io', 'clusterroles'): ['bind'],
     }
     assert warnings == []

@@ -237,9 +237,12 @@ class Interpreter:
                 return live(getattr(obj, attr))
             if isinstance(obj, type):
                 found = self._class_attribute(obj, attr, receiver=None)
-                if found == NOTHING and self.code.owns_class(obj):
-                    # Not set yet: given by its classmethods (``cls.api = CoreV1Api()`` at startup).
-                    return self.instance_attribute(obj, attr)
+                if self.code.owns_class(obj) and \
+                        (found == NOTHING or all(isinstance(v, Live) and v.obj is None for v in found)):
+                    # Not set yet (absent, or None): given by its classmethods at startup
+                    # (``cls.api = CoreV1Api()``); any value it is ever given, as for globals.
+                    given = self.instance_attribute(obj, attr)
+                    return given if found == NOTHING else union(found, given)
                 return found
             if isinstance(obj, str) and attr in STRING_METHODS:
                 return frozenset({Bound(value, attr)})
@@ -336,7 +339,7 @@ class Interpreter:
                     else:
                         continue
                     for target in targets:
-                        if isinstance(target, ast.Attribute) and target.attr == attr and \
+                        if isinstance(target, ast.Attribute) and mangled(target.attr, fn.__qualname__) == attr and \
                                 isinstance(target.value, ast.Name) and target.value.id == self_name:
                             frame = Frame(self, fn, item, parsed, {self_name: frozenset({Instance(cls)})}, base)
                             found.append(frame.eval(value))
@@ -458,6 +461,18 @@ class Interpreter:
                 into.merge(self.function(value.obj, {}))
             elif isinstance(value, Method) and self.code.owns_function(value.fn):
                 into.merge(self.function(value.fn, self.bind(value.fn, _no_call(), value.receiver), value.owner))
+
+
+def mangled(attr: str, qualname: str) -> str:
+    """An attribute's name as Python compiles it in a class's code: ``self.__manage`` in class
+    ``Config``'s methods is ``self._Config__manage``."""
+    if not attr.startswith('__') or attr.endswith('__'):
+        return attr
+    # The nearest class around it: a function's scope is followed by '<locals>', a class's is not.
+    parts = qualname.split('.')
+    classes = [part for part, after in zip(parts, parts[1:], strict=False) if '<locals>' not in (part, after)]
+    owner = classes[-1].lstrip('_') if classes else ''
+    return f"_{owner}{attr}" if owner else attr
 
 
 def _no_call() -> CallSite:
@@ -668,7 +683,8 @@ class Frame:
             return values
         if isinstance(node, ast.Attribute):
             base = self.eval(node.value)
-            values = union(*(self.interpreter.attribute(value, node.attr) for value in base))
+            attr = mangled(node.attr, getattr(self.fn, '__qualname__', ''))
+            values = union(*(self.interpreter.attribute(value, attr) for value in base))
             if not self._in_call(node) and id(node) not in self.forwarded:
                 self.interpreter.reference(self.site(node), values, self.result)
             return values
