@@ -248,15 +248,21 @@ def _rbac_run(coro_fn: Callable[..., Any], *, paths: Collection[str], modules: C
         raise click.ClickException(str(e)) from e
 
 
+_STRICT = click.option('--strict', is_flag=True,
+                       help="exit 1 while any warning stands (a call not known statically): for CI pipelines")
+
+
 @rbac.command()
+@_STRICT
 @_rbac_options
-def generate(paths: Collection[str], modules: Collection[str], **options: Any) -> None:
+def generate(paths: Collection[str], modules: Collection[str], strict: bool, **options: Any) -> None:
     """ Print the ServiceAccount, (Cluster)Roles and bindings that the handlers need, as YAML. """
     from kopf._operating.rbac import commands  # (not at the top: operators that never run this do not import it)
     source = ', '.join([*paths, *(f"-m {m}" for m in modules)]) or 'no handlers'
     text, warnings = _rbac_run(commands.generate, paths=paths, modules=modules, source=source, **options)
     _warn(warnings)
     click.echo(text, nl=False)
+    _strictly(strict, warnings)
 
 
 def _warn(warnings: Collection[str]) -> None:
@@ -264,13 +270,22 @@ def _warn(warnings: Collection[str]) -> None:
         click.echo(f"Warning: {line}", err=True)
 
 
+def _strictly(strict: bool, warnings: Collection[str]) -> None:
+    """With --strict, a warning fails the command: the rules may not cover what the code does."""
+    if strict and warnings:
+        click.echo(f"Error: {len(warnings)} warning(s) with --strict: the rules may not cover every request "
+                   f"of the handlers; declare what each warning names (kopf.rbac.needs/declare).", err=True)
+        raise SystemExit(1)
+
+
 @rbac.command()
 @click.option('--rbac', 'rbac_file', type=click.Path(exists=True, dir_okay=False), default=None,
               help="check this RBAC file (its roles, where its bindings put them) instead of the credentials")
 @click.option('--cluster', is_flag=True,
               help="check the current credentials in the cluster (the default; with --rbac, both are checked)")
+@_STRICT
 @_rbac_options
-def verify(paths: Collection[str], modules: Collection[str], rbac_file: str | None, cluster: bool,
+def verify(paths: Collection[str], modules: Collection[str], rbac_file: str | None, cluster: bool, strict: bool,
            **options: Any) -> None:
     """ Check that the current credentials (or an RBAC file) grant what the operator needs; exit 1 if not. """
     from pathlib import Path  # (not at the top: operators that never run this do not import it)
@@ -285,6 +300,7 @@ def verify(paths: Collection[str], modules: Collection[str], rbac_file: str | No
     if missing:
         raise SystemExit(1)
     click.echo("All the permissions that the handlers need are granted.")
+    _strictly(strict, warnings)
 
 
 @rbac.command(context_settings=dict(allow_interspersed_args=False))

@@ -131,6 +131,28 @@ def test_the_operating_example_gets_its_rules(crd: None) -> None:
         assert f"# list, watch: {handler} (the watch-stream)" in generated.stdout, generated.stdout
 
 
+def test_strict_fails_while_a_warning_stands(crd: None, tmp_path: Path) -> None:
+    script = write_script(tmp_path, """
+        import kopf
+        import kubernetes
+
+        @kopf.on.create('greetings')
+        def create_fn(spec, namespace, **_):
+            api = kubernetes.client.CoreV1Api()
+            getattr(api, f"read_namespaced_{spec['kind']}")('x', namespace)
+    """)
+    lenient = rbac("generate", "-A", "--standalone", str(script))
+    strict = rbac("generate", "-A", "--standalone", "--strict", str(script))
+    assert lenient.returncode == 0, lenient.stderr
+    assert strict.returncode == 1, strict.stderr
+    assert strict.stdout == lenient.stdout  # (the rules are printed all the same)
+    assert "Warning: handlers.py:8 (in create_fn): a method of a client chosen at run time" in strict.stderr
+    assert "Error: 1 warning(s) with --strict" in strict.stderr
+    verified = rbac("verify", "-A", "--standalone", "--strict", str(script))  # (the admin has it all)
+    assert verified.returncode == 1, verified.stdout + verified.stderr
+    assert "All the permissions that the handlers need are granted." in verified.stdout
+
+
 def config_map(name: str, namespace: str) -> dict[str, Any] | None:
     found = kubectl("get", "configmap", name, "-n", namespace, "-o", "json", "--ignore-not-found")
     return json.loads(found) if found.strip() else None
