@@ -101,14 +101,14 @@ def test_kubernetes_typed_apis_custom_objects_and_watches(tmp_path: Path) -> Non
         ('vault', '', 'secrets'): ['get'],
         (None, '', 'pods'): ['list'],
         ('ns1', '', 'pods'): ['list', 'watch'],
-        ('ns1', '', 'pods/log'): ['get'],
+        (None, '', 'pods/log'): ['get'],  # where its spec says: any namespace
     }
     assert reasons(rules, ('ns1', '', 'configmaps'), 'create') == {
         "CoreV1Api.create_namespaced_config_map at handlers.py:10, from handler 'light'"}
     assert warnings == [
-        "handlers.py:19 (in light): CoreV1Api.read_namespaced_pod_log: the namespace (spec['elsewhere']) is not "
-        "known statically: granted in 'ns1' only (reached from handler 'light'); another one needs "
-        "kopf.rbac.needs(..., namespace=...)",
+        "handlers.py:19 (in light): CoreV1Api.read_namespaced_pod_log: the namespace (spec['elsewhere']) is read "
+        "from the object's data: granted in every namespace, as its users may name any (reached from handler "
+        "'light'); to narrow it, declare the namespaces on light with kopf.rbac.needs(..., namespace=...)",
         "handlers.py:18 (in light): CustomObjectsApi.list_namespaced_custom_object: the plural (plural) not known "
         "statically (reached from handler 'light')",
     ]
@@ -415,16 +415,31 @@ def test_functions_handed_to_threads_executors_and_schedulers_are_followed_with_
     rules, warnings = needed(['ns1'])
     assert verbs(rules) == {
         ('ns1', 'demo.kopf.dev', 'greetings'): ['get'],
-        ('ns1', '', 'configmaps'): ['create'],
+        (None, '', 'configmaps'): ['create'],  # in the namespace its spec names: any
         ('ns1', '', 'pods'): ['get'],
         ('ns1', '', 'secrets'): ['delete'],
         ('ns1', '', 'services'): ['delete'],
         ('ns1', 'apps', 'deployments'): ['delete'],
     }
-    # The namespace from the spec: said, with its place (never dropped).
+    # The namespace from the spec: granted everywhere, and said, with its place.
     assert len(warnings) == 1 and warnings[0].startswith(
-        "handlers.py:21 (in create_fn): CoreV1Api.create_namespaced_config_map: the namespace (spec['target'])"), \
-        warnings
+        "handlers.py:21 (in create_fn): CoreV1Api.create_namespaced_config_map: the namespace (spec['target']) "
+        "is read from the object's data: granted in every namespace"), warnings
+
+
+def test_a_namespace_from_the_objects_data_is_narrowed_by_its_functions_declaration(tmp_path: Path) -> None:
+    load(tmp_path, """
+        import kopf
+        from kubernetes import client
+
+        @kopf.on.create('greetings')
+        @kopf.rbac.needs('configmaps', verbs=['create'], namespace='tenants')
+        def create_fn(spec, **_):
+            client.CoreV1Api().create_namespaced_config_map(spec['target'], {})
+    """)
+    rules, warnings = needed(['ns1'])
+    assert verbs(rules) == {('tenants', '', 'configmaps'): ['create']}
+    assert warnings == []
 
 
 def test_a_client_method_kept_for_later_with_its_arguments_unknown_is_warned_about(tmp_path: Path) -> None:

@@ -72,8 +72,18 @@ def add(result: Plan, *, registry: OperatorRegistry, resources: Sequence[Resourc
             unresolved.setdefault(f"{use.site} (in {use.site.function if use.site else '?'}): {use.via}: "
                                   f"{said}", set()).update(names)
         who = f"{use.via} at {use.site}, from {_named(names)}"
+        from_data = use.namespace.scope is Scope.DATA
+        if from_data and use.site is not None and (use.site.file, use.site.function) in answered:
+            continue  # its function declares where it goes: that, not every namespace
         for resource, subresource in found:
             places = _places(resource, use.namespace.scope, use.namespace.name, in_namespaces)
+            if from_data and resource.namespaced and specific:
+                result.warnings.append(
+                    f"{use.site} (in {use.site.function if use.site else '?'}): {use.via}: the namespace "
+                    f"({use.namespace.text or '?'}) is read from the object's data: granted in every "
+                    f"namespace, as its users may name any (reached from {_named(names)}); to narrow it, "
+                    f"declare the namespaces on {use.site.function if use.site else 'its function'} with "
+                    f"kopf.rbac.needs(..., namespace=...)")
             plural = f"{resource.plural}/{subresource}" if subresource else resource.plural
             result.need(resource.group, plural, places, use.verbs, who)
             _escalation(result, resource, subresource, places, use.verbs, who)
@@ -146,7 +156,7 @@ def _escalation(result: Plan, resource: Resource, subresource: str | None, place
 
 
 def _places(resource: Resource, scope: Scope, name: str | None, in_namespaces: list[str | None]) -> list[str | None]:
-    if not resource.namespaced or scope is Scope.ALL:
+    if not resource.namespaced or scope in (Scope.ALL, Scope.DATA):
         return [None]
     if scope is Scope.LITERAL:
         return [name]

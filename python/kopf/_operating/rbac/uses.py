@@ -23,6 +23,7 @@ class Scope(enum.Enum):
     UNKNOWN = 'unknown'  # an expression not resolved statically: the operator's namespaces, with a warning
     DEFAULT = 'default'  # not given, or a reference without a call: the operator's namespaces
     ALL = 'all'  # every namespace at once (``list_..._for_all_namespaces``): cluster-wide
+    DATA = "the object's data"  # read from the handled object (spec, status, labels): any that users name
 
 
 @dataclasses.dataclass(frozen=True)

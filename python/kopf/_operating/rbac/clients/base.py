@@ -8,8 +8,19 @@ import dataclasses
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from kopf._operating.rbac.uses import ALL, DEFAULT, OBJECT, UNKNOWN, Namespace, Site, Target, Unresolved, Use
-from kopf._operating.rbac.values import OBJECT_NAMESPACE, OPAQUE, Instance, Live, Value, Values, strings
+from kopf._operating.rbac.uses import (
+    ALL,
+    DEFAULT,
+    OBJECT,
+    UNKNOWN,
+    Namespace,
+    Scope,
+    Site,
+    Target,
+    Unresolved,
+    Use,
+)
+from kopf._operating.rbac.values import OBJECT_NAMESPACE, OPAQUE, Body, Instance, Live, Value, Values, strings
 
 
 @dataclasses.dataclass
@@ -64,6 +75,8 @@ class CallSite:
                 found.append(DEFAULT)
             elif value == OBJECT_NAMESPACE:
                 found.append(OBJECT)
+            elif isinstance(value, Body):  # the object's spec, status, labels: what its users write
+                found.append(Namespace(Scope.DATA, text=self.text(index, name)))
             else:
                 found.append(Namespace(UNKNOWN.scope, text=self.text(index, name)))
         return sorted(set(found), key=str)
