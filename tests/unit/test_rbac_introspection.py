@@ -522,3 +522,26 @@ def test_private_methods_and_attributes_are_found_by_their_mangled_names(tmp_pat
         ('ns1', 'rbac.authorization.k8s.io', 'clusterroles'): ['bind'],
     }
     assert warnings == []
+
+
+def test_a_request_method_on_an_object_not_known_is_known_by_its_name(tmp_path: Path) -> None:
+    load(tmp_path, """
+        import kopf
+        import kubernetes
+
+        @kopf.on.startup()
+        def clients(memo, **_):
+            memo.apis = {'core': kubernetes.client.CoreV1Api()}
+
+        @kopf.on.create('greetings')
+        def create_fn(name, namespace, memo, **_):
+            memo.apis['core'].create_namespaced_config_map(namespace, {})
+            memo.custom.get_namespaced_custom_object('demo.kopf.dev', 'v1', namespace, 'greetings', name)
+            memo.anything.create_the_world(namespace)  # (not a client's name: nothing)
+    """)
+    rules, warnings = needed(['ns1'])
+    assert verbs(rules) == {
+        ('ns1', '', 'configmaps'): ['create'],
+        ('ns1', 'demo.kopf.dev', 'greetings'): ['get'],
+    }
+    assert warnings == []

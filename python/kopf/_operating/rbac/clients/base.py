@@ -119,6 +119,11 @@ class Library:
         """What iterating over the library's value gives, and the requests that makes."""
         return None
 
+    def named(self, attr: str) -> Values | None:
+        """A method known by its name alone, called on an object not known statically (a
+        client kept in the memo, in a container, in an attribute set where it is not seen)."""
+        return None
+
 
 def receiver_class(value: Value) -> type | None:
     """The class of a method's receiver, or the class itself (for classmethods)."""

@@ -15,8 +15,13 @@ OpenAPI schema, alike in their names):
 
 from __future__ import annotations
 
+import functools
+import importlib
+import importlib.util
 import inspect
 import re
+import sys
+from pathlib import Path
 from typing import Any
 
 from kopf._operating.rbac.clients.base import CallSite, Library, receiver_class
@@ -46,6 +51,40 @@ def _of_package(module: str, *parts: str) -> bool:
 
 def _api_class(cls: type | None) -> bool:
     return cls is not None and _of_package(cls.__module__, 'client', 'api') and cls.__name__.endswith('Api')
+
+
+@functools.cache
+def _api_sources(package: str) -> tuple[tuple[str, str], ...]:
+    """The modules of a client package's API classes, with their source's text (read, not
+    imported: a method's name finds its module, and only that one is imported)."""
+    try:
+        spec = importlib.util.find_spec(f'{package}.client.api')
+    except (ImportError, ValueError):
+        return ()
+    found: list[tuple[str, str]] = []
+    for folder in (spec.submodule_search_locations or []) if spec is not None else []:
+        for path in sorted(Path(folder).glob('*_api.py')):
+            found.append((f'{package}.client.api.{path.stem}', path.read_text(errors='replace')))
+    return tuple(found)
+
+
+def _methods_named(attr: str) -> Values | None:
+    """The API classes' methods of this name, in the client packages the operator imports."""
+    name = attr.removesuffix('_with_http_info')
+    if TYPED.fullmatch(name) is None and CUSTOM.fullmatch(name) is None:
+        return None
+    found: set[Value] = set()
+    for package in PACKAGES:
+        if package not in sys.modules:
+            continue
+        for module_name, text in _api_sources(package):
+            if f"def {attr}(" not in text:
+                continue
+            module = importlib.import_module(module_name)
+            for cls in vars(module).values():
+                if isinstance(cls, type) and _api_class(cls) and callable(vars(cls).get(attr)):
+                    found.add(Method(Instance(cls), vars(cls)[attr], cls))
+    return frozenset(found) if found else None
 
 
 def _param(fn: Any, name: str) -> int | None:
@@ -116,6 +155,9 @@ class Kubernetes(Library):
                 self.dynamic(call, target, verb)
                 return NOTHING
         return None
+
+    def named(self, attr: str) -> Values | None:
+        return _methods_named(attr)
 
     def reference(self, site: Site, value: Value) -> list[Use]:
         if not isinstance(value, Method) or not _api_class(value.owner):
