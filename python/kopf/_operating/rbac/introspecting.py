@@ -860,8 +860,8 @@ class Frame:
         callee = self.eval(node.func)
         if callee == NOTHING and isinstance(node.func, ast.Attribute):
             # On an object not known statically: a request method is known by its name alone.
-            callee = next((found for library in self.interpreter.libraries
-                           if (found := library.named(node.func.attr)) is not None), callee)
+            callee = next((by_name for library in self.interpreter.libraries
+                           if (by_name := library.named(node.func.attr)) is not None), callee)
         own = any(isinstance(value, Live) and self.interpreter.code.owns_function(value.obj) or
                   isinstance(value, Method) and self.interpreter.code.owns_function(value.fn) for value in callee)
         forwards = forwarding.forwarding(node, [value.obj for value in callee if isinstance(value, Live)], own)
