@@ -545,3 +545,26 @@ def test_a_request_method_on_an_object_not_known_is_known_by_its_name(tmp_path: 
         ('ns1', 'demo.kopf.dev', 'greetings'): ['get'],
     }
     assert warnings == []
+
+
+def test_the_operators_functions_under_wrappers_are_followed(tmp_path: Path) -> None:
+    load(tmp_path, """
+        import functools
+        import kopf
+        import kubernetes
+
+        @functools.lru_cache
+        def vault():
+            return 'vault'
+
+        @functools.cache
+        def api():
+            return kubernetes.client.CoreV1Api()
+
+        @kopf.on.create('greetings')
+        def create_fn(**_):
+            api().read_namespaced_secret('token', vault())
+    """)
+    rules, warnings = needed(['ns1'])
+    assert verbs(rules) == {('vault', '', 'secrets'): ['get']}
+    assert warnings == []

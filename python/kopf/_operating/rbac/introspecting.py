@@ -349,6 +349,9 @@ class Interpreter:
     def call(self, callee: Value, call: CallSite, into: Result) -> Values:
         if isinstance(callee, Method):
             self.called.add(callee.fn)
+        if isinstance(callee, Live) and not isinstance(callee.obj, (type, types.FunctionType)) and \
+                self.code.owns_function(unwrapped(callee.obj)):
+            callee = Live(unwrapped(callee.obj))  # the operator's function under a wrapper (lru_cache, ...)
         own = (isinstance(callee, Method) and self.code.owns_function(callee.fn)) or \
             (isinstance(callee, Live) and self.code.owns_function(callee.obj))
         for library in () if own else self.libraries:
