@@ -101,9 +101,15 @@ _WEBHOOKS = {name: i for i, name in enumerate((*_ATTEMPT, 'dryrun', 'headers', '
 
 def in_kopfs_order(kwargs: dict[str, Any]) -> dict[str, Any]:
     """The keyword arguments as Kopf orders them; others (the indices) last, as they were."""
-    order = _WEBHOOKS if 'dryrun' in kwargs else _CHANGES
-    last = len(order)
-    return dict(sorted(kwargs.items(), key=lambda item: order.get(item[0], last)))
+    keys = tuple(kwargs)
+    ordered = _ORDERED.get(keys)
+    if ordered is None:  # once per set of names (a kind of handler, its indices): not sorted per call
+        order = _WEBHOOKS if 'dryrun' in kwargs else _CHANGES
+        ordered = _ORDERED[keys] = tuple(sorted(keys, key=lambda key: order.get(key, len(order))))
+    return {key: kwargs[key] for key in ordered}
+
+
+_ORDERED: dict[tuple[str, ...], tuple[str, ...]] = {}
 
 
 async def invoke(fn: Callable[..., Any], kwargs: dict[str, Any], executor: Any = None,
