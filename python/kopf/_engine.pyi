@@ -1,6 +1,6 @@
 """The Rust core (``src/binding/``): the operator's engine and the calls it makes into the loop."""
 
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Generator
 from typing import Any, final
 
 __version__: str
@@ -35,6 +35,18 @@ def converted_as_read(answer: Any) -> str:
 def log_writing_as_read(answer: str) -> str:
     """``Bridge.log_writing()``'s answer (``kopf._bridge.protocol.LogWriting``, JSON) as the core
     reads it, as JSON; a ValueError for a key that it does not read or misses."""
+
+@final
+class Pending:
+    """A running core future, as the core's awaitables are: ``await`` it (``kopf._bridge.awaiting``)."""
+
+    def fileno(self) -> int:
+        """The file descriptor that becomes readable once the future has finished."""
+    def result(self) -> Any:
+        """The finished future's value (its error raised); a RuntimeError before, or taken twice."""
+    def cancel(self) -> None:
+        """Stop the future where it is."""
+    def __await__(self) -> Generator[Any, None, Any]: ...
 
 @final
 class Operator:

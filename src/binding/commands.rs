@@ -22,7 +22,7 @@ pub fn touch_peering<'py>(
     let info = connection_info(connection)?;
     let request: TouchRequest = serde_json::from_str(request)
         .map_err(|e| PyValueError::new_err(format!("invalid peering request: {e}")))?;
-    pyo3_async_runtimes::tokio::future_into_py(py, async move {
+    super::awaiting::awaitable(py, async move {
         let (client, resources) = connect(&info).await?;
         let credentials = Credentials::fixed(client);
         let results = peering::touch_all(&credentials, &resources, &request)
@@ -37,7 +37,7 @@ pub fn touch_peering<'py>(
 #[pyfunction]
 pub fn discover<'py>(py: Python<'py>, connection: &str) -> PyResult<Bound<'py, PyAny>> {
     let info = connection_info(connection)?;
-    pyo3_async_runtimes::tokio::future_into_py(py, async move {
+    super::awaiting::awaitable(py, async move {
         let (_, resources) = connect(&info).await?;
         Ok(serde_json::to_string(&resources).expect("resources serialise"))
     })
@@ -54,7 +54,7 @@ pub fn review_access<'py>(
     let info = connection_info(connection)?;
     let attributes: Vec<serde_json::Value> = serde_json::from_str(attributes)
         .map_err(|e| PyValueError::new_err(format!("invalid access reviews: {e}")))?;
-    pyo3_async_runtimes::tokio::future_into_py(py, async move {
+    super::awaiting::awaitable(py, async move {
         let (client, _) = connect(&info).await?;
         let credentials = Credentials::fixed(client);
         let url = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews";
@@ -82,7 +82,7 @@ pub fn read_crds<'py>(
     names: Vec<String>,
 ) -> PyResult<Bound<'py, PyAny>> {
     let info = connection_info(connection)?;
-    pyo3_async_runtimes::tokio::future_into_py(py, async move {
+    super::awaiting::awaitable(py, async move {
         let client =
             connection::client(&info, None).map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
         let credentials = Credentials::fixed(client);

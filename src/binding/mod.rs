@@ -4,6 +4,7 @@
 //!
 //! Uses: every layer before it.
 
+mod awaiting;
 mod bodies;
 mod calls;
 mod commands;
@@ -32,6 +33,7 @@ fn _engine(m: &Bound<'_, PyModule>) -> PyResult<()> {
     runtime::configure()?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_class::<operator::Operator>()?;
+    m.add_class::<awaiting::Pending>()?;
     m.add_class::<calls::CallQueue>()?;
     m.add_class::<bodies::CoreBody>()?;
     m.add_class::<scopes::Scope>()?;

@@ -102,7 +102,7 @@ impl Operator {
         let conversion = Arc::new(Conversion::new(hooks.clone()));
         let webhooks = Arc::new(Webhooks::new(admission, conversion));
         *self.webhooks.lock().expect("not poisoned") = Some(webhooks.clone());
-        pyo3_async_runtimes::tokio::future_into_py(
+        super::awaiting::awaitable(
             py,
             async move {
                 let relogin_hooks = hooks.clone();
@@ -171,7 +171,7 @@ impl Operator {
         let options: webhooks::Options = serde_json::from_str(options)
             .map_err(|e| PyValueError::new_err(format!("invalid webhook server options: {e}")))?;
         let served = webhooks::webhooks(&self.webhooks)?;
-        pyo3_async_runtimes::tokio::future_into_py(py, webhooks::start(served, options))
+        super::awaiting::awaitable(py, webhooks::start(served, options))
     }
 
     /// Review an AdmissionReview (JSON) that a custom webhook server received: an awaitable
@@ -205,9 +205,10 @@ impl Operator {
             sslpeer,
             reason,
         };
-        pyo3_async_runtimes::tokio::future_into_py(py, async move {
-            Ok(webhooks::review(served, request).await)
-        })
+        super::awaiting::awaitable(
+            py,
+            async move { Ok(webhooks::review(served, request).await) },
+        )
     }
 
     /// Where the apiserver reaches the webhooks now (a client config, JSON), as the webhook

@@ -53,7 +53,7 @@ pub fn start_recording<'py>(
 ) -> PyResult<Bound<'py, PyAny>> {
     let info: ConnectionInfo = serde_json::from_str(connection)
         .map_err(|e| PyValueError::new_err(format!("invalid connection info: {e}")))?;
-    pyo3_async_runtimes::tokio::future_into_py(py, async move {
+    super::awaiting::awaitable(py, async move {
         let transport =
             connection::client(&info, None).map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
         let proxy = proxying::start(transport, port)

@@ -50,7 +50,7 @@ impl Scope {
     ) -> PyResult<Bound<'py, PyAny>> {
         let (children, lifecycle) = parse(children, lifecycle)?;
         let running = self.inner.clone().execute(children, lifecycle);
-        pyo3_async_runtimes::tokio::future_into_py(py, async move {
+        super::awaiting::awaitable(py, async move {
             let executed = running.await;
             executed
                 .map(answer)
