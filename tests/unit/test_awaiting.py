@@ -5,7 +5,6 @@ import json
 import socket
 
 import pytest
-
 from kopf import _engine
 
 
