@@ -568,3 +568,83 @@ def test_the_operators_functions_under_wrappers_are_followed(tmp_path: Path) -> 
     rules, warnings = needed(['ns1'])
     assert verbs(rules) == {('vault', '', 'secrets'): ['get']}
     assert warnings == []
+
+
+def test_instance_attributes_given_by_the_constructors_arguments(tmp_path: Path) -> None:
+    load(tmp_path, """
+        import kopf
+        from kubernetes import client
+
+        class Cleaner:
+            def __init__(self, namespace, api=None):
+                self.namespace = namespace
+                self.api = api or client.CoreV1Api()
+
+            def clean(self):
+                self.api.delete_namespaced_config_map('leftover', self.namespace)
+
+        @kopf.on.create('greetings')
+        def create_fn(namespace, **_):
+            Cleaner('team-a').clean()
+            Cleaner(namespace=namespace).clean()
+    """)
+    rules, warnings = needed(['ns1'])
+    assert verbs(rules) == {('team-a', '', 'configmaps'): ['delete'], ('ns1', '', 'configmaps'): ['delete']}
+    assert warnings == []
+
+
+def test_a_partials_arguments_given_later_are_not_known(tmp_path: Path) -> None:
+    load(tmp_path, """
+        import functools
+        import kopf
+        from kubernetes import client
+
+        @kopf.on.create('greetings')
+        def create_fn(**_):
+            delete = functools.partial(client.CoreV1Api().delete_namespaced_secret, 'token')
+            for namespace in ['a', 'b']:
+                delete(namespace=namespace)
+    """)
+    rules, warnings = needed(['ns1'])
+    assert verbs(rules) == {('ns1', '', 'secrets'): ['delete']}
+    assert warnings == [
+        "handlers.py:8 (in create_fn): CoreV1Api.delete_namespaced_secret: the namespace (not among the arguments "
+        "seen here) is not known statically: granted in 'ns1' only (reached from handler 'create_fn'); another one "
+        "needs kopf.rbac.needs(..., namespace=...)"]
+
+
+def test_a_request_method_that_no_handler_is_seen_to_reach_is_warned_about(tmp_path: Path) -> None:
+    load(tmp_path, """
+        import kopf
+        import helpers
+        from kubernetes import client
+
+        class Pods:
+            def read_namespaced_pod(self, name, namespace):  # the operator's own, of the same name
+                return client.CoreV1Api().read_namespaced_pod(name, namespace)
+
+        @kopf.on.create('greetings')
+        def create_fn(name, namespace, spec, **_):
+            Pods().read_namespaced_pod(name, namespace)
+            getattr(helpers, spec['action'])()  # a function chosen at run time: not followed
+
+        @kopf.on.delete('greetings')
+        def delete_fn(**_):
+            globals()['dispatch']()
+
+        @kopf.rbac.needs('deployments', verbs=['delete'], namespace='ns1')
+        def dispatch():
+            client.AppsV1Api().delete_namespaced_deployment('worker', 'ns1')
+    """, **{'helpers.py': """
+        from kubernetes import client
+
+        def cleanup():
+            client.AppsV1Api().delete_collection_namespaced_deployment('ns1')
+    """})
+    rules, warnings = needed(['ns1'])
+    assert ('ns1', '', 'pods') in rules  # the own method of a request's name was followed: not warned
+    assert ('ns1', 'apps', 'deployments') in rules  # declared where the request is: not warned
+    assert warnings == [
+        "helpers.py: request methods that no handler is seen to reach, not granted: "
+        "delete_collection_namespaced_deployment at line 5 in cleanup. If the operator makes these requests, "
+        "declare them with @kopf.rbac.needs() on their functions"]

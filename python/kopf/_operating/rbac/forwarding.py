@@ -26,13 +26,16 @@ from typing import Any
 class Forwarding:
     """Where a forwarder takes the function, and its arguments: `function` by position or by
     keyword; `args` from a position on (int), or a keyword holding a sequence of them (str);
-    `kwargs` "**" for the call's other keywords, or a keyword holding a mapping of them."""
+    `kwargs` "**" for the call's other keywords, or a keyword holding a mapping of them;
+    `more`: the function gets more arguments when it is called later (``partial``)."""
     function: tuple[int | None, str | None]
     args: int | str | None
     kwargs: str | None
+    more: bool = False
 
 
 TO_THREAD = Forwarding(function=(0, None), args=1, kwargs='**')  # fn(*args, **kwargs) given as is
+PARTIAL = Forwarding(function=(0, None), args=1, kwargs='**', more=True)
 THREAD = Forwarding(function=(None, 'target'), args='args', kwargs='kwargs')
 TIMER = Forwarding(function=(1, 'function'), args='args', kwargs='kwargs')
 JOB = Forwarding(function=(0, 'func'), args='args', kwargs='kwargs')  # APScheduler's add_job(func, trigger, ...)
@@ -58,7 +61,7 @@ METHODS: dict[str, Forwarding] = {
 def _by_identity() -> tuple[tuple[Any, Forwarding], ...]:
     known: list[tuple[Any, Forwarding]] = [
         (asyncio.to_thread, TO_THREAD),
-        (functools.partial, TO_THREAD),
+        (functools.partial, PARTIAL),
         (threading.Thread, THREAD),
         (threading.Timer, TIMER),
     ]

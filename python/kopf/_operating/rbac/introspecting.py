@@ -72,6 +72,7 @@ class Findings:
     uses: dict[str, set[Use]] = dataclasses.field(default_factory=dict)
     unresolved: dict[str, set[Unresolved]] = dataclasses.field(default_factory=dict)
     reached: dict[str, set[Any]] = dataclasses.field(default_factory=dict)
+    unreached: set[Unresolved] = dataclasses.field(default_factory=set)  # request methods no root reaches, by name
 
 
 def analyze(roots: Iterable[tuple[str, Callable[..., Any]]],
@@ -98,7 +99,52 @@ def analyze(roots: Iterable[tuple[str, Callable[..., Any]]],
                 findings.unresolved[label].add(Unresolved(site, (
                     f"{owner.__name__}.{fn.__name__} is named without a call (kept, or handed to something "
                     f"that calls it later): its requests depend on the arguments it is given there, not known here")))
+    # Nothing dropped silently: a request method that the operator's own modules call (or name)
+    # where the analysis never was, e.g. behind dispatch it does not follow, is said with its place.
+    sites = [use.site for uses in findings.uses.values() for use in uses if use.site is not None]
+    sites += [item.site for items in findings.unresolved.values() for item in items]
+    covered = {(site.file, line) for site in sites for line in site.lines()}
+    findings.unreached = unreached(interpreter, covered | interpreter.followed)
     return findings
+
+
+def unreached(interpreter: Interpreter, covered: set[tuple[str, int]]) -> set[Unresolved]:
+    """The client libraries' request methods, known by name, in the modules of the operator's own
+    code (as imported), at places that no root's analysis reached."""
+    code = interpreter.code
+    found: set[Unresolved] = set()
+    modules: dict[str, dict[str, Any]] = {}
+    for module in list(sys.modules.values()):
+        filename = getattr(module, '__file__', None)
+        if isinstance(filename, str) and code.owns(filename):
+            modules.setdefault(filename, vars(module))
+    requests: dict[str, bool] = {}
+    for filename, module_globals in sorted(modules.items()):
+        parsed = interpreter.sources.of(filename, module_globals)
+        if parsed is None:
+            continue
+        display = code.display(filename)
+        for node, qualname in _attributes(parsed.tree, ''):
+            if (display, node.lineno) in covered:
+                continue
+            if node.attr not in requests:
+                requests[node.attr] = any(library.named(node.attr) is not None for library in interpreter.libraries)
+            if requests[node.attr]:
+                found.add(Unresolved(Site(display, node.lineno, qualname or '<module>'), node.attr))
+    return found
+
+
+def _attributes(node: ast.AST, qualname: str, in_function: bool = False) -> Iterable[tuple[ast.Attribute, str]]:
+    """Every attribute read in the tree, with the qualified name (as Python gives it) of the
+    function or class it is in."""
+    for child in ast.iter_child_nodes(node):
+        if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            prefix = f"{qualname}.<locals>." if in_function else f"{qualname}." if qualname else ''
+            yield from _attributes(child, f"{prefix}{child.name}", not isinstance(child, ast.ClassDef))
+            continue
+        if isinstance(child, ast.Attribute) and isinstance(child.ctx, ast.Load):
+            yield child, qualname
+        yield from _attributes(child, qualname, in_function)
 
 
 def unwrapped(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -139,9 +185,10 @@ class Interpreter:
         self.results: dict[tuple[Any, ...], Result] = {}
         self.variants: dict[Any, int] = {}
         self.stack: list[tuple[Any, ...]] = []
-        self.attributes: dict[tuple[type, str], Values] = {}
+        self.attributes: dict[tuple[type, str, tuple[tuple[str, Values], ...]], Values] = {}
         self.globals: dict[tuple[str, str], Values] = {}
         self.called: set[Any] = set()  # the methods called through, anywhere (of clients too)
+        self.followed: set[tuple[str, int]] = set()  # the places that call the operator's own functions
 
     # -- functions ----------------------------------------------------------------------
 
@@ -256,7 +303,7 @@ class Interpreter:
             return self._class_attribute(type(obj), attr, receiver=value)
         if isinstance(value, Instance):
             found = self._class_attribute(value.cls, attr, receiver=value)
-            return found if found != NOTHING else self.instance_attribute(value.cls, attr)
+            return found if found != NOTHING else self.instance_attribute(value.cls, attr, value.init)
         if isinstance(value, (Body, Seq, Mapping)) and attr in CONTAINER_METHODS:
             return frozenset({Bound(value, attr)})
         if isinstance(value, Body):
@@ -308,10 +355,10 @@ class Interpreter:
         self.globals[key] = union(*found) if found else frozenset()
         return self.globals[key]
 
-    def instance_attribute(self, cls: type, attr: str) -> Values:
+    def instance_attribute(self, cls: type, attr: str, init: tuple[tuple[str, Values], ...] = ()) -> Values:
         """What ``self.<attr>`` (or ``cls.<attr>`` in a classmethod) is given in the methods of
-        the operator's own classes."""
-        key = (cls, attr)
+        the operator's own classes; in ``__init__``, from the arguments it was called with."""
+        key = (cls, attr, init)
         if key in self.attributes:
             return self.attributes[key]
         self.attributes[key] = NOTHING  # (while it is found: a self-reference knows nothing)
@@ -331,6 +378,9 @@ class Interpreter:
                 if not isinstance(fn, types.FunctionType):
                     continue
                 self_name = item.args.args[0].arg
+                bindings: dict[str, Values] = {self_name: frozenset({Instance(cls, init)})}
+                if fn is self.own_init(cls):
+                    bindings.update(init)
                 for assigned in ast.walk(item):
                     if isinstance(assigned, ast.Assign):
                         targets, value = assigned.targets, assigned.value
@@ -341,7 +391,7 @@ class Interpreter:
                     for target in targets:
                         if isinstance(target, ast.Attribute) and mangled(target.attr, fn.__qualname__) == attr and \
                                 isinstance(target.value, ast.Name) and target.value.id == self_name:
-                            frame = Frame(self, fn, item, parsed, {self_name: frozenset({Instance(cls)})}, base)
+                            frame = Frame(self, fn, item, parsed, dict(bindings), base)
                             found.append(frame.eval(value))
         self.attributes[key] = union(*found) if found else NOTHING
         return self.attributes[key]
@@ -385,14 +435,27 @@ class Interpreter:
     def _construct(self, cls: type, call: CallSite, into: Result) -> Values:
         if cls.__module__ == 'builtins':
             return NOTHING
-        init = vars(cls).get('__init__') if self.code.owns_class(cls) else None
-        for base in cls.__mro__:  # the nearest __init__ of the operator's own classes
+        init = self.own_init(cls)
+        found = self.sources.function(init) if init is not None else None
+        if found is None:  # none, or made by a library (a dataclass's): not read
+            return frozenset({Instance(cls)})
+        # The instance remembers its arguments: ``self.namespace = namespace`` is then known.
+        bindings = self.bind(init, call, Instance(cls))
+        self_name = _parameters(found[0]).positional[:1]
+        given = tuple(sorted((name, values) for name, values in bindings.items()
+                             if name not in self_name and values != NOTHING))
+        instance = Instance(cls, given)
+        bindings.update({name: frozenset({instance}) for name in self_name})
+        into.merge(self.function(init, bindings, cls))
+        return frozenset({instance})
+
+    def own_init(self, cls: type) -> Any:
+        """The ``__init__`` of the operator's own classes that makes an instance of this one
+        (the nearest in its MRO), if any."""
+        for base in cls.__mro__:
             if self.code.owns_class(base) and isinstance(vars(base).get('__init__'), types.FunctionType):
-                init = vars(base)['__init__']
-                break
-        if init is not None:
-            into.merge(self.function(init, self.bind(init, call, Instance(cls)), cls))
-        return frozenset({Instance(cls)})
+                return vars(base)['__init__']
+        return None
 
     def _getattr(self, call: CallSite, into: Result) -> Values:
         names = call.string(1)
@@ -569,8 +632,9 @@ class Frame:
         self._prepare()
 
     def site(self, node: ast.AST) -> Site:
-        return Site(self.interpreter.code.display(self.filename), getattr(node, 'lineno', self.node.lineno),
-                    self.qualname)
+        line = getattr(node, 'lineno', self.node.lineno)
+        return Site(self.interpreter.code.display(self.filename), line, self.qualname,
+                    last=getattr(node, 'end_lineno', None) or line)
 
     # -- the walk -------------------------------------------------------------------------
 
@@ -867,6 +931,9 @@ class Frame:
                            if (by_name := library.named(node.func.attr)) is not None), callee)
         own = any(isinstance(value, Live) and self.interpreter.code.owns_function(value.obj) or
                   isinstance(value, Method) and self.interpreter.code.owns_function(value.fn) for value in callee)
+        if own:
+            place = self.site(node)  # (whatever its name: not a request here)
+            self.interpreter.followed.update((place.file, line) for line in place.lines())
         forwards = forwarding.forwarding(node, [value.obj for value in callee if isinstance(value, Live)], own)
         handed = forwarding.function_node(node, forwards) if forwards is not None else None
         if handed is not None:
@@ -917,7 +984,7 @@ class Frame:
         _, own_keyword = forwards.function
         args: list[Values] = []
         arg_nodes: list[ast.expr] = []
-        starred = site.starred
+        starred = site.starred or forwards.more  # (what comes later is not known)
         if isinstance(forwards.args, int):
             args, arg_nodes = site.args[forwards.args:], site.arg_nodes[forwards.args:]
         elif isinstance(forwards.args, str) and forwards.args in site.keywords:

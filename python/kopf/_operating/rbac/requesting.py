@@ -95,6 +95,16 @@ def add(result: Plan, *, registry: OperatorRegistry, resources: Sequence[Resourc
                     f"another one needs kopf.rbac.needs(..., namespace=...)")
     for text, names in sorted(unresolved.items()):
         result.warnings.append(f"{text} (reached from {_named(names)})")
+    # One warning per file: shared modules may hold many a request that this operator never makes.
+    unreached: dict[str, list[str]] = {}
+    for item in sorted(findings.unreached, key=lambda item: (item.site.file, item.site.line)):
+        if (item.site.file, item.site.function) not in answered:
+            unreached.setdefault(item.site.file, []).append(f"{item.text} at line {item.site.line} "
+                                                            f"in {item.site.function}")
+    for file, spots in unreached.items():
+        result.warnings.append(
+            f"{file}: request methods that no handler is seen to reach, not granted: {'; '.join(spots)}. "
+            f"If the operator makes these requests, declare them with @kopf.rbac.needs() on their functions")
 
     # On functions: for the handlers that reach them (a handler's own function reaches itself);
     # on functions that no handler is seen to call, for the operator as a whole.

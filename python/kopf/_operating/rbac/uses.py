@@ -53,9 +53,13 @@ class Site:
     file: str
     line: int
     function: str
+    last: int = dataclasses.field(default=0, compare=False)  # the call's last line, if it spans several
 
     def __str__(self) -> str:
         return f"{self.file}:{self.line}"
+
+    def lines(self) -> range:
+        return range(self.line, max(self.line, self.last) + 1)
 
 
 class Target:

@@ -51,8 +51,10 @@ class Live(Value):
 
 @dataclasses.dataclass(frozen=True)
 class Instance(Value):
-    """An instance of a class, made by the code (not a live one)."""
+    """An instance of a class, made by the code (not a live one); `init`: the arguments its
+    class's ``__init__`` (the operator's own) was called with, by parameter, where known."""
     cls: type
+    init: tuple[tuple[str, Values], ...] = ()
 
 
 @dataclasses.dataclass(frozen=True, eq=False)

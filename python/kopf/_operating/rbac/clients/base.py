@@ -62,7 +62,8 @@ class CallSite:
         namespace (``everywhere``: the library's markers for it), or not known."""
         values = self.arg(index, name)
         if values is None:
-            return [UNKNOWN if self.starred else DEFAULT]
+            # Not given; or by *args/**kwargs, or later (a partial): not seen here.
+            return [Namespace(UNKNOWN.scope, text='not among the arguments seen here') if self.starred else DEFAULT]
         markers = list(everywhere)
         found: list[Namespace] = []
         for value in values:
