@@ -59,9 +59,14 @@ def check_restriction(name: str, ours: Recording) -> None:
     total = restricting.verbs(restricting.rules_of(restriction.generated_text))
     print(f"\n{name} rbac: {len(total)} rules generated (engine {len(generated['engine'])}, introspection "
           f"{len(generated['introspection'])}, declaration {len(generated['declaration'])}); recorded "
-          f"{len(recorded)}, of which not generated: {sorted(recorded - total)}; warnings "
+          f"{len(recorded)}, of which not generated: {sorted(recorded - total)}; request methods in its code "
+          f"{restriction.sites}, neither granted nor warned about {len(restriction.silent)}; warnings "
           f"{len(restriction.warnings)}; granted, not used {len(restriction.unused())}")
     for line in restriction.unused():
         print(f"  unused: {line}")
     for line in restriction.warnings:
         print(f"  warning: {line}")
+    # What a run needed is what the generator says it needs: nothing found only by running it.
+    assert not recorded - total, f"recorded, not generated: {sorted(recorded - total)}"
+    # Every request method its code names is a rule or a warning: nothing dropped in silence.
+    assert not restriction.silent, "\n".join(["Neither granted nor warned about:", *restriction.silent])

@@ -5,6 +5,7 @@ loads them; nothing of their code runs but the module's top level."""
 
 from __future__ import annotations
 
+import re
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,9 +14,10 @@ import kopf
 import pytest
 from kopf._handling.handlers import get_default_registry, set_default_registry
 from kopf._operating import loading as _loading
-from kopf._operating.rbac import declaring, requesting
+from kopf._operating.rbac import declaring, introspecting, requesting
 from kopf._operating.rbac.declaring import DeclarationError
 from kopf._operating.rbac.rules import Plan
+from support import request_sites
 
 R = kopf.Resource
 RESOURCES = [
@@ -648,3 +650,31 @@ def test_a_request_method_that_no_handler_is_seen_to_reach_is_warned_about(tmp_p
         "helpers.py: request methods that no handler is seen to reach, not granted: "
         "delete_collection_namespaced_deployment at line 5 in cleanup. If the operator makes these requests, "
         "declare them with @kopf.rbac.needs() on their functions"]
+
+
+def _documented() -> list[tuple[str, str]]:
+    """The handlers of the examples and of the docs' complete code blocks that call `kubernetes`."""
+    root = Path(__file__).parents[2]
+    found = [(str(path.relative_to(root)), path.read_text()) for path in sorted(root.glob('examples/*/*.py'))
+             if 'kubernetes' in path.read_text() and 'import kopf' in path.read_text()]
+    for page in sorted((root / 'docs').glob('*.md')):
+        for number, block in enumerate(re.findall(r"```(?:python|\{code-block\} python)\n(.*?)```", page.read_text(),
+                                                  re.S)):
+            if 'import kopf' in block and 'kubernetes' in block:
+                found.append((f"{page.name}[{number}]", block))
+    return found
+
+
+@pytest.mark.parametrize('name, code', _documented(), ids=[name for name, _ in _documented()])
+def test_every_request_of_the_examples_and_the_docs_is_a_rule_or_a_warning(
+        tmp_path: Path, name: str, code: str) -> None:
+    code = re.sub(r"^:\w+:.*\n", "", code, flags=re.M)  # a code-block's options (its caption)
+    load(tmp_path, code)
+    path = str((tmp_path / 'handlers.py').resolve())
+    plan = Plan(account='op', account_namespace='ns1')
+    requesting.add(plan, registry=get_default_registry(), resources=RESOURCES, in_namespaces=['ns1'])
+    reasons = '\n'.join(reason for rule in plan.rules.values() for why in rule.verbs.values() for reason in why)
+    shown = introspecting.Code([], files=[path]).display(path)  # (as the rules and warnings name it)
+    found = request_sites.sites([(path, shown)], request_sites.request_names())
+    assert found, f"{name}: no request method found: the check would pass for nothing"
+    assert request_sites.silent(found, reasons, plan.warnings) == []

@@ -7,6 +7,7 @@ Kopf's runs keep the admin's credentials: the two outcomes are compared as befor
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 import socket
 import subprocess
@@ -14,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import yaml
+from support import request_sites
 from support.operators import account_kubeconfig, api_server
 
 RULES = Path(__file__).parent / "rbac"  # kopf.rbac declarations of what an operator's code hides
@@ -32,6 +34,8 @@ class Restriction:
     generated: Path
     recorded: Path  # (both in the run's folder, removed with it: their texts are kept when it ends)
     warnings: list[str]
+    silent: list[str]  # the client's request methods in its code that neither a rule nor a warning names
+    sites: int  # the client's request methods in its code, found apart from the generator
     report: list[str] = dataclasses.field(default_factory=list)
     generated_text: str = ""
     recorded_text: str = ""
@@ -60,9 +64,17 @@ def generate(*, venv: Path, args: list[str], namespace: str, workdir: Path, name
     generated = workdir / "generated-rbac.yaml"
     generated.write_text(result.stdout)
     subprocess.run(["kubectl", "apply", "-f", str(generated)], check=True, capture_output=True)
+    warnings = WARNING.findall(result.stderr)
+    # Every request method its code names, found apart from the generator: said by it, or not.
+    argv, extra = wrap([str(venv / "bin" / "python"), request_sites.__file__, *command[3:]])
+    scanned = subprocess.run(argv, cwd=workdir, env={**env, **extra}, capture_output=True, text=True, check=False)
+    if scanned.returncode != 0:
+        raise AssertionError(f"the scan of the request methods failed:\n{scanned.stderr[-5000:]}")
+    found = [tuple(site) for site in json.loads(scanned.stdout)]
     return Restriction(account=account, namespace=namespace, generated=generated,
-                       recorded=workdir / "recorded-rbac.yaml", warnings=WARNING.findall(result.stderr),
-                       port=_free_port())
+                       recorded=workdir / "recorded-rbac.yaml", warnings=warnings, port=_free_port(),
+                       silent=request_sites.silent(found, result.stdout, warnings),  # type: ignore[arg-type]
+                       sites=len(found))
 
 
 def _free_port() -> int:
