@@ -243,3 +243,96 @@ def test_a_recording_names_the_refused_requests_and_the_unused_rules(crd: None, 
     assert rules[("Role", "secrets")] == ["get"]
     assert rules[("ClusterRole", "customresourcedefinitions")] == ["list", "watch"]
     assert "kopf-rs/" in recorded.read_text() and "OpenAPI-Generator/" in recorded.read_text()
+
+
+# The shapes of real operators that the generator once missed (issue 87): a client kept as a
+# class attribute by a classmethod at startup and used from another function; a cached client
+# factory; functions handed to a thread and to an executor; a namespace from the object's spec;
+# an object that keeps the namespace its constructor was given.
+SHAPES = """
+    import asyncio
+    import concurrent.futures
+    import functools
+
+    import kopf
+    import kubernetes
+
+    EXECUTOR = concurrent.futures.ThreadPoolExecutor(max_workers=2)
+
+
+    class Operator:
+        core = None
+
+        @classmethod
+        async def setup(cls):
+            kubernetes.config.load_kube_config()
+            cls.core = kubernetes.client.CoreV1Api()
+
+
+    @functools.lru_cache
+    def apps():
+        return kubernetes.client.AppsV1Api()
+
+
+    class Marker:
+        def __init__(self, namespace):
+            self.namespace = namespace
+
+        def mark(self, name):
+            body = {'metadata': {'name': f'{name}-mark'}, 'data': {'by': 'marker'}}
+            Operator.core.create_namespaced_config_map(self.namespace, body)
+
+
+    def copy_to(target, name, data):
+        body = {'metadata': {'name': f'{name}-copy'}, 'data': data}
+        Operator.core.create_namespaced_config_map(target, body)
+
+
+    def deployments(namespace):
+        return [d.metadata.name for d in apps().list_namespaced_deployment(namespace).items]
+
+
+    @kopf.on.startup()
+    async def start(**_):
+        await Operator.setup()
+
+
+    @kopf.on.create('greetings')
+    async def create_fn(name, namespace, spec, **_):
+        await asyncio.to_thread(copy_to, spec['target'], name, {'who': spec.get('who', '')})
+        found = await asyncio.get_running_loop().run_in_executor(EXECUTOR, deployments, namespace)
+        Marker(namespace).mark(name)
+        return {'deployments': len(found)}
+"""
+
+
+def test_real_operators_shapes_run_under_their_generated_rules(crd: None, namespace: str, tmp_path: Path) -> None:
+    target = f"{namespace}-target"
+    kubectl("create", "namespace", target)
+    try:
+        script = write_script(tmp_path, SHAPES)
+        account = f"shapes-{namespace}"
+        options = ["-n", namespace, "--name", account, "--standalone", str(script)]
+        generated = rbac("generate", *options)
+        assert generated.returncode == 0, generated.stderr
+        # The namespace from the spec is granted everywhere, and said; nothing else is unknown.
+        warnings = [line for line in generated.stderr.splitlines() if line.startswith("Warning:")]
+        assert len(warnings) == 1 and "handlers.py:37 (in copy_to)" in warnings[0] and \
+            "is read from the object's data: granted in every namespace" in warnings[0], generated.stderr
+        kubectl("apply", "-f", "-", input=generated.stdout)
+        kubeconfig = account_kubeconfig(account, tmp_path, namespace)
+        operator = OperatorProcess(["run", "-n", namespace, "--standalone", str(script)], cwd=tmp_path,
+                                   env={"KUBECONFIG": str(kubeconfig)})
+        try:
+            body = json.loads(greeting("s1", namespace))
+            body["spec"]["target"] = target
+            kubectl("create", "-f", "-", input=json.dumps(body))
+            operator.wait_for(r"Handler 'create_fn' succeeded")
+        finally:
+            assert operator.stop() == 0
+        assert not refused(operator.output), operator.output
+        assert config_map("s1-copy", target)["data"] == {"who": "s1"}  # type: ignore[index]
+        assert config_map("s1-mark", namespace)["data"] == {"by": "marker"}  # type: ignore[index]
+    finally:
+        kubectl("delete", "namespace", target, "--wait=false", check=False)
+        kubectl("delete", "clusterrole,clusterrolebinding", f"shapes-{namespace}", "--ignore-not-found", check=False)
