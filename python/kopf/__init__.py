@@ -150,7 +150,18 @@ __all__ = [
     'WebhookDockerDesktopServer', 'WebhookNgrokTunnel', 'WebhookAutoServer', 'WebhookAutoTunnel',
 ]
 
-if not _TYPE_CHECKING:  # type checkers keep reporting unknown names as such
+# Not in Kopf: custom resources as pydantic models; pydantic is imported by the operators that
+# declare models only (kept out of Kopf's __all__, as ``rbac``).
+_MODELS = frozenset({'CustomResource', 'PrinterColumn'})
+
+if _TYPE_CHECKING:
+    from kopf._structures.models import CustomResource as CustomResource
+    from kopf._structures.models import PrinterColumn as PrinterColumn
+else:  # type checkers keep reporting unknown names as such
     def __getattr__(name: str) -> _Any:
-        """An unknown name fails with what this package is, not a bare AttributeError."""
+        """The models' names, imported when first used; an unknown name fails with what this
+        package is, not a bare AttributeError."""
+        if name in _MODELS:
+            from kopf._structures import models
+            return getattr(models, name)
         raise _errors.missing_name(__name__, name)

@@ -439,6 +439,65 @@ def olm_verify(directory: str) -> None:
 
 
 @main.group()
+def crd() -> None:
+    """ The CRDs of the operator's models (kopf.CustomResource): generate them, or verify them (not in Kopf). """
+
+
+def _crd_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    fn = click.argument('paths', nargs=-1)(fn)
+    fn = click.option('-m', '--module', 'modules', multiple=True, help=_MODULE)(fn)
+    return logging_options(fn)
+
+
+def _crd_documents(paths: Collection[str], modules: Collection[str]) -> list[dict[str, Any]]:
+    preload(paths=paths, modules=modules)
+    from kopf._operating import crds, schemas  # (not at the top: pydantic, for the operators that declare models)
+    from kopf._structures.models import ModelError
+    found = crds.models()
+    if not found:
+        raise click.ClickException("No models (subclasses of kopf.CustomResource) in the operator's code.")
+    try:
+        return crds.documents(found)
+    except (ModelError, schemas.SchemaError) as e:
+        raise click.ClickException(str(e)) from e
+
+
+@crd.command(name='generate')
+@_crd_options
+def crd_generate(paths: Collection[str], modules: Collection[str]) -> None:
+    """ Print the CRDs of the operator's models as YAML. """
+    from kopf._operating import crds
+    click.echo(crds.render(_crd_documents(paths, modules)), nl=False)
+
+
+@crd.command(name='verify')
+@click.option('--crd', 'files', multiple=True, type=click.Path(exists=True, dir_okay=False),
+              help="compare with the CRDs in this YAML file (repeatable) instead of the cluster's")
+@_crd_options
+def crd_verify(paths: Collection[str], modules: Collection[str], files: Collection[str]) -> None:
+    """ Compare the CRDs of the operator's models with a file's or the cluster's; exit 1 on a difference. """
+    import yaml
+
+    from kopf._operating import crds
+    expected = _crd_documents(paths, modules)
+    if files:
+        found = {doc['metadata']['name']: doc for path in files for doc in yaml.safe_load_all(open(path)) if
+                 isinstance(doc, dict) and doc.get('kind') == 'CustomResourceDefinition'}
+        actual = [found.get(doc['metadata']['name']) for doc in expected]
+    else:
+        try:
+            actual = asyncio.run(crds.read(get_default_registry(), [doc['metadata']['name'] for doc in expected]))
+        except (OperatorError, LoginError) as e:
+            raise click.ClickException(str(e)) from e
+    lines = [line for doc, there in zip(expected, actual, strict=True) for line in crds.differences(doc, there)]
+    for line in lines:
+        click.echo(line)
+    if lines:
+        raise SystemExit(1)
+    click.echo(f"The CRDs match the models: {', '.join(doc['metadata']['name'] for doc in expected)}.")
+
+
+@main.group()
 def testing() -> None:
     """ A local control plane for tests and for people: etcd and kube-apiserver, no Docker (not in Kopf). """
 

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from kopf._bridge import services
 from kopf._handling import callbacks as _callbacks
+from kopf._handling import models as _models
 from kopf._handling import subhandling as _subhandling
 from kopf._handling.handlers import (
     Activity,
@@ -145,7 +146,7 @@ def _changing(
         selector = Selector(arg1, arg2, arg3, group=group, version=version, kind=kind, plural=plural,
                             singular=singular, shortcut=shortcut, category=category)
         real_registry._changing.append(ChangingHandler(
-            fn=fn, id=generate_id(fn=fn, id=id, suffix='.'.join(real_field or [])), param=param,
+            fn=_models.typed(fn), id=generate_id(fn=fn, id=id, suffix='.'.join(real_field or [])), param=param,
             errors=errors, timeout=timeout, retries=retries, backoff=backoff,
             selector=selector, labels=labels, annotations=annotations, when=when,
             field=real_field, value=value, old=old, new=new, field_needs_change=field_needs_change,
@@ -278,7 +279,7 @@ def event(
         selector = Selector(arg1, arg2, arg3, group=group, version=version, kind=kind, plural=plural,
                             singular=singular, shortcut=shortcut, category=category)
         real_registry._watching.append(WatchingHandler(
-            fn=fn, id=generate_id(fn=fn, id=id, suffix='.'.join(real_field or [])), param=param,
+            fn=_models.typed(fn), id=generate_id(fn=fn, id=id, suffix='.'.join(real_field or [])), param=param,
             errors=None, timeout=None, retries=None, backoff=None,
             selector=selector, labels=labels, annotations=annotations, when=when,
             field=real_field, value=value,
@@ -390,7 +391,7 @@ def index(
         selector = Selector(arg1, arg2, arg3, group=group, version=version, kind=kind, plural=plural,
                             singular=singular, shortcut=shortcut, category=category)
         real_registry._indexing.append(IndexingHandler(
-            fn=fn, id=generate_id(fn=fn, id=id), param=param,
+            fn=_models.typed(fn), id=generate_id(fn=fn, id=id), param=param,
             errors=errors, timeout=timeout, retries=retries, backoff=backoff,
             selector=selector, labels=labels, annotations=annotations, when=when,
             field=real_field, value=value,
@@ -420,7 +421,7 @@ def _webhook(reason: WebhookType, selector: Selector, *, id: str | None, param: 
         real_registry = registry if registry is not None else get_default_registry()
         real_field = parse_field(field) or None
         real_registry._webhooks.append(WebhookHandler(
-            fn=fn, id=generate_id(fn=fn, id=id, suffix='.'.join(real_field or [])), param=param,
+            fn=_models.typed(fn), id=generate_id(fn=fn, id=id, suffix='.'.join(real_field or [])), param=param,
             errors=None, timeout=None, retries=None, backoff=None,
             selector=selector, labels=labels, annotations=annotations, when=when,
             field=real_field, value=value, reason=reason, operations=real_operations,
@@ -554,7 +555,7 @@ def _spawning(selector: Selector, *, id: str | None, field: FieldSpec, value: An
         real_registry = registry if registry is not None else get_default_registry()
         real_field = parse_field(field) or None
         real_registry._spawning.append(make(
-            fn=fn, id=generate_id(fn=fn, id=id, suffix='.'.join(real_field or [])),
+            fn=_models.typed(fn), id=generate_id(fn=fn, id=id, suffix='.'.join(real_field or [])),
             selector=selector, labels=labels, annotations=annotations,
             field=real_field, value=value, requires_finalizer=True, **options,
         ))

@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from kopf._bridge.protocol import Invoked
+from kopf._handling import models
 from kopf._logs.loggers import log_here
 from kopf._structures.errors import (
     ErrorsMode,
@@ -173,6 +174,7 @@ def execute_in_thread(*, handler: Any, kwargs: dict[str, Any], logger: logging.L
 
 def _succeeded(handler: Any, result: Any, logger: logging.LoggerAdapter,  # type: ignore[type-arg]
                saying: Saying | None) -> Outcome:
+    result = models.plain(result)
     if getattr(handler, 'quiet', False):
         if logger.isEnabledFor(logging.DEBUG):
             logger.debug(f"{handler} succeeded.")

@@ -124,6 +124,11 @@ class Selector:
 
         if argN is not None:
             raise TypeError("Too many positional arguments. Max 3 positional args are accepted.")
+        declared = getattr(arg1, '__kopf_resource__', None) if isinstance(arg1, type) else None
+        if declared is not None:  # a model (kopf.CustomResource): its resource, in its version
+            if arg2 is not None or arg3 is not None:
+                raise TypeError(f"A model names its resource: {arg1.__name__} takes no other positional selectors.")
+            arg1, arg2, arg3 = declared.group, declared.version, declared.plural
         if callable(arg1) and not isinstance(arg1, Marker):
             if arg2 is not None or arg3 is not None:
                 raise TypeError("The callable filter cannot have any other selectors.")
