@@ -5,7 +5,7 @@ them, in order:
   ``:caption: handlers.py``) is a file the user writes: it is written;
 - a ``console`` block is typed: each ``$ command`` runs in a shell (continued by a trailing
   backslash or a heredoc), and the lines under it are what it prints (``...`` stands for any
-  text in a line, or for any lines on a line of its own). A read (``kubectl get``/``describe``/
+  text in a line, or for any lines on a line of its own). A read (``kubectl get``/``describe``/``explain``/
   ``events``, ``curl``) is repeated until it prints that, as a user would look again; ``kopf run`` starts
   the operator in the background (stopping the one before, as Ctrl-C would) and its lines are
   waited for in its log;
@@ -24,7 +24,7 @@ from pathlib import Path
 
 DOCS = Path(__file__).parents[2] / "docs"
 FENCE = re.compile(r"^(?P<fence>`{3,}|~{3,})(?P<info>.*)$")
-READS = ("kubectl get", "kubectl describe", "kubectl events", "curl")
+READS = ("kubectl get", "kubectl describe", "kubectl events", "kubectl explain", "curl")
 
 
 @dataclasses.dataclass(frozen=True)
