@@ -488,7 +488,7 @@ def mutate(
 @_parameters.described
 def convert(
         arg1: str | None = None, arg2: str | None = None, /, *,
-        source: str, target: str,
+        source: str | type, target: str | type,
         group: str | None = None, kind: str | None = None, plural: str | None = None,
         singular: str | None = None, shortcut: str | None = None,
         id: str | None = None, param: Any | None = None,
@@ -511,7 +511,23 @@ def convert(
     ``v1`` object is read as ``v3`` through both. Every served version must lead to every
     other one, or the operator does not start. Any error fails the conversion, with its
     message shown to the API server's client.
+
+    ``source=`` and ``target=`` may be the models of the two versions (``kopf.CustomResource``'s
+    subclasses, not in Kopf): the resource is then theirs and need not be named, and the
+    function's ``body`` or ``spec`` annotated with the source's models gets them validated; a
+    model returned is the converted object's fields that it was given.
     """
+    if isinstance(source, type) or isinstance(target, type):
+        declared = [getattr(model, '__kopf_resource__', None) for model in (source, target)]
+        if declared[0] is None or declared[1] is None:
+            raise TypeError(f"A conversion handler's source= and target= are both versions or both models "
+                            f"(kopf.CustomResource); got {source!r} and {target!r}.")
+        if (declared[0].group, declared[0].plural) != (declared[1].group, declared[1].plural):
+            raise ValueError(f"A conversion handler converts between versions of one resource: {declared[0].name} "
+                             f"and {declared[1].name} are two.")
+        if arg1 is None and arg2 is None and group is None and plural is None and kind is None:
+            arg1, arg2 = declared[0].group, declared[0].plural
+        source, target = declared[0].version, declared[1].version
     selector = Selector(arg1, arg2, group=group, kind=kind, plural=plural, singular=singular, shortcut=shortcut)
     if selector.version is not None:
         raise TypeError(f"A conversion handler's resource names no version ({selector.version!r} given): "
@@ -525,17 +541,18 @@ def convert(
     if source == target:
         raise ValueError(f"A conversion handler converts between two versions; source= and target= "
                          f"are both {source!r}.")
+    source_version, target_version = str(source), str(target)  # (versions by now: checked above)
 
     def decorator(fn: ConversionFnT) -> ConversionFnT:
         real_registry = registry if registry is not None else get_default_registry()
         for other in real_registry._conversions:
-            if other.selector == selector and (other.source, other.target) == (source, target):
+            if other.selector == selector and (other.source, other.target) == (source_version, target_version):
                 raise ValueError(f"{other} already converts {selector!r} from {source} to {target}: "
                                  f"one step per pair of versions.")
         real_registry._conversions.append(ConversionHandler(
-            fn=fn, id=generate_id(fn=fn, id=id), param=param,
+            fn=_models.typed(fn), id=generate_id(fn=fn, id=id), param=param,
             errors=None, timeout=None, retries=None, backoff=None,
-            selector=selector, source=source, target=target,
+            selector=selector, source=source_version, target=target_version,
         ))
         return fn
     return decorator

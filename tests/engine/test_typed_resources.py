@@ -3,7 +3,8 @@ generate` and applied to the control plane; the API server itself refuses what t
 refuses (its messages), `kubectl explain` teaches the model's descriptions, `kopf crd verify`
 compares the code with the cluster and a file; the handlers get validated models, and an
 object that does not fit the model (stored while the CRD was looser) fails its handler
-permanently with the errors in the log and an Event, while the other objects are served."""
+permanently with the errors in the log and an Event, while the other objects are served. Two
+versions of a model convert through typed steps (`@kopf.on.convert(source=V1, target=V2)`)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,9 @@ from typing import Any
 import pytest
 import yaml
 from support.cluster import EXAMPLES, kopf_cli, kubectl
-from support.operators import OperatorProcess, eventually
+from support.contacts import CRD as CONTACTS_CRD
+from support.contacts import RECONFIGURED, contact, create, read_ok
+from support.operators import OperatorProcess, eventually, write_script
 
 OPERATOR = EXAMPLES / "typed" / "operator.py"
 CRD = "beacons.typed.kopf.dev"
@@ -100,3 +103,69 @@ def _events(namespace: str, name: str, text: str) -> list[dict[str, Any]]:
     matching = [event for event in found if text in event["message"]]
     assert matching, f"no Event with {text!r}: {[event['message'] for event in found]}"
     return matching
+
+
+# Two versions of the conversion example's Contact as models, and the steps between them typed.
+CONTACTS = """
+import kopf
+from pydantic import BaseModel, Field
+
+
+class NameSpec(BaseModel):
+    name: str = Field(min_length=1)
+    email: str = ''
+
+
+class PartsSpec(BaseModel):
+    first: str = Field(min_length=1)
+    last: str = ''
+    email: str = ''
+
+
+class Contact(kopf.CustomResource, group='demo.kopf.dev', version='v1', storage=True):
+    spec: NameSpec
+
+
+class ContactV2(kopf.CustomResource, group='demo.kopf.dev', version='v2', kind='Contact'):
+    spec: PartsSpec
+
+
+@kopf.on.startup()
+def configure(settings, **_):
+    settings.admission.server = kopf.WebhookServer(addr='127.0.0.1', host='127.0.0.1')
+    settings.conversion.managed = True
+
+
+@kopf.on.convert(source=Contact, target=ContactV2)
+def split(spec: NameSpec, **_) -> ContactV2:
+    first, _, last = spec.name.partition(' ')
+    return ContactV2(spec=PartsSpec(first=first, last=last, email=spec.email))
+
+
+@kopf.on.convert(source=ContactV2, target=Contact)
+def join(spec: PartsSpec, **_) -> Contact:
+    return Contact(spec=NameSpec(name=' '.join(part for part in (spec.first, spec.last) if part), email=spec.email))
+"""
+
+
+def test_versions_of_a_model_convert_through_typed_steps(cluster: dict[str, str], namespace: str,
+                                                          tmp_path: Path) -> None:
+    script = write_script(tmp_path, CONTACTS)
+    result = kopf_cli("crd", "generate", str(script))
+    assert result.returncode == 0, result.stderr
+    versions = [(v["name"], v["storage"]) for v in yaml.safe_load(result.stdout)["spec"]["versions"]]
+    assert versions == [("v2", False), ("v1", True)]
+    kubectl("delete", "crd", CONTACTS_CRD, "--ignore-not-found", "--timeout=60s")
+    kubectl("apply", "-f", "-", input=result.stdout)
+    kubectl("wait", "--for=condition=Established", f"crd/{CONTACTS_CRD}", "--timeout=30s")
+    operator = OperatorProcess(["run", "-n", namespace, "--standalone", str(script)], cwd=tmp_path)
+    try:
+        operator.wait_for(RECONFIGURED)
+        create(contact("ada", namespace, name="Ada Lovelace"))
+        assert read_ok("ada", namespace, "v2")["spec"] == {"first": "Ada", "last": "Lovelace", "email": ""}
+        create(contact("alan", namespace, "v2", first="Alan", last="Turing", email="alan@example.com"))
+        assert read_ok("alan", namespace, "v1")["spec"] == {"name": "Alan Turing", "email": "alan@example.com"}
+    finally:
+        assert operator.stop() == 0
+        kubectl("delete", "crd", CONTACTS_CRD, "--ignore-not-found", "--wait=false", check=False)
+    assert "Traceback" not in operator.output

@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from kopf._bridge.protocol import ConversionAnswer, ConversionRequest
+from kopf._handling import models
 from kopf._handling.execution import is_async_fn
 from kopf._handling.handlers import ConversionHandler
 from kopf._logs.loggers import LocalObjectLogger
@@ -130,9 +131,10 @@ class Converting:
     def _applied(self, handler: ConversionHandler, obj: dict[str, Any], patch: Patch, result: Any) -> dict[str, Any]:
         """The object after a step: its ``patch`` applied, then the fields it returned put in
         place (``metadata``'s given keys only); in the step's target version."""
+        result = models.plain(result)  # a model: the fields it was given
         if result is not None and not isinstance(result, Mapping):
             raise self._failed(handler, obj, TypeError(
-                f"it returned {type(result).__name__}, not the converted object's fields (a dict) or None"))
+                f"it returned {type(result).__name__}, not the converted object's fields (a dict, a model) or None"))
         # The object is this call's own (made from the core's JSON, or by the previous step):
         # a shallow copy suffices; the returned values become plain data (views as dicts).
         converted = patch._changed(obj)[1] if patch else dict(obj)

@@ -46,11 +46,12 @@ def typed(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def plain(result: Any) -> Any:
-    """A handler's result as data: a model's JSON data (the fields it was given), else as it is."""
+    """A handler's result as data: a model's JSON data, of the top-level fields it was given
+    (whole, their defaults included: a partial status, a converted object's spec), else as it is."""
     if 'pydantic' in sys.modules:
         import pydantic
         if isinstance(result, pydantic.BaseModel):
-            return result.model_dump(mode='json', by_alias=True, exclude_unset=True)
+            return result.model_dump(mode='json', by_alias=True, include=set(result.model_fields_set))
     return result
 
 
