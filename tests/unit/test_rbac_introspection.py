@@ -49,6 +49,7 @@ def registry() -> Iterator[kopf.OperatorRegistry]:
     set_default_registry(fresh)
     declaring.DECORATED.clear()  # (the earlier tests' functions: another operator's)
     yield fresh
+    declaring.DECORATED.clear()  # (nor this test's for the later ones, in other modules too)
     set_default_registry(previous)
 
 
