@@ -11,7 +11,7 @@ status under its name, as a dict would be.
 """
 
 from enum import StrEnum
-from typing import Any
+from typing import Annotated, Any
 
 import kopf
 from pydantic import BaseModel, Field
@@ -25,7 +25,8 @@ class Tone(StrEnum):
 class BeaconSpec(BaseModel):
     """What the beacon says, and how."""
 
-    who: str = Field(description="Whom to greet.", min_length=1, max_length=63)
+    who: Annotated[str, kopf.CEL("self != 'nobody'", message="nobody cannot be greeted")] = Field(
+        description="Whom to greet.", min_length=1, max_length=63)
     tone: Tone = Field(Tone.WARM, description="How to greet: warm or formal.")
     repeat: int = Field(1, ge=1, le=5, description="How many times to say it.")
     tags: list[str] = Field(default_factory=list, description="Free labels, for the operator's users.")

@@ -152,9 +152,10 @@ __all__ = [
 
 # Not in Kopf: custom resources as pydantic models; pydantic is imported by the operators that
 # declare models only (kept out of Kopf's __all__, as ``rbac``).
-_MODELS = frozenset({'CustomResource', 'PrinterColumn'})
+_MODELS = frozenset({'CustomResource', 'PrinterColumn', 'CEL'})
 
 if _TYPE_CHECKING:
+    from kopf._structures.models import CEL as CEL
     from kopf._structures.models import CustomResource as CustomResource
     from kopf._structures.models import PrinterColumn as PrinterColumn
 else:  # type checkers keep reporting unknown names as such

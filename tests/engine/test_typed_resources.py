@@ -48,6 +48,8 @@ def test_the_api_server_checks_what_the_model_says(generated: str, namespace: st
     assert 'spec.tone: Unsupported value: "loud": supported values: "warm", "formal"' in refused, refused
     assert "spec.who in body should be at least 1 chars long" in refused, refused
     assert "spec.repeat in body should be less than or equal to 5" in refused, refused
+    refused = kubectl("create", "-f", "-", input=beacon("b0", namespace, who="nobody"), check=False)
+    assert "spec.who: Invalid value: \"nobody\": nobody cannot be greeted" in refused, refused  # its CEL rule
     kubectl("create", "-f", "-", input=beacon("b1", namespace, who="world"))
     stored = json.loads(kubectl("get", "beacon", "b1", "-n", namespace, "-o", "json"))
     assert stored["spec"] == {"who": "world", "tone": "warm", "repeat": 1}  # the model's defaults (not factories)

@@ -243,3 +243,21 @@ def test_an_async_handler_stays_async_and_an_untyped_one_is_itself() -> None:
     assert asyncio.iscoroutinefunction(wrapped) and wrapped.__wrapped__ is handler  # type: ignore[attr-defined]
     assert asyncio.run(wrapped(spec={'who': 'x'})) == 'x'
     assert handling.typed(untyped) is untyped
+
+
+def test_cel_rules_are_the_fields_own() -> None:
+    class Range(BaseModel):
+        low: int = 0
+        high: int = 1
+
+    class Spec(BaseModel):
+        even: Annotated[int, kopf.CEL('self % 2 == 0', message='even only')] = 0
+        range: Annotated[Range, kopf.CEL('self.low <= self.high', reason='FieldValueInvalid')]
+        other: Range = Range()
+
+    schema = schema_of(Spec)['properties']
+    assert schema['even']['x-kubernetes-validations'] == [{'rule': 'self % 2 == 0', 'message': 'even only'}]
+    assert schema['range']['x-kubernetes-validations'] == [{'rule': 'self.low <= self.high',
+                                                            'reason': 'FieldValueInvalid'}]
+    assert schema['range']['properties'] == schema['other']['properties']
+    assert 'x-kubernetes-validations' not in schema['other']  # (the model's other use: not its rule)

@@ -43,6 +43,36 @@ class PrinterColumn:
 
 
 @dataclasses.dataclass(frozen=True)
+class CEL:
+    """A validation rule in CEL that the API server checks (``x-kubernetes-validations``), for
+    a field's annotation: ``Annotated[int, kopf.CEL('self % 2 == 0', message='even only')]``,
+    or on a field that holds a model, for rules across its fields
+    (``Annotated[Spec, kopf.CEL('self.low <= self.high')]``). ``message``: what the server says
+    when it fails (or ``message_expression``, a CEL expression of it); ``reason``: the failure's
+    reason (``FieldValueInvalid``, ``FieldValueForbidden``, ...); ``field_path``: the field it
+    is about; ``optional_old_self``: a transition rule also checked on creation. Not checked by
+    the operator: pydantic does not run CEL."""
+    rule: str
+    message: str | None = None
+    message_expression: str | None = None
+    reason: str | None = None
+    field_path: str | None = None
+    optional_old_self: bool | None = None
+
+    def __get_pydantic_json_schema__(self, schema: Any, handler: Any) -> dict[str, Any]:
+        found: dict[str, Any] = dict(handler(schema))
+        rule = {'rule': self.rule}
+        for key, value in (('message', self.message), ('messageExpression', self.message_expression),
+                           ('reason', self.reason), ('fieldPath', self.field_path),
+                           ('optionalOldSelf', self.optional_old_self)):
+            if value is not None:
+                rule[key] = value
+        # Beside a model's reference (not in it): the rule is this field's, not every use's.
+        found['x-kubernetes-validations'] = [*found.get('x-kubernetes-validations', []), rule]
+        return found
+
+
+@dataclasses.dataclass(frozen=True)
 class Declaration:
     """What a model's class statement says of its resource."""
     group: str
