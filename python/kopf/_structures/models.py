@@ -61,7 +61,7 @@ class CEL:
 
     def __get_pydantic_json_schema__(self, schema: Any, handler: Any) -> dict[str, Any]:
         found: dict[str, Any] = dict(handler(schema))
-        rule = {'rule': self.rule}
+        rule: dict[str, Any] = {'rule': self.rule}
         for key, value in (('message', self.message), ('messageExpression', self.message_expression),
                            ('reason', self.reason), ('fieldPath', self.field_path),
                            ('optionalOldSelf', self.optional_old_self)):
