@@ -473,13 +473,23 @@ def crd_generate(paths: Collection[str], modules: Collection[str]) -> None:
 @crd.command(name='verify')
 @click.option('--crd', 'files', multiple=True, type=click.Path(exists=True, dir_okay=False),
               help="compare with the CRDs in this YAML file (repeatable) instead of the cluster's")
+@click.option('--sample', 'samples', multiple=True, type=click.Path(exists=True, dir_okay=False),
+              help="objects (YAML) to convert to every other version and back with the conversion handlers "
+                   "(repeatable): each must come back the same, fitting each version's model on the way")
 @_crd_options
-def crd_verify(paths: Collection[str], modules: Collection[str], files: Collection[str]) -> None:
+def crd_verify(paths: Collection[str], modules: Collection[str], files: Collection[str],
+               samples: Collection[str]) -> None:
     """ Compare the CRDs of the operator's models with a file's or the cluster's; exit 1 on a difference. """
     import yaml
 
     from kopf._operating import crds
     expected = _crd_documents(paths, modules)
+    objects = [doc for path in samples for doc in yaml.safe_load_all(open(path)) if isinstance(doc, dict)]
+    trips = crds.round_trips(get_default_registry(), objects)
+    for line in trips:
+        click.echo(line)
+    if objects and not trips:
+        click.echo(f"{len(objects)} sample(s) convert to every other version and back unchanged.")
     if files:
         found = {doc['metadata']['name']: doc for path in files for doc in yaml.safe_load_all(open(path)) if
                  isinstance(doc, dict) and doc.get('kind') == 'CustomResourceDefinition'}
@@ -492,7 +502,7 @@ def crd_verify(paths: Collection[str], modules: Collection[str], files: Collecti
     lines = [line for doc, there in zip(expected, actual, strict=True) for line in crds.differences(doc, there)]
     for line in lines:
         click.echo(line)
-    if lines:
+    if lines or trips:
         raise SystemExit(1)
     click.echo(f"The CRDs match the models: {', '.join(doc['metadata']['name'] for doc in expected)}.")
 

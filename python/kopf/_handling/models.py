@@ -15,6 +15,7 @@ import functools
 import sys
 import types
 import typing
+import warnings
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -65,8 +66,19 @@ def _conversions(fn: Callable[..., Any]) -> dict[str, tuple[type, bool]]:
     import pydantic
     try:
         hints = typing.get_type_hints(fn)
-    except Exception:  # names that cannot be resolved here: only what is a class already
-        hints = {name: hint for name, hint in getattr(fn, '__annotations__', {}).items() if not isinstance(hint, str)}
+    except Exception:  # some name cannot be resolved here: the typed arguments' one by one
+        hints = {}
+        for name, hint in getattr(fn, '__annotations__', {}).items():
+            if name in TYPED and isinstance(hint, str):
+                try:
+                    hint = eval(hint, getattr(fn, '__globals__', {}))  # noqa: S307 (the code's own text)
+                except Exception:
+                    warnings.warn(f"{getattr(fn, '__qualname__', fn)}: the annotation of {name} ({hint!r}) cannot "
+                                  f"be resolved where the handler is defined; if it is a model, the handler gets "
+                                  f"Kopf's {name}, not the model (define the model at the module's level)",
+                                  stacklevel=4)
+                    continue
+            hints[name] = hint
     found: dict[str, tuple[type, bool]] = {}
     for name in TYPED:
         hint = hints.get(name)

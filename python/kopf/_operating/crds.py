@@ -9,6 +9,7 @@ then checks, and the status subresource where a model has a ``status`` field.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -18,11 +19,15 @@ import yaml
 
 from kopf._bridge import services
 from kopf._handling.activities import authenticate
-from kopf._handling.handlers import OperatorRegistry
+from kopf._handling.conversions import ConversionError, Converting
+from kopf._handling.handlers import ConversionHandler, OperatorRegistry
 from kopf._operating import schemas
 from kopf._structures.errors import OperatorError
+from kopf._structures.memos import ObjectMemos
 from kopf._structures.models import MODELS, CustomResource, Declaration, ModelError
+from kopf._structures.references import Resource
 from kopf._structures.settings import OperatorSettings
+from kopf._structures.structs import Memo
 
 ENVELOPE = {
     'apiVersion': {'type': 'string', 'description': "The object's API group and version."},
@@ -151,30 +156,33 @@ def differences(expected: Mapping[str, Any], actual: Mapping[str, Any] | None) -
     return found
 
 
-def _compare(expected: Any, actual: Any, path: str, found: list[str], *, strict: bool) -> None:
+def _compare(expected: Any, actual: Any, path: str, found: list[str], *, strict: bool,
+             sides: tuple[str, str] = ('in the code', 'there')) -> None:
     if isinstance(expected, Mapping) and isinstance(actual, Mapping):
         for key, value in expected.items():
             if key not in actual:
-                found.append(f"{path}.{key}: {_short(value)} in the code, absent there")
+                found.append(f"{path}.{key}: {_short(value)} {sides[0]}, absent {sides[1]}")
             else:
-                _compare(value, actual[key], f"{path}.{key}", found, strict=strict or key == 'openAPIV3Schema')
+                _compare(value, actual[key], f"{path}.{key}", found,
+                         strict=strict or key == 'openAPIV3Schema', sides=sides)
         if strict:  # within a schema, whatever it has more is a difference too
             for key in actual:
                 if key not in expected:
-                    found.append(f"{path}.{key}: {_short(actual[key])} there, absent in the code")
+                    found.append(f"{path}.{key}: {_short(actual[key])} {sides[1]}, absent {sides[0]}")
     elif isinstance(expected, list) and isinstance(actual, list) and \
             all(isinstance(item, Mapping) and 'name' in item for item in [*expected, *actual]):
         actual_by_name = {item['name']: item for item in actual}
         for item in expected:
             if item['name'] not in actual_by_name:
-                found.append(f"{path}[{item['name']}]: in the code, absent there")
+                found.append(f"{path}[{item['name']}]: {sides[0]}, absent {sides[1]}")
             else:
-                _compare(item, actual_by_name[item['name']], f"{path}[{item['name']}]", found, strict=strict)
+                _compare(item, actual_by_name[item['name']], f"{path}[{item['name']}]", found,
+                         strict=strict, sides=sides)
         for item in actual:
             if item['name'] not in {e['name'] for e in expected}:
-                found.append(f"{path}[{item['name']}]: there, absent in the code")
+                found.append(f"{path}[{item['name']}]: {sides[1]}, absent {sides[0]}")
     elif expected != actual:
-        found.append(f"{path}: {_short(expected)} in the code, {_short(actual)} there")
+        found.append(f"{path}: {_short(expected)} {sides[0]}, {_short(actual)} {sides[1]}")
 
 
 def _short(value: Any) -> str:
@@ -190,3 +198,79 @@ async def read(registry: OperatorRegistry, names: Sequence[str]) -> list[dict[st
     except RuntimeError as e:
         raise OperatorError(str(e)) from None
     return [crd or None for crd in found]
+
+
+def round_trips(registry: OperatorRegistry, samples: Sequence[Mapping[str, Any]],
+                declared: Sequence[type[CustomResource]] | None = None) -> list[str]:
+    """Each sample object converted by the operator's conversion handlers to every other version
+    of its resource (of the models declared) and back: what does not come back the same, what
+    does not fit the other version's model on the way, and what has no way there or back."""
+    declared = MODELS if declared is None else declared
+    problems: list[str] = []
+    for sample in samples:
+        group, _, version = str(sample.get('apiVersion', '')).rpartition('/')
+        meta = sample.get('metadata') or {}
+        what = f"{sample.get('kind')} {meta.get('name')} ({sample.get('apiVersion')})"
+        own = [m for m in declared if (m.__kopf_resource__.group, m.__kopf_resource__.kind,
+                                     m.__kopf_resource__.version) == (group, sample.get('kind'), version)]
+        if not own:
+            problems.append(f"{what}: no model of this kind and version")
+            continue
+        names = own[0].__kopf_resource__
+        others = [m for m in declared if m.__kopf_resource__.name == names.name and m is not own[0]]
+        resource = Resource(names.group, version, names.plural, kind=names.kind,
+                            singular=names.singular, namespaced=names.scope == 'Namespaced')
+        handlers = [h for h in registry._conversions if h.selector.check(resource)]
+        for other in others:
+            there, back = other.__kopf_resource__.version, version
+            problems += _round_trip(what, dict(sample), handlers, resource, there, back, other)
+    return problems
+
+
+def _round_trip(what: str, sample: dict[str, Any], handlers: list[ConversionHandler], resource: Resource,
+                there: str, back: str, model: type[CustomResource]) -> list[str]:
+    forth, home = _steps(handlers, back, there), _steps(handlers, there, back)
+    if forth is None or home is None:
+        missing = f"{back} to {there}" if forth is None else f"{there} to {back}"
+        return [f"{what}: no conversion handlers lead from {missing}"]
+    try:
+        converted = _converted(handlers, sample, forth, resource)
+        model.model_validate(converted)
+        returned = _converted(handlers, converted, home, resource)
+    except (ConversionError, ValueError) as e:
+        return [f"{what}: to {there} and back: {e}"]
+    found: list[str] = []
+    for key in ('spec', 'status'):
+        _compare(sample.get(key), returned.get(key), f"{what}: to {there} and back: {key}", found, strict=True,
+                 sides=('before', 'after'))
+    for key in ('labels', 'annotations'):
+        _compare((sample.get('metadata') or {}).get(key), (returned.get('metadata') or {}).get(key),
+                 f"{what}: to {there} and back: metadata.{key}", found, strict=True, sides=('before', 'after'))
+    return found
+
+
+def _steps(handlers: list[ConversionHandler], source: str, target: str) -> list[int] | None:
+    """The shortest chain of steps (positions in ``handlers``) from one version to another."""
+    paths: dict[str, list[int]] = {source: []}
+    queue = [source]
+    while queue:
+        version = queue.pop(0)
+        if version == target:
+            return paths[version]
+        for index, handler in enumerate(handlers):
+            if handler.source == version and handler.target not in paths:
+                paths[handler.target] = [*paths[version], index]
+                queue.append(handler.target)
+    return None
+
+
+def _converted(handlers: list[ConversionHandler], obj: dict[str, Any], chain: list[int],
+               resource: Resource) -> dict[str, Any]:
+    memos = ObjectMemos(Memo())  # (as the operator's memo: a fresh one)
+    converting = Converting(handlers=handlers, settings=OperatorSettings(), memos=memos, indices={})
+    request = {'resource': {}, 'objects': [(obj, chain)]}  # (the resource is given apart)
+    answer = asyncio.run(converting.convert(request, resource))  # type: ignore[arg-type]
+    if 'error' in answer:
+        raise ConversionError(answer['error'])
+    [converted] = json.loads(answer['converted'])
+    return converted  # type: ignore[no-any-return]
