@@ -426,8 +426,11 @@ def test_functions_handed_to_threads_executors_and_schedulers_are_followed_with_
     }
     # The namespace from the spec: granted everywhere, and said, with its place.
     assert len(warnings) == 1 and warnings[0].startswith(
-        "handlers.py:21 (in create_fn): CoreV1Api.create_namespaced_config_map: the namespace (spec['target']) "
-        "is read from the object's data: granted in every namespace"), warnings
+        "handlers.py:21 (in create_fn): CoreV1Api.create_namespaced_config_map handed to asyncio.to_thread: the "
+        "namespace (spec['target']) is read from the object's data: granted in every namespace"), warnings
+    # The rules say how the call is made: by what the function was handed to.
+    assert reasons(rules, ('ns1', '', 'pods'), 'get') == {
+        "CoreV1Api.read_namespaced_pod handed to loop.run_in_executor at handlers.py:23, from handler 'create_fn'"}
 
 
 def test_a_namespace_from_the_objects_data_is_narrowed_by_its_functions_declaration(tmp_path: Path) -> None:
@@ -611,9 +614,9 @@ def test_a_partials_arguments_given_later_are_not_known(tmp_path: Path) -> None:
     rules, warnings = needed(['ns1'])
     assert verbs(rules) == {('ns1', '', 'secrets'): ['delete']}
     assert warnings == [
-        "handlers.py:8 (in create_fn): CoreV1Api.delete_namespaced_secret: the namespace (not among the arguments "
-        "seen here) is not known statically: granted in 'ns1' only (reached from handler 'create_fn'); another one "
-        "needs kopf.rbac.needs(..., namespace=...)"]
+        "handlers.py:8 (in create_fn): CoreV1Api.delete_namespaced_secret handed to functools.partial: the namespace "
+        "(not among the arguments seen here) is not known statically: granted in 'ns1' only (reached from handler "
+        "'create_fn'); another one needs kopf.rbac.needs(..., namespace=...)"]
 
 
 def test_a_request_method_that_no_handler_is_seen_to_reach_is_warned_about(tmp_path: Path) -> None:

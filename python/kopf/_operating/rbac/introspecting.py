@@ -517,7 +517,7 @@ class Interpreter:
         for value in values:
             found = [use for library in self.libraries for use in library.reference(site, value)]
             for use in found:
-                into.add(use)
+                into.add(dataclasses.replace(use, via=f"{use.via} named without a call"))
             if not found and isinstance(value, Method) and value.receiver is not None and \
                     not value.fn.__name__.startswith('_') and \
                     any(library.owns(value.receiver) for library in self.libraries):
@@ -975,12 +975,12 @@ class Frame:
                         keyword_nodes=keyword_nodes, starred=starred, found=self.result.add)
         returned = union(*(self.interpreter.call(value, site, self.result) for value in callee)) if callee else NOTHING
         if forwards is not None and handed is not None:
-            self.forward(forwards, handed, site)
+            self.forward(forwards, handed, site, ast.unparse(node.func))
         return returned
 
-    def forward(self, forwards: forwarding.Forwarding, handed: ast.expr, site: CallSite) -> None:
-        """The function handed to a forwarder, called as the forwarder will call it: with the
-        arguments handed with it."""
+    def forward(self, forwards: forwarding.Forwarding, handed: ast.expr, site: CallSite, handed_to: str) -> None:
+        """The function handed to a forwarder (``handed_to``: its text), called as the forwarder
+        will call it: with the arguments handed with it."""
         _, own_keyword = forwards.function
         args: list[Values] = []
         arg_nodes: list[ast.expr] = []
@@ -1007,7 +1007,7 @@ class Frame:
             else:
                 starred = True
         called = dataclasses.replace(site, args=args, arg_nodes=arg_nodes, keywords=keywords,
-                                     keyword_nodes=keyword_nodes, starred=starred)
+                                     keyword_nodes=keyword_nodes, starred=starred, handed=handed_to)
         for function in self.eval(handed):
             self.interpreter.call(function, called, self.result)
 

@@ -34,6 +34,7 @@ class CallSite:
     keyword_nodes: dict[str, ast.expr]
     starred: bool  # *args or **kwargs at the call: the positions past them are not known
     found: Callable[[Use | Unresolved], None]
+    handed: str | None = None  # the call is made later by what the function was handed to (its text)
 
     def arg(self, index: int | None, name: str | None = None) -> Values | None:
         """An argument's values, by its position or its keyword; None: not given (or not known)."""
@@ -83,6 +84,7 @@ class CallSite:
         return sorted(set(found), key=str)
 
     def use(self, verbs: Sequence[str], target: Target, namespaces: Iterable[Namespace], via: str) -> None:
+        via = f"{via} handed to {self.handed}" if self.handed is not None else via
         for namespace in namespaces:
             self.found(Use(tuple(verbs), target, namespace, via, self.site))
 
