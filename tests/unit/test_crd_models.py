@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import datetime
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import kopf
@@ -326,3 +327,28 @@ def test_a_model_annotation_that_cannot_be_resolved_is_warned_about() -> None:
 
     with pytest.warns(UserWarning, match=r"handler: the annotation of spec \('Local'\) cannot be resolved"):
         assert handling.typed(handler) is handler
+
+
+@pytest.mark.parametrize('code, error', [
+    ("import kopf\n", "No models (subclasses of kopf.CustomResource) in the operator's code."),
+    ("import kopf\nfrom pydantic import BaseModel\n\n"
+     "class Node(BaseModel):\n    children: list['Node'] = []\n\n"
+     "class Tree(kopf.CustomResource, group='test.kopf.dev', version='v1'):\n    spec: Node\n",
+     "operator.py:Tree: spec.children.[]: Node contains itself"),
+])
+def test_the_command_fails_with_what_is_wrong(tmp_path: Any, code: str, error: str) -> None:
+    from click.testing import CliRunner
+    from kopf import cli
+    (tmp_path / 'operator.py').write_text(code)
+    result = CliRunner().invoke(cli.main, ['crd', 'generate', str(tmp_path / 'operator.py')])
+    assert result.exit_code == 1 and error in result.output, result.output
+
+
+def test_the_command_prints_the_same_bytes_for_the_same_models(tmp_path: Any) -> None:
+    from click.testing import CliRunner
+    from kopf import cli
+    example = Path(__file__).parents[2] / 'examples' / 'typed' / 'operator.py'
+    first = CliRunner().invoke(cli.main, ['crd', 'generate', str(example)])
+    models.MODELS.clear()  # (as a second process would start)
+    second = CliRunner().invoke(cli.main, ['crd', 'generate', str(example)])
+    assert first.exit_code == 0 and first.output == second.output and 'name: beacons.typed.kopf.dev' in first.output

@@ -24,7 +24,7 @@ from kopf._handling.handlers import ConversionHandler, OperatorRegistry
 from kopf._operating import schemas
 from kopf._structures.errors import OperatorError
 from kopf._structures.memos import ObjectMemos
-from kopf._structures.models import MODELS, CustomResource, Declaration, ModelError
+from kopf._structures.models import MODELS, CustomResource, Declaration, ModelError, described
 from kopf._structures.references import Resource
 from kopf._structures.settings import OperatorSettings
 from kopf._structures.structs import Memo
@@ -137,7 +137,7 @@ def _priority(version: str) -> tuple[int, int, int]:
 
 
 def _where(model: type) -> str:
-    return f"{model.__module__}.{model.__qualname__}"
+    return described(model)
 
 
 def render(crds: Iterable[Mapping[str, Any]]) -> str:

@@ -9,7 +9,9 @@ that declare models (``pip install pydantic``), and Kopf's scripts never import 
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
+import sys
 from collections.abc import Iterable, Sequence
 from typing import Any, ClassVar
 
@@ -160,12 +162,20 @@ _KEYWORDS = frozenset({'group', 'version', 'kind', 'plural', 'singular', 'scope'
 MODELS: list[type[CustomResource]] = []
 
 
+def described(cls: type) -> str:
+    """A model as messages name it: its module's (a handlers' file's name for `kopf run FILE`)."""
+    module = cls.__module__
+    if module.startswith('__kopf_script_'):  # (a pseudo-name of a file's module: its path)
+        module = os.path.basename(getattr(sys.modules.get(module), '__file__', None) or module)
+    return f"{module}:{cls.__qualname__}"
+
+
 def _declared(cls: type, *, group: str | None = None, version: str | None = None, kind: str | None = None,
               plural: str | None = None, singular: str | None = None, scope: str = 'Namespaced',
               short_names: Iterable[str] = (), categories: Iterable[str] = (),
               printer_columns: Sequence[PrinterColumn] = (), storage: bool | None = None,
               served: bool = True) -> Declaration:
-    where = f"{cls.__module__}.{cls.__qualname__}"
+    where = described(cls)
     if group is None or version is None:
         raise ModelError(f"{where}: a custom resource needs group= and version= in its class statement")
     kind = kind if kind is not None else cls.__name__
