@@ -66,8 +66,9 @@ def generate(*, venv: Path, args: list[str], namespace: str, workdir: Path, name
     subprocess.run(["kubectl", "apply", "-f", str(generated)], check=True, capture_output=True)
     warnings = WARNING.findall(result.stderr)
     # Every request method its code names, found apart from the generator: said by it, or not.
-    argv, extra = wrap([str(venv / "bin" / "python"), request_sites.__file__, *command[3:]])
-    scanned = subprocess.run(argv, cwd=workdir, env={**env, **extra}, capture_output=True, text=True, check=False)
+    # (In the same surroundings as the command: what `wrap` put before it, once made.)
+    scan = [*argv[:len(argv) - len(command)], str(venv / "bin" / "python"), request_sites.__file__, *command[3:]]
+    scanned = subprocess.run(scan, cwd=workdir, env={**env, **extra}, capture_output=True, text=True, check=False)
     if scanned.returncode != 0:
         raise AssertionError(f"the scan of the request methods failed:\n{scanned.stderr[-5000:]}")
     found = [tuple(site) for site in json.loads(scanned.stdout)]
