@@ -52,6 +52,7 @@ from kopf._logs.loggers import LocalObjectLogger, ObjectLogger, configure
 from kopf._logs.posting import event, exception, info, warn
 from kopf._running.operator import operator, run, run_tasks, spawn_tasks
 from kopf._structures import errors as _errors
+from kopf._structures.conditions import set_condition as set_condition  # (not in Kopf, nor in its __all__)
 from kopf._structures.diffbase import (
     AnnotationsDiffBaseStorage,
     DiffBaseStorage,
