@@ -19,6 +19,7 @@ from kopf._handling import models
 from kopf._handling.execution import is_async_fn
 from kopf._handling.handlers import ConversionHandler
 from kopf._logs.loggers import LocalObjectLogger
+from kopf._structures.dicts import plain
 from kopf._structures.errors import PermanentError, TemporaryError
 from kopf._structures.memos import ObjectMemos
 from kopf._structures.references import Resource
@@ -140,9 +141,9 @@ class Converting:
         converted = patch._changed(obj)[1] if patch else dict(obj)
         for key, value in (result or {}).items():
             if key == 'metadata' and isinstance(value, Mapping):
-                converted['metadata'] = {**converted.get('metadata', {}), **_plain(value)}
+                converted['metadata'] = {**converted.get('metadata', {}), **plain(value)}
             else:
-                converted[key] = _plain(value)
+                converted[key] = plain(value)
         group = str(obj.get('apiVersion', '')).rpartition('/')[0]
         converted['apiVersion'] = f'{group}/{handler.target}'
         return converted
@@ -150,15 +151,6 @@ class Converting:
 
 def _json(objects: list[dict[str, Any]]) -> str:
     return json.dumps(objects, separators=(',', ':'), ensure_ascii=False)
-
-
-def _plain(value: Any) -> Any:
-    """JSON-like data as plain dicts and lists (a handler may return the kwargs' views)."""
-    if isinstance(value, Mapping):
-        return {key: _plain(item) for key, item in value.items()}
-    if isinstance(value, list | tuple):
-        return [_plain(item) for item in value]
-    return value
 
 
 def _ref(obj: Mapping[str, Any]) -> dict[str, Any]:

@@ -16,10 +16,11 @@ import sys
 import types
 import typing
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 from kopf._logs import posting
+from kopf._structures import dicts
 from kopf._structures.errors import PermanentError
 
 TYPED = ('body', 'spec', 'status')  # the arguments that a model may describe
@@ -98,7 +99,7 @@ def _converted(conversions: dict[str, tuple[type, bool]], kwargs: dict[str, Any]
     for name, (model, optional) in conversions.items():
         if name not in kwargs:
             continue
-        value = _data(kwargs[name])
+        value = dicts.plain(kwargs[name])  # (Kopf's views are read-only mappings)
         if optional and not value:
             converted[name] = None
             continue
@@ -123,11 +124,3 @@ def _said(body: Any, failure: PermanentError) -> None:
     except LookupError:
         pass  # called outside of an operator (a test of the handler): nowhere to post
 
-
-def _data(value: Any) -> Any:
-    """The object's data as plain dicts and lists (Kopf's views are read-only mappings)."""
-    if isinstance(value, Mapping):
-        return {key: _data(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [_data(item) for item in value]
-    return value

@@ -15,6 +15,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from kopf._structures.dicts import plain
 from kopf._structures.hierarchies import cause_body_var
 from kopf._structures.structs import Patch
 
@@ -53,7 +54,7 @@ def set_condition(patch: Patch, type: str, status: bool | str | None, *, reason:
             raise TypeError("kopf.set_condition() needs body= outside of a handler.") from None
     written = patch.get('status') or {}
     current = written['conditions'] if 'conditions' in written else (body.get('status') or {}).get('conditions')
-    conditions = [_plain(item) for item in (current or []) if isinstance(item, Mapping)]
+    conditions = [plain(item) for item in (current or []) if isinstance(item, Mapping)]
     previous = next((item for item in conditions if item.get('type') == type), None)
     now = datetime.datetime.now(datetime.UTC).strftime('%Y-%m-%dT%H:%M:%SZ')
     kept = previous is not None and previous.get('status') == text and previous.get('lastTransitionTime')
@@ -72,10 +73,3 @@ def set_condition(patch: Patch, type: str, status: bool | str | None, *, reason:
     patch.status['conditions'] = conditions
     return condition
 
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, Mapping):
-        return {key: _plain(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [_plain(item) for item in value]
-    return value

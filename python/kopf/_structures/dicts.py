@@ -18,6 +18,16 @@ class _UNSET(enum.Enum):
     token = enum.auto()
 
 
+def plain(value: Any) -> Any:
+    """JSON-like data as plain dicts and lists: the handlers' views (``Body``, ``Spec``, ...)
+    copied into what a model validates, a patch holds, or JSON writes."""
+    if isinstance(value, Mapping):
+        return {key: plain(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [plain(item) for item in value]
+    return value
+
+
 def parse_field(field: str | collections.abc.Collection[str] | None) -> tuple[str, ...]:
     """A field's path as a tuple of keys: ``'spec.x'``, ``['spec', 'x']`` or ``None`` (no keys)."""
     if field is None:
