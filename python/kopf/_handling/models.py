@@ -50,10 +50,9 @@ def typed(fn: Callable[..., Any]) -> Callable[..., Any]:
 def plain(result: Any) -> Any:
     """A handler's result as data: a model's JSON data, of the top-level fields it was given
     (whole, their defaults included: a partial status, a converted object's spec), else as it is."""
-    if 'pydantic' in sys.modules:
-        import pydantic
-        if isinstance(result, pydantic.BaseModel):
-            return result.model_dump(mode='json', by_alias=True, include=set(result.model_fields_set))
+    pydantic = sys.modules.get('pydantic')  # (every handler's result: no import statement per call)
+    if pydantic is not None and isinstance(result, pydantic.BaseModel):
+        return result.model_dump(mode='json', by_alias=True, include=set(result.model_fields_set))
     return result
 
 

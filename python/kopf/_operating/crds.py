@@ -18,10 +18,10 @@ from typing import Any
 import yaml
 
 from kopf._bridge import services
-from kopf._handling.activities import authenticate
 from kopf._handling.conversions import ConversionError, Converting
 from kopf._handling.handlers import ConversionHandler, OperatorRegistry
 from kopf._operating import schemas
+from kopf._operating.rbac.commands import _connect
 from kopf._structures.errors import OperatorError
 from kopf._structures.memos import ObjectMemos
 from kopf._structures.models import MODELS, CustomResource, Declaration, ModelError, described
@@ -192,9 +192,9 @@ def _short(value: Any) -> str:
 
 async def read(registry: OperatorRegistry, names: Sequence[str]) -> list[dict[str, Any] | None]:
     """The CRDs of these names as the cluster has them (None: absent), with the operator's login."""
-    connection = await authenticate(registry=registry, settings=OperatorSettings(), memo=None)
+    connection = await _connect(registry, OperatorSettings())
     try:
-        found = json.loads(await services.read_crds(json.dumps(connection), list(names)))
+        found = json.loads(await services.read_crds(connection, list(names)))
     except RuntimeError as e:
         raise OperatorError(str(e)) from None
     return [crd or None for crd in found]

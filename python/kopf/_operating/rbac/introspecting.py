@@ -363,6 +363,7 @@ class Interpreter:
             return self.attributes[key]
         self.attributes[key] = NOTHING  # (while it is found: a self-reference knows nothing)
         found: list[Values] = []
+        init_fn = self.own_init(cls)
         for base in cls.__mro__:
             if not self.code.owns_class(base):
                 continue
@@ -379,7 +380,7 @@ class Interpreter:
                     continue
                 self_name = item.args.args[0].arg
                 bindings: dict[str, Values] = {self_name: frozenset({Instance(cls, init)})}
-                if fn is self.own_init(cls):
+                if fn is init_fn:
                     bindings.update(init)
                 for assigned in ast.walk(item):
                     if isinstance(assigned, ast.Assign):
