@@ -368,6 +368,26 @@ def idle(run: Run) -> dict[str, Any]:
             "exit_code": code}
 
 
+def requeues(run: Run) -> dict[str, Any]:
+    """N objects looked at again every 5 s though nothing changes (`workloads/requeues.py`): the
+    calls, the writes to the API server and CPU over `duration` after `warmup`."""
+    with tempfile.TemporaryDirectory() as tmp, Objects(run.objects) as objs:
+        operator = Operator(run.kopf, WORKLOADS / "requeues.py", objs.namespace, Path(tmp), run.env)
+        operator.wait_for(lambda: operator.count("bench requeue") >= run.objects, timeout=600,
+                          what=f"{run.objects} objects looked at")
+        time.sleep(run.warmup)
+        audit = audit_log()
+        calls_start, cpu_start = operator.count("bench requeue"), cpu_seconds(operator.process.pid)
+        time.sleep(run.duration)
+        calls, cpu = operator.count("bench requeue") - calls_start, cpu_seconds(operator.process.pid) - cpu_start
+        requests = requests_by_verb(audit, run.engine, objs.namespace)
+        rss = peak_rss_mib(operator.process.pid)
+        code, _ = operator.terminate()
+    return {"calls": calls, "calls_expected": run.objects * run.duration / 5, "cpu_seconds": cpu,
+            "writes": sum(requests.get(f"requests_{verb}", 0) for verb in ("patch", "update", "create")),
+            "peak_rss_mib": rss, "exit_code": code}
+
+
 PATCHES_PER_OBJECT = 100
 
 
@@ -667,12 +687,14 @@ CONTACTS_CRD = HERE.parent / "examples" / "conversion" / "crd.yaml"
 SCENARIOS: dict[str, Callable[[Run], dict[str, Any]]] = {
     "lifecycles": lifecycles, "idle": idle, "timers": timers, "storm": storm, "daemons": daemons,
     "indexing": indexing, "admission": admission, "logs": logs, "conversion": conversion,
+    "requeues": requeues,
 }
 # Compared with plain Python doing the same work, not with Kopf (which has no such feature).
 PLAIN_WORKLOADS = {"logs", "conversion"}
 # The issue's plan: each workload with its sizes (objects); `--quick` divides them for a smoke run.
 SIZES = {"lifecycles": [200, 1000], "idle": [1000, 10_000, 50_000], "timers": [1000], "storm": [100],
-         "daemons": [1000], "indexing": [10_000], "admission": [2000], "logs": [200], "conversion": [1, 100]}
+         "daemons": [1000], "indexing": [10_000], "admission": [2000], "logs": [200], "conversion": [1, 100],
+         "requeues": [1000]}
 
 
 # The workloads that the native engine has a version of (bench/native/src/main.rs).
@@ -831,7 +853,7 @@ def main() -> None:
     parser.add_argument("--native", help="the native engine's executable (bench/native/), for the workloads it has")
     parser.add_argument("--workloads", default="lifecycles,idle,timers,storm",
                         help="comma-separated: lifecycles, idle, timers, storm, daemons, indexing, admission, logs, "
-                             "conversion")
+                             "conversion, requeues")
     parser.add_argument("--duration", type=float, default=60.0, help="the measured window, seconds")
     parser.add_argument("--warmup", type=float, default=10.0, help="seconds before the window starts")
     parser.add_argument("--rounds", type=int, default=2)

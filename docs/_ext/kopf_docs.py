@@ -146,6 +146,7 @@ _KINDS = {
     'WebhookFn': '``@kopf.on.validate``, ``@kopf.on.mutate``',
     'LoggingFn': '``@kopf.on.log``',
     'ConversionFn': '``@kopf.on.convert``',
+    'ReconcilingFn': '``@kopf.on.reconcile``',
 }
 
 

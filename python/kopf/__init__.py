@@ -87,6 +87,7 @@ from kopf._structures.progress import (
     StatusProgressStorage,
 )
 from kopf._structures.references import EVERYTHING, Resource
+from kopf._structures.requeues import Requeue as Requeue  # (not in Kopf, nor in its __all__)
 from kopf._structures.settings import OperatorSettings
 from kopf._structures.structs import (
     Annotations,

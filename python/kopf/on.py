@@ -25,6 +25,7 @@ from kopf._handling.handlers import (
     MetaFilter,
     OperatorRegistry,
     Reason,
+    ReconcilingHandler,
     SpawningHandler,
     TimerHandler,
     WatchingHandler,
@@ -50,6 +51,7 @@ DaemonFnT = TypeVar('DaemonFnT', bound='_callbacks.DaemonFn')
 TimerFnT = TypeVar('TimerFnT', bound='_callbacks.TimerFn')
 LoggingFnT = TypeVar('LoggingFnT', bound='_callbacks.LoggingFn')
 ConversionFnT = TypeVar('ConversionFnT', bound='_callbacks.ConversionFn')
+ReconcilingFnT = TypeVar('ReconcilingFnT', bound='_callbacks.ReconcilingFn')
 ResourceArg = str | Marker | Callable[[Resource], bool] | None
 FieldSpec = str | list[str] | tuple[str, ...] | None
 
@@ -152,6 +154,7 @@ def _changing(
             field=real_field, value=value, old=old, new=new, field_needs_change=field_needs_change,
             initial=initial, deleted=deleted, requires_finalizer=requires_finalizer, reason=reason,
         ))
+        _refuse_both_styles(real_registry, selector)
         return fn
     return decorator
 
@@ -365,6 +368,60 @@ def _containers(container: str | Collection[str] | None) -> tuple[str, ...] | No
     if not containers or not all(isinstance(c, str) and c for c in containers):
         raise ValueError(f"A log handler's container= names one container or several, not {container!r}.")
     return containers
+
+
+@_parameters.described
+def reconcile(
+        arg1: ResourceArg = None, arg2: str | Marker | None = None, arg3: str | Marker | None = None, /, *,
+        group: str | None = None, version: str | None = None, kind: str | None = None,
+        plural: str | None = None, singular: str | None = None, shortcut: str | None = None,
+        category: str | None = None, id: str | None = None, param: Any | None = None,
+        errors: ErrorsMode | None = None, timeout: float | None = None, retries: int | None = None,
+        finalizer: bool = False,
+        labels: MetaFilter | None = None, annotations: MetaFilter | None = None,
+        when: Callable[..., bool] | None = None, field: FieldSpec = None, value: Any | None = None,
+        registry: OperatorRegistry | None = None,
+) -> Callable[[ReconcilingFnT], ReconcilingFnT]:
+    """``@kopf.on.reconcile()``: bring the world in line with the object, whatever changed (not
+    in Kopf; level-based, as controller-runtime's and kube-rs's controllers are).
+
+    The function gets the object as it is now, with the kwargs of ``on.event`` handlers (no
+    ``reason``, ``diff``, ``old`` or ``new``: it is not told what changed) and ``deleting``
+    (whether the object is being deleted). It is called when the object appears, when it
+    changes (spec, labels, annotations: not its status), for every object once at the start,
+    when a requeue it asked for is due, and when it is being deleted; calls for one object
+    never overlap, and changes that come during a call make one more call. It returns nothing,
+    a result for ``status.<id>``, or ``kopf.Requeue(after=seconds)``. A failure is retried
+    after the object's own backoff (``settings.reconciling``), or a ``kopf.TemporaryError``'s
+    own ``delay``; a change of the object retries at once. A resource served by reconcile
+    handlers has no change handlers (``@kopf.on.create`` & co.).
+    """
+    def decorator(fn: ReconcilingFnT) -> ReconcilingFnT:
+        real_registry, real_field = _checked(registry, field, value, labels, annotations)
+        selector = Selector(arg1, arg2, arg3, group=group, version=version, kind=kind, plural=plural,
+                            singular=singular, shortcut=shortcut, category=category)
+        _refuse_both_styles(real_registry, selector)
+        real_registry._reconciling.append(ReconcilingHandler(
+            fn=_models.typed(fn), id=generate_id(fn=fn, id=id), param=param,
+            errors=errors, timeout=timeout, retries=retries, backoff=None,
+            selector=selector, labels=labels, annotations=annotations, when=when,
+            field=real_field, value=value, finalizer=bool(finalizer),
+        ))
+        return fn
+    return decorator
+
+
+def _refuse_both_styles(registry: OperatorRegistry, selector: Selector | None) -> None:
+    """Reconcile handlers and change handlers of one resource would both act on each change, each
+    believing it owns the object: refused at the declaration where the selectors say it (the core
+    refuses it for the resources they share in other spellings)."""
+    if selector is None:
+        return
+    mixed = [h for h in (*registry._changing, *registry._reconciling) if h.selector == selector]
+    if any(isinstance(h, ChangingHandler) for h in mixed) and any(isinstance(h, ReconcilingHandler) for h in mixed):
+        raise TypeError(f"@kopf.on.reconcile and change handlers (@kopf.on.create, update, delete, resume, "
+                        f"field) cannot serve the same resource ({selector}): a reconcile handler sees every "
+                        f"change itself. Choose one style per resource.")
 
 
 @_parameters.described

@@ -6,8 +6,8 @@ use super::bodies::CoreBody;
 use super::calls::{Calls, Closed, Target};
 use super::indices::Converter;
 use super::protocol::{
-    conversion_dict, invocation_dict, kind_name, parse_converted, parse_invoked, plan_dict,
-    selection_dict, Said,
+    conversion_dict, invocation_dict, parse_converted, parse_invoked, plan_dict, selection_dict,
+    Said,
 };
 use super::storages::PyCustomStorages;
 use super::threads::HandlerThreads;
@@ -73,20 +73,7 @@ impl Threads {
             .collect();
         let handlers = handlers
             .into_iter()
-            .filter_map(|(kind, index)| {
-                let kind = [
-                    HandlerKind::Changing,
-                    HandlerKind::Watching,
-                    HandlerKind::Spawning,
-                    HandlerKind::Indexing,
-                    HandlerKind::Admission,
-                    HandlerKind::Logging,
-                ]
-                .into_iter()
-                .map(kind_name)
-                .find(|name| *name == kind)?;
-                Some((kind, index))
-            })
+            .filter_map(|(kind, index)| Some((HandlerKind::named(&kind)?.name(), index)))
             .collect();
         Ok(Some(Self {
             handlers,
@@ -190,8 +177,8 @@ impl HandlerCalls for PyHooks {
 
     fn invoke(&self, invocation: Invocation) -> BoxFuture<'static, Invoked> {
         // Sub-handlers are numbered in their scopes, not in the registry: never a target.
-        let target = (invocation.scope.is_none())
-            .then_some((kind_name(invocation.kind), invocation.handler));
+        let target =
+            (invocation.scope.is_none()).then_some((invocation.kind.name(), invocation.handler));
         let indexing = (invocation.kind == HandlerKind::Indexing)
             .then(|| (self.indices.clone(), self.calls.clone()));
         if let (Some(threads), Some(target)) = (&self.threads, &target) {

@@ -3,6 +3,7 @@ bridge is type-checked against) and the dicts that the core's own builders make 
 takes (`src/binding/hooks.rs`, `logs.rs`)."""
 
 import json
+import typing
 from typing import Any
 
 import pytest
@@ -61,9 +62,14 @@ ANSWER: dict[str, Any] = {
     "warnings": ["careful"],
     "rejection": ("admission", "refused", 418),
     "said": ("Handler 'h' succeeded.", True),
+    "requeue": 5.0,
 }
 # What the core took, as `_engine.invoked_as_read()` tells it (the index's pairs: counted).
 TAKEN = {**ANSWER, "indexed": 2, "rejection": ["admission", "refused", 418], "said": ["Handler 'h' succeeded.", True]}
+
+
+def test_the_kinds_of_handlers_are_the_cores() -> None:
+    assert list(typing.get_args(_protocol.HandlerKind)) == _engine.protocol_samples()["HandlerKind"]
 
 
 def test_every_key_of_an_answer_is_described() -> None:

@@ -45,6 +45,8 @@ pub struct Settings {
     pub secrets: SecretsSettings,
     /// `settings.conversion` (the conversion webhooks; not in Kopf).
     pub conversion: ConversionSettings,
+    /// `settings.reconciling` (`@kopf.on.reconcile`; not in Kopf).
+    pub reconciling: ReconcilingSettings,
 }
 
 impl Settings {
@@ -79,6 +81,49 @@ pub struct ConversionSettings {
     pub managed: bool,
     /// On exit, set the managed CRDs' conversion back to strategy `None`.
     pub cleanup: bool,
+}
+
+/// `settings.reconciling` (not in Kopf): how a failing `@kopf.on.reconcile` handler is
+/// retried, per object: `base * 2^(failures - 1)`, at most `cap`, plus up to `jitter` of it
+/// at random; a success starts over. All objects' retries together: at most `retry_rate` a
+/// second after a burst of `retry_burst`. controller-runtime's defaults (5 ms, 1 000 s; 10/s,
+/// 100).
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ReconcilingSettings {
+    /// Seconds before the first retry.
+    pub backoff_base: f64,
+    /// The longest wait between retries, in seconds.
+    pub backoff_cap: f64,
+    /// The share of the wait added at random (0.1: up to 10 % more), so that objects that
+    /// failed together do not retry together.
+    pub backoff_jitter: f64,
+    /// Retries of all objects together, per second on average (0: no limit).
+    pub retry_rate: f64,
+    /// How many retries may start at once above that rate.
+    pub retry_burst: f64,
+}
+
+impl Default for ReconcilingSettings {
+    fn default() -> Self {
+        Self {
+            backoff_base: 0.005,
+            backoff_cap: 1000.0,
+            backoff_jitter: 0.1,
+            retry_rate: 10.0,
+            retry_burst: 100.0,
+        }
+    }
+}
+
+impl ReconcilingSettings {
+    /// The wait before the next attempt after so many failures in a row (1: the first),
+    /// before the jitter; never negative, never above the cap.
+    pub fn backoff(&self, failures: u64) -> f64 {
+        let exponent = failures.saturating_sub(1).min(1023) as i32;
+        let delay = self.backoff_base.max(0.0) * 2f64.powi(exponent);
+        delay.min(self.backoff_cap.max(0.0))
+    }
 }
 
 /// `settings.logs` (not in Kopf): how `@kopf.on.log` handlers follow the pods' logs.
@@ -511,5 +556,22 @@ mod tests {
         assert_eq!(idle(-1.0), 0.0);
         assert_eq!(idle(f64::NAN), 0.0);
         assert!(idle(f64::INFINITY) > 3e9 && idle(1e300) == idle(f64::INFINITY));
+    }
+
+    #[test]
+    fn the_reconcile_backoff_doubles_up_to_its_cap() {
+        let settings = ReconcilingSettings {
+            backoff_base: 0.5,
+            backoff_cap: 3.0,
+            ..Default::default()
+        };
+        let delays: Vec<f64> = (1..=5).map(|n| settings.backoff(n)).collect();
+        assert_eq!(delays, [0.5, 1.0, 2.0, 3.0, 3.0]);
+        assert_eq!(settings.backoff(u64::MAX), 3.0);
+        let negative = ReconcilingSettings {
+            backoff_base: -1.0,
+            ..settings
+        };
+        assert_eq!(negative.backoff(3), 0.0);
     }
 }

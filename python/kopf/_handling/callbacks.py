@@ -62,6 +62,15 @@ class WatchingFn(Protocol):
                  **kwargs: Any) -> object: ...
 
 
+class ReconcilingFn(Protocol):
+    """``on.reconcile``: the object as it is now, and whether it is being deleted."""
+
+    def __call__(self, *, deleting: bool, retry: int, started: datetime.datetime, runtime: datetime.timedelta,
+                 body: Body, meta: Meta, spec: Spec, status: Status, labels: Labels, annotations: Annotations,
+                 resource: Resource, uid: str, name: str, namespace: str | None, patch: Patch, logger: Logger,
+                 memo: Any, param: Any = ..., **kwargs: Any) -> object: ...
+
+
 class LoggingFn(Protocol):
     """``on.log``: a line of a pod's container's log, and the pod. (``match`` is a ``re.Match``
     with a regex, ``None`` without: typed loosely, so that either can be declared.)"""

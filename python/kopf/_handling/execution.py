@@ -199,6 +199,8 @@ def _failed(handler: Any, e: Exception, logger: logging.LoggerAdapter,  # type: 
     """What a handler's error means; called while handling it (the traceback is logged)."""
     errors_mode = handler.errors if handler.errors is not None else default_errors
     backoff = handler.backoff if handler.backoff is not None else settings.execution.default_backoff
+    if getattr(handler, 'backoff_by_core', False):
+        backoff = 0.0  # not known here: the core's backoff of the object decides the next attempt
     timeout, retries = handler.timeout, handler.retries
     if isinstance(e, HandlerChildrenRetry):  # less noise than other retries: nothing failed
         logger.debug(f"{handler} has unfinished sub-handlers. Will retry soon.")
@@ -238,6 +240,9 @@ def _failed(handler: Any, e: Exception, logger: logging.LoggerAdapter,  # type: 
                f"(it would exceed {retries} retries on the next attempt): {text}")
         logger.exception(msg)
         return Outcome(final=True, exception=HandlerRetriesError(msg))
+    if errors_mode == ErrorsMode.TEMPORARY and getattr(handler, 'backoff_by_core', False):
+        logger.exception(f"{handler} failed with an exception and will try again after the object's backoff: {text}")
+        return Outcome(final=False, exception=e)
     if errors_mode == ErrorsMode.TEMPORARY:
         logger.exception(f"{handler} failed with an exception and will try again in {backoff} seconds: {text}")
         return Outcome(final=False, exception=e, delay=backoff)

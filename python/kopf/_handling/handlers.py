@@ -166,6 +166,23 @@ class LogHandler(ResourceHandler):
 
 
 @dataclasses.dataclass(frozen=True)
+class ReconcilingHandler(ResourceHandler):
+    """``@kopf.on.reconcile`` (not in Kopf): the object's state, level-based."""
+    finalizer: bool
+    # Called on every change and requeue: its successes are logged at DEBUG, not INFO.
+    quiet: ClassVar[bool] = True
+    # Retried after the object's own backoff (``settings.reconciling``), not ``backoff=``.
+    backoff_by_core: ClassVar[bool] = True
+
+    def __str__(self) -> str:
+        return f"Reconcile handler {self.id!r}"
+
+    def reconciling_for_engine(self) -> dict[str, Any]:
+        """The handler as the core needs it (it is called back by its position, given apart)."""
+        return {'id': self.id, 'finalizer': bool(self.finalizer), **self.filters_for_engine()}
+
+
+@dataclasses.dataclass(frozen=True)
 class ConversionHandler(BaseHandler):
     """One step between two versions of a custom resource (``@kopf.on.convert``)."""
     selector: Selector
@@ -229,7 +246,7 @@ class TimerHandler(SpawningHandler):
 
 class OperatorRegistry:
     """All handlers of an operator: activities, change handlers, event watchers, daemons & timers,
-    indexing functions, admission, log and conversion handlers."""
+    indexing functions, admission, log, conversion and reconcile handlers."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -241,6 +258,7 @@ class OperatorRegistry:
         self._webhooks: list[WebhookHandler] = []
         self._logging: list[LogHandler] = []
         self._conversions: list[ConversionHandler] = []
+        self._reconciling: list[ReconcilingHandler] = []
         self._permissions: list[Any] = []  # kopf.rbac.declare(): the operator's own requests (kopf._operating.rbac)
 
 

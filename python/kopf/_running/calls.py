@@ -7,6 +7,7 @@ import asyncio
 import concurrent.futures
 import contextvars
 import copy
+import dataclasses
 import datetime
 import functools
 import json
@@ -35,31 +36,34 @@ from kopf._handling.activities import authenticate, run_activity
 from kopf._handling.conversions import Converting
 from kopf._handling.daemons import AsyncDaemonStopperChecker, DaemonStopper, SyncDaemonStopperChecker
 from kopf._handling.execution import Outcome, execute_in_thread, execute_once, is_async_fn
-from kopf._handling.handlers import Activity, ChangingHandler, DaemonHandler, OperatorRegistry, Reason, ResourceHandler
+from kopf._handling.handlers import (
+    Activity,
+    ChangingHandler,
+    DaemonHandler,
+    OperatorRegistry,
+    Reason,
+    ResourceHandler,
+    SpawningHandler,
+)
 from kopf._handling.lifecycles import LifeCycleFn
 from kopf._handling.subhandling import Declared
 from kopf._handling.tracing import current_span
-from kopf._logs.loggers import CoreSaying, LocalObjectLogger, ObjectLogger, TerseObjectLogger, core_writing, log_here
+from kopf._logs.loggers import CoreSaying, core_writing, log_here
+from kopf._running.kinds import BY_NAME, KINDS
 from kopf._structures import indices as _indices
 from kopf._structures import selectors as _selectors
-from kopf._structures.errors import AdmissionError, ErrorsMode, PermanentError, TemporaryError
+from kopf._structures.errors import AdmissionError, PermanentError, TemporaryError
 from kopf._structures.hierarchies import cause_body_var
 from kopf._structures.memos import ObjectMemos
 from kopf._structures.references import Resource
+from kopf._structures.requeues import Requeue
 from kopf._structures.settings import OperatorSettings, is_default_executor
 from kopf._structures.structs import Body, Diff, LazyRaw, Patch
 
 engine_logger = logging.getLogger('kopf._core.engine')
 
-# Silent handlers log locally (no K8s Events); indexing ones, called often, even less.
-_LOGGERS: dict[HandlerKind, type[ObjectLogger]] = {'watching': LocalObjectLogger, 'indexing': TerseObjectLogger,
-                                                   'admission': LocalObjectLogger, 'logging': LocalObjectLogger}
 _ABSENT_VALUE = object()
 _NO_RUNTIME = datetime.timedelta(0)  # the first attempt's (timedeltas are immutable)
-# How handlers' errors are treated unless they say (`errors=`): a review is answered at once,
-# with no retries; `on.event`, indexing and log handlers are not retried; the others are.
-_DEFAULT_ERRORS: dict[HandlerKind, ErrorsMode] = {'admission': ErrorsMode.PERMANENT, 'watching': ErrorsMode.IGNORED,
-                                                  'indexing': ErrorsMode.IGNORED, 'logging': ErrorsMode.IGNORED}
 
 
 def _resolve(data: Any, path: tuple[str, ...] | None) -> Any:
@@ -81,16 +85,11 @@ class Bridge:
         self.indices = dict(indices or {})
         self.lifecycle = lifecycle  # the operator's: which change handlers of a cause run at once
         self.scopes: dict[int, Declared] = {}  # sub-handlers being executed, by their scope
-        self.changing = list(registry._changing)
-        self.watching = list(registry._watching)
-        self.spawning = list(registry._spawning)
-        self.indexing = list(registry._indexing)
-        self.webhooks = list(registry._webhooks)
-        self.logging = list(registry._logging)
+        # The handlers of each kind, as the registry has them now: their positions name them.
+        self._by_kind: dict[HandlerKind, list[Any]] = {kind.name: kind.handlers(registry) for kind in KINDS}
+        self.changing: list[ChangingHandler] = self._by_kind['changing']
+        self.spawning: list[SpawningHandler] = self._by_kind['spawning']
         self.conversions = list(registry._conversions)
-        self._by_kind: dict[HandlerKind, list[Any]] = {'changing': self.changing, 'watching': self.watching,
-                                                       'spawning': self.spawning, 'indexing': self.indexing,
-                                                       'admission': self.webhooks, 'logging': self.logging}
         self.settings = settings
         self.memobase = memo
         self.memos = ObjectMemos(memo)
@@ -126,17 +125,10 @@ class Bridge:
 
     def spec(self) -> dict[str, Any]:
         """The handlers as the core needs them (their positions identify them in calls back)."""
-        return {
-            'changing': [{'index': i, **h.changing_for_engine()} for i, h in enumerate(self.changing)],
-            'watching': [{'index': i, 'id': h.id, **h.filters_for_engine()} for i, h in enumerate(self.watching)],
-            'spawning': [{'index': i, 'id': h.id, **h.filters_for_engine(), **h.spawning_for_engine()}
-                         for i, h in enumerate(self.spawning)],
-            'indexing': [{'index': i, 'id': h.id, **h.filters_for_engine()} for i, h in enumerate(self.indexing)],
-            'webhooks': [{'index': i, **h.webhook_for_engine()} for i, h in enumerate(self.webhooks)],
-            'logging': [{'index': i, 'id': h.id, **h.filters_for_engine(), **h.logging_for_engine()}
-                        for i, h in enumerate(self.logging)],
-            'conversions': [{'index': i, **h.conversion_for_engine()} for i, h in enumerate(self.conversions)],
-        }
+        spec = {kind.spec: [{'index': i, **kind.describe(h)} for i, h in enumerate(self._by_kind[kind.name])]
+                for kind in KINDS}
+        spec['conversions'] = [{'index': i, **h.conversion_for_engine()} for i, h in enumerate(self.conversions)]
+        return spec
 
     # -- the core's calls: queued by the core, served on this loop ------------------------------
 
@@ -312,7 +304,7 @@ class Bridge:
             with current_span(call.get('trace')):
                 outcome = await execute_once(
                     handler=handler, kwargs=kwargs, logger=logger, retry=call['retry'], runtime=call['runtime'],
-                    settings=self.settings, default_errors=_DEFAULT_ERRORS.get(call['kind'], ErrorsMode.TEMPORARY),
+                    settings=self.settings, default_errors=BY_NAME[call['kind']].errors,
                     after=after, is_async=self._asyncs.get(id(handler)), saying=self._saying.posted,
                 )
         except asyncio.CancelledError:
@@ -342,7 +334,7 @@ class Bridge:
         with current_span(call.get('trace')):
             outcome = execute_in_thread(
                 handler=handler, kwargs=kwargs, logger=logger, retry=call['retry'], runtime=call['runtime'],
-                settings=self.settings, default_errors=_DEFAULT_ERRORS.get(call['kind'], ErrorsMode.TEMPORARY),
+                settings=self.settings, default_errors=BY_NAME[call['kind']].errors,
                 after=after, saying=self._saying.posted,
             )
         return self._answer(call, outcome, patch, kwargs, handler)
@@ -394,7 +386,7 @@ class Bridge:
         kwargs['param'] = handler.param
         cause_body_var.set(kwargs['body'])  # for kopf.adopt() & co without an explicit owner
         started = _started(call['started']) if call['started'] else None
-        if started is None and call['kind'] in ('watching', 'admission'):
+        if started is None and BY_NAME[call['kind']].once:
             # No progress is kept for them: each call is the first and only attempt, from now
             # (naive UTC, as Kopf keeps the times of attempts).
             started = _utcnow()
@@ -432,6 +424,9 @@ class Bridge:
         An admission handler's warnings and error go to the review's response. A success
         that the handler's thread did not log goes with the line for the core to write."""
         kind = call['kind']
+        requeue = None
+        if isinstance(outcome.result, Requeue):
+            outcome, requeue = _requeued(kind, outcome, handler)
         said = None if outcome.said_by_core is None else (f"{handler} succeeded.", outcome.said_by_core)
         if kind == 'indexing':
             invoked = outcome.for_engine()
@@ -439,7 +434,7 @@ class Bridge:
         else:
             merge_patch = {} if call.get('scope') is not None else patch._as_merge_patch()
             if (kind != 'admission' and outcome.final and outcome.exception is None and outcome.result is None
-                    and not merge_patch):
+                    and not merge_patch and requeue is None):
                 # Succeeded, nothing to keep or apply: the core needs no dict to read.
                 return None if said is None else {'final': True, 'said': said}
             invoked = outcome.for_engine(merge_patch)
@@ -448,6 +443,8 @@ class Bridge:
                 invoked['rejection'] = _rejection(outcome.exception)
         if said is not None:
             invoked['said'] = said
+        if requeue is not None:
+            invoked['requeue'] = requeue
         return invoked
 
     def _stopper(self, token: int) -> DaemonStopper:
@@ -527,6 +524,8 @@ class Bridge:
                 _unmatched_line(handler, line['line'], logger)
             kwargs |= {'log': line['line'], 'match': match, 'container': line['container'],
                        'timestamp': _timestamp(line['timestamp'])}
+        elif call['kind'] == 'reconciling':
+            kwargs['deleting'] = kwargs['meta'].get('deletionTimestamp') is not None
         elif call['kind'] == 'changing' and call['reason'] is not None:
             kwargs |= {'reason': Reason(call['reason']), 'diff': Diff(call['diff'] or ()),
                        'old': call['old'], 'new': call['new']}
@@ -548,7 +547,7 @@ class Bridge:
             name, uid, namespace = fields.get('name'), fields.get('uid'), fields.get('namespace')
         ref = {'apiVersion': api_version, 'kind': kind, 'name': name, 'uid': uid, 'namespace': namespace}
         return {
-            'logger': _LOGGERS.get(call['kind'], ObjectLogger)._made(ref, self.settings),
+            'logger': BY_NAME[call['kind']].logger._made(ref, self.settings),
             'memo': self.memos.of(uid or ''),
             'resource': self._resource(call['resource']),
             'body': body,
@@ -626,6 +625,17 @@ def _unmatched_line(handler: Any, line: str, logger: Any) -> None:
     as the handler would get no `match`. The two agree on all a pattern can say in both
     (checked at the declaration), but a line with bytes that are not UTF-8 is text to one only."""
     logger.debug(f"{handler} is not called for a line that Python's re does not match: {line[:200]!r}")
+
+
+def _requeued(kind: HandlerKind, outcome: Outcome, handler: Any) -> tuple[Outcome, float | None]:
+    """A ``kopf.Requeue`` returned: the reconcile handler's wish; from any other handler, its
+    error (a requeue that nothing would honour is not dropped in silence)."""
+    requeue = outcome.result
+    if kind == 'reconciling':
+        return dataclasses.replace(outcome, result=None), requeue.after
+    error = TypeError(f"{handler} returned {requeue!r}, but only @kopf.on.reconcile handlers can be requeued.")
+    engine_logger.error(str(error))
+    return Outcome(final=True, exception=error), None
 
 
 def _rejection(error: BaseException | None) -> tuple[str, str, int | None] | None:

@@ -90,6 +90,8 @@ _COMMON: dict[str, str] = {
     'source': "The version this conversion step converts from.",
     'target': "The version this conversion step converts to.",
     'fn': "The function to register as a sub-handler.",
+    'finalizer': "Keep a finalizer on the objects, so that their deletion waits until the handler has "
+                 "been called with ``deleting=True`` and has succeeded (default: not).",
 }
 
 # Where a parameter means something else in one decorator: (decorator, parameter).
@@ -105,6 +107,14 @@ _SPECIFIC: dict[tuple[str, str], str] = {
                           "(default: no limit); the next interval calls it again.",
     ('log', 'errors'): "What an error in the handler means for the line: logged and skipped (the default), "
                        "or with ``kopf.ErrorsMode.TEMPORARY`` retried before the pod's next lines.",
+    ('reconcile', 'errors'): "What an exception other than ``kopf.TemporaryError`` or ``kopf.PermanentError`` "
+                             "means: ``kopf.ErrorsMode.TEMPORARY`` retries after the object's backoff "
+                             "(``settings.reconciling``; the default), ``PERMANENT`` waits for the object's next "
+                             "change, ``IGNORED`` logs it and goes on as if the call succeeded.",
+    ('reconcile', 'timeout'): "Seconds since the first of the failing attempts in a row after which the handler "
+                              "is not retried until the object changes (default: no limit).",
+    ('reconcile', 'retries'): "How many failing attempts in a row before the handler is not retried until the "
+                              "object changes (default: no limit).",
     ('convert', 'arg1'): "The custom resource, without a version: ``'kopfexamples.kopf.dev'``, or "
                          "``'kopf.dev', 'kopfexamples'``.",
     ('convert', 'arg2'): "The plural (or kind) when the group comes first (see ``arg1``).",

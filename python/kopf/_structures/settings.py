@@ -6,6 +6,7 @@ import concurrent.futures
 import dataclasses
 import itertools
 import logging
+import math
 import numbers
 import warnings
 import weakref
@@ -48,6 +49,11 @@ READING: dict[str, tuple[str, str]] = {
     'admission.server': ('at start (entered, or called)', 'at start (entered, or called)'),
     'admission.managed': ('at start', ''),
     'secrets.fields': ('', 'at start, once (an endless iterable is refused)'),
+    'reconciling.backoff_base': ('', ''),
+    'reconciling.backoff_cap': ('', ''),
+    'reconciling.backoff_jitter': ('', ''),
+    'reconciling.retry_rate': ('', ''),
+    'reconciling.retry_burst': ('', ''),
 }
 
 
@@ -419,6 +425,27 @@ class ConversionSettings(_Section):
 
 
 @dataclasses.dataclass
+class ReconcilingSettings(_Section):
+    """How a failing ``@kopf.on.reconcile`` handler is retried, per object (not in Kopf): after
+    ``backoff_base * 2 ** (failures - 1)`` seconds, at most ``backoff_cap``, plus up to
+    ``backoff_jitter`` of that at random; a success starts over. The defaults are
+    controller-runtime's (5 ms, doubling, up to 1 000 s; 10 retries a second overall, after a
+    burst of 100). A ``kopf.TemporaryError``'s own ``delay`` wins over the backoff."""
+    backoff_base: float = 0.005
+    """Seconds before the first retry."""
+    backoff_cap: float = 1000.0
+    """The longest wait between two attempts, in seconds."""
+    backoff_jitter: float = 0.1
+    """The share of the wait added at random (0.1: up to 10 % more), so that objects that failed
+    together do not all retry together."""
+    retry_rate: float = 10.0
+    """The retries of all objects together: at most this many a second on average (0: no
+    limit). A ``kopf.TemporaryError``'s own ``delay`` is not limited."""
+    retry_burst: float = 100.0
+    """How many retries may start at once above ``retry_rate``."""
+
+
+@dataclasses.dataclass
 class OperatorSettings:
     """All settings of an operator; adjust them in ``@kopf.on.startup`` handlers."""
 
@@ -440,6 +467,7 @@ class OperatorSettings:
     logs: LogsSettings = dataclasses.field(default_factory=LogsSettings)
     secrets: SecretsSettings = dataclasses.field(default_factory=SecretsSettings)
     conversion: ConversionSettings = dataclasses.field(default_factory=ConversionSettings)
+    reconciling: ReconcilingSettings = dataclasses.field(default_factory=ReconcilingSettings)
 
     @property
     def batching(self) -> QueueingSettings:
@@ -520,6 +548,7 @@ class OperatorSettings:
             'metrics': dataclasses.asdict(self.metrics),
             'tracing': dataclasses.asdict(self.tracing),
             'conversion': dataclasses.asdict(self.conversion),
+            'reconciling': _reconciling(self.reconciling),
             'logs': dataclasses.asdict(self.logs),
             'secrets': {'fields': _secret_fields(self.secrets.fields),
                         'diffbase_digests': bool(self.secrets.diffbase_digests)},
@@ -532,6 +561,16 @@ class OperatorSettings:
             },
             'scanning': {'disabled': self.scanning.disabled},
         }
+
+
+def _reconciling(section: ReconcilingSettings) -> dict[str, float]:
+    """The reconcile backoff, checked at start: a value that is no number of seconds fails here."""
+    values = dataclasses.asdict(section)
+    for name, value in values.items():
+        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
+            raise ValueError(f"settings.reconciling.{name}: {value!r} is not a finite number of seconds "
+                             f"(or a share, for the jitter) of zero or more.")
+    return {name: float(value) for name, value in values.items()}
 
 
 def _secret_fields(fields: Iterable[str | Iterable[str]]) -> list[list[str]]:

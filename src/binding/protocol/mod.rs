@@ -30,18 +30,6 @@ use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 use serde_json::Value;
 use std::sync::{Arc, Mutex};
 
-/// The kind's name, as the Python side calls it.
-pub(super) fn kind_name(kind: HandlerKind) -> &'static str {
-    match kind {
-        HandlerKind::Changing => "changing",
-        HandlerKind::Watching => "watching",
-        HandlerKind::Spawning => "spawning",
-        HandlerKind::Indexing => "indexing",
-        HandlerKind::Admission => "admission",
-        HandlerKind::Logging => "logging",
-    }
-}
-
 fn to_py<'py>(py: Python<'py>, value: &Value) -> PyResult<Bound<'py, PyAny>> {
     super::values::to_python(py, value)
 }
@@ -149,7 +137,7 @@ pub(super) fn selection_dict<'py>(
     resources: &[Resource],
 ) -> PyResult<Bound<'py, PyDict>> {
     let request = PyDict::new(py);
-    request.set_item("kind", kind_name(kind))?;
+    request.set_item("kind", kind.name())?;
     request.set_item("handler", handler)?;
     request.set_item("resources", values::serialized(py, resources)?)?;
     Ok(request)
@@ -161,7 +149,7 @@ pub(super) fn invocation_dict<'py>(
     call: &Invocation,
 ) -> PyResult<Bound<'py, PyDict>> {
     let dict = PyDict::new(py);
-    dict.set_item(intern!(py, "kind"), kind_name(call.kind))?;
+    dict.set_item(intern!(py, "kind"), call.kind.name())?;
     dict.set_item(intern!(py, "handler"), call.handler)?;
     dict.set_item(intern!(py, "resource"), resource_dict(py, &call.resource)?)?;
     match (&call.daemon, call.kind) {
@@ -236,7 +224,7 @@ pub(super) fn invocation_dict<'py>(
 
 /// The keys that an answer may have (`kopf._bridge.protocol.Invoked`): another one is the bridge's
 /// mistake, refused rather than ignored (a misspelt key would drop what it carries).
-const INVOKED_KEYS: [&str; 13] = [
+const INVOKED_KEYS: [&str; 14] = [
     "final",
     "delay",
     "result",
@@ -250,6 +238,7 @@ const INVOKED_KEYS: [&str; 13] = [
     "warnings",
     "rejection",
     "said",
+    "requeue",
 ];
 
 /// A handler's "succeeded" line that its thread left for the core to write (as the core writes
@@ -326,6 +315,9 @@ pub(super) fn parse_invoked<'py>(
             .unwrap_or_default(),
         rejection: get(intern!(py, "rejection"))?
             .map(|r| rejection(&r))
+            .transpose()?,
+        requeue: get(intern!(py, "requeue"))?
+            .map(|r| r.extract())
             .transpose()?,
     };
     let said = get(intern!(py, "said"))?.map(|s| s.extract()).transpose()?;

@@ -92,6 +92,10 @@ pub(crate) fn protocol_samples(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
         objects: vec![(body.clone(), vec![0, 1])],
     };
     samples.set_item("ConversionRequest", conversion_dict(py, &conversion)?)?;
+    samples.set_item(
+        "HandlerKind",
+        HandlerKind::ALL.map(HandlerKind::name).to_vec(),
+    )?;
     Ok(samples)
 }
 
@@ -132,6 +136,7 @@ pub(crate) fn invoked_as_read(answer: &Bound<'_, PyAny>) -> PyResult<String> {
         ("warnings", json!(read.warnings)),
         ("rejection", json!(rejection)),
         ("said", json!(said)),
+        ("requeue", json!(read.requeue)),
     ];
     let taken: serde_json::Map<String, Value> = taken
         .into_iter()

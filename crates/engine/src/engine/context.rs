@@ -6,7 +6,8 @@ use crate::client::applying::Patcher;
 use crate::client::resources::Resource;
 use crate::indices::Indices;
 use crate::intents::handlers::{
-    ChangingHandler, IndexingHandler, LogHandler, Reason, SpawningHandler, WatchingHandler,
+    ChangingHandler, IndexingHandler, LogHandler, Reason, ReconcilingHandler, SpawningHandler,
+    WatchingHandler,
 };
 use crate::intents::hooks::{HandlerKind, Hooks, Invocation};
 use crate::intents::lifecycles::Lifecycle;
@@ -32,13 +33,16 @@ pub struct Memory {
     pub remaining_patch: Option<Patch>,
     /// The failures of its indexing functions.
     pub indexing: IndexingMemory,
+    /// Its reconciliation, for resources with `@kopf.on.reconcile` handlers.
+    pub reconciling: Option<Box<ReconcileMemory>>,
 }
 
 impl Memory {
     /// What is kept while no worker has the object: nothing allocated for most objects
     /// (only the two flags), the rest only when there is something in it.
     pub fn rest(self) -> Resting {
-        if self.remaining_patch.is_none() && self.indexing.failures.is_empty() {
+        let simple = self.remaining_patch.is_none() && self.reconciling.is_none();
+        if simple && self.indexing.failures.is_empty() {
             Resting::Flags {
                 noticed_by_listing: self.noticed_by_listing,
                 fully_handled_once: self.fully_handled_once,
@@ -78,6 +82,22 @@ impl Resting {
             Resting::Full(memory) => *memory,
         }
     }
+}
+
+/// What an object's worker remembers of its reconciliation between events (`reconciling`).
+#[derive(Debug, Default)]
+pub struct ReconcileMemory {
+    /// A digest of the state last attempted (essence and deletion): the same again is not
+    /// reconciled again unless it is due.
+    pub attempted: Option<u64>,
+    /// When it is to be reconciled again though its state stays (a requeue or a retry).
+    pub due: Option<tokio::time::Instant>,
+    /// Failures in a row since the last success (the `retry` kwarg).
+    pub retry: u64,
+    /// When the first of those attempts started (the `started` kwarg).
+    pub started: Option<chrono::DateTime<chrono::Utc>>,
+    /// The object's deletion was reconciled: its finalizer no longer waits for that.
+    pub deletion_done: bool,
 }
 
 /// The failures of an object's indexing functions, by index id: retries and delays after
@@ -125,6 +145,11 @@ pub struct ResourceContext {
     pub spawning: Vec<Arc<SpawningHandler>>,
     /// `@kopf.on.log` handlers (of pods).
     pub logging: Vec<Arc<LogHandler>>,
+    /// `@kopf.on.reconcile` handlers (never beside change handlers: the Python side refuses).
+    pub reconciling: Vec<ReconcilingHandler>,
+    /// The retries of failed reconcile calls, of all resources together
+    /// (`settings.reconciling.retry_rate`).
+    pub retry_budget: Arc<crate::util::buckets::TokenBucket>,
     /// Where the handlers' progress is kept.
     pub progress: Arc<dyn ProgressStorage>,
     /// Where the last handled essence is kept.
@@ -205,6 +230,9 @@ impl ResourceContext {
 pub(crate) struct Cycle {
     pub patch: Patch,
     pub delays: Vec<f64>,
+    /// Until a reconcile handler is due again (a requeue or a retry): slept in memory, with
+    /// no touch of the object when it is due.
+    pub requeue: Option<f64>,
     /// A changing cause was processed (for the "cycle is finished" log line).
     pub matched: bool,
 }

@@ -1,7 +1,8 @@
 //! The engine: from a watch event to the handlers and back to the object.
 //! `queueing` routes each object's events to its worker; `processing` finds the cause
 //! and the handlers to call (`selecting`: which of the declared ones match; `executing`:
-//! calling them through the `intents`' hooks); `indexing` fills the indices; `daemons`
+//! calling them through the `intents`' hooks); `reconciling` calls the level-based
+//! reconcile handlers instead; `indexing` fills the indices; `daemons`
 //! runs daemons and timers per object (`coalescing`: when their intervals end); `logs`
 //! follows the pods' logs for the log handlers; `context`
 //! is what they share per resource and per object.
@@ -16,6 +17,7 @@ pub mod indexing;
 pub mod logs;
 pub mod processing;
 pub mod queueing;
+pub mod reconciling;
 pub mod selecting;
 
 #[cfg(test)]

@@ -95,7 +95,11 @@ async fn process_cycle(
     let deletion_ongoing = is_deletion_ongoing(body);
     let deletion_blocked = is_deletion_blocked(body, finalizer);
     let finalizing = ctx.changing.iter().filter(|h| h.requires_finalizer);
+    // A reconcile handler's finalizer stays until it has reconciled the deletion (`reconciling`).
+    let reconciling_blocks = ctx.reconciling.iter().any(|h| h.finalizer)
+        && !(memory.reconciling.as_ref()).is_some_and(|r| r.deletion_done);
     let must_block = spawning_blocks
+        || reconciling_blocks
         || (change.as_ref())
             .is_some_and(|c| selecting::any_matches(&verdicts, finalizing, body, c));
     if must_block && !deletion_blocked && !deletion_ongoing {

@@ -7,7 +7,7 @@ use crate::client::watching::{EventType, RawEvent};
 use crate::engine::context::ResourceContext;
 use crate::indices::datum::Datum;
 use crate::intents::handlers::{
-    ChangingHandler, IndexingHandler, SpawningHandler, WatchingHandler,
+    ChangingHandler, IndexingHandler, ReconcilingHandler, SpawningHandler, WatchingHandler,
 };
 use crate::intents::hooks::{
     ConversionRequest, DaemonControl, HandlerCalls, HandlerKind, Invocation, Invoked,
@@ -454,6 +454,8 @@ pub struct Handlers {
     pub spawning: Vec<SpawningHandler>,
     /// Indexing functions.
     pub indexing: Vec<IndexingHandler>,
+    /// Reconcile handlers.
+    pub reconciling: Vec<ReconcilingHandler>,
 }
 
 /// A context of the tests' resource with these handlers, settings, hooks and patcher.
@@ -482,6 +484,11 @@ pub fn context_with(
     storages: Storages,
     resource: Arc<Resource>,
 ) -> Arc<ResourceContext> {
+    let reconciling = &settings.reconciling;
+    let retry_budget = Arc::new(crate::util::buckets::TokenBucket::new(
+        reconciling.retry_rate,
+        reconciling.retry_burst,
+    ));
     Arc::new(ResourceContext {
         resource,
         patcher,
@@ -494,6 +501,8 @@ pub fn context_with(
         watching: handlers.watching,
         spawning: handlers.spawning.into_iter().map(Arc::new).collect(),
         logging: Vec::new(),
+        reconciling: handlers.reconciling,
+        retry_budget,
         progress: storages.progress,
         diffbase: storages.diffbase,
         extra_fields: Vec::new(),

@@ -267,6 +267,31 @@ pub struct IndexingHandler {
     pub filters: ResourceFilters,
 }
 
+/// `@kopf.on.reconcile` handlers (not in Kopf): the object's state whenever anything about
+/// it may have changed, coalesced per object; retried with the object's own backoff.
+#[derive(Debug, Clone, Deserialize)]
+pub struct ReconcilingHandler {
+    /// Its position in the Python side's registry: how the core calls it back.
+    pub index: usize,
+    /// Its id (`kopf.HandlerId`): its result goes to `status.<id>`.
+    pub id: String,
+    /// Keep the object until the handler has seen it deleted (Kopf's finalizer).
+    #[serde(default)]
+    pub finalizer: bool,
+    /// Which objects it is for.
+    #[serde(flatten)]
+    pub filters: ResourceFilters,
+}
+
+impl Filtered for ReconcilingHandler {
+    fn index(&self) -> usize {
+        self.index
+    }
+    fn filters(&self) -> &ResourceFilters {
+        &self.filters
+    }
+}
+
 /// Which kind of admission webhook a handler serves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]

@@ -35,6 +35,39 @@ pub enum HandlerKind {
     Admission,
     /// `@kopf.on.log` handlers.
     Logging,
+    /// `@kopf.on.reconcile` handlers (not in Kopf).
+    Reconciling,
+}
+
+impl HandlerKind {
+    /// Every kind, in the order the Python side lists them.
+    pub const ALL: [HandlerKind; 7] = [
+        HandlerKind::Changing,
+        HandlerKind::Watching,
+        HandlerKind::Spawning,
+        HandlerKind::Indexing,
+        HandlerKind::Admission,
+        HandlerKind::Logging,
+        HandlerKind::Reconciling,
+    ];
+
+    /// The kind's name, as the Python side calls it (`kopf._bridge.protocol.HandlerKind`).
+    pub fn name(self) -> &'static str {
+        match self {
+            HandlerKind::Changing => "changing",
+            HandlerKind::Watching => "watching",
+            HandlerKind::Spawning => "spawning",
+            HandlerKind::Indexing => "indexing",
+            HandlerKind::Admission => "admission",
+            HandlerKind::Logging => "logging",
+            HandlerKind::Reconciling => "reconciling",
+        }
+    }
+
+    /// The kind that the Python side calls by this name.
+    pub fn named(name: &str) -> Option<HandlerKind> {
+        Self::ALL.into_iter().find(|kind| kind.name() == name)
+    }
 }
 
 /// What a daemon's or timer's call carries besides the usual: its stopper.
@@ -266,6 +299,9 @@ pub struct Invoked {
     pub warnings: Vec<String>,
     /// An admission handler's error, as the response tells it.
     pub rejection: Option<Rejection>,
+    /// A reconcile handler's request to be called again after so many seconds, though
+    /// nothing changes (`kopf.Requeue`).
+    pub requeue: Option<f64>,
 }
 
 impl Invoked {

@@ -21,8 +21,8 @@ use crate::client::posting::{K8sEvent, Poster};
 use crate::ha::peering::PeeringError;
 use crate::indices::Indices;
 use crate::intents::handlers::{
-    ChangingHandler, ConversionHandler, IndexingHandler, LogHandler, SpawningHandler,
-    WatchingHandler, WebhookHandler,
+    ChangingHandler, ConversionHandler, IndexingHandler, LogHandler, ReconcilingHandler,
+    SpawningHandler, WatchingHandler, WebhookHandler,
 };
 use crate::intents::hooks::Hooks;
 use crate::intents::lifecycles::Lifecycle;
@@ -42,8 +42,10 @@ use tokio::sync::{mpsc, watch};
 use traces::Traces;
 use webhooks::WebhookServing;
 
-/// What the operator's code declares, as the Python side sends it.
+/// What the operator's code declares, as the Python side sends it. A key the core does not
+/// read (a kind of handlers misnamed on one side) fails the start rather than drops them.
 #[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct OperatorSpec {
     /// `@kopf.on.create/update/delete/resume/field` handlers.
     #[serde(default)]
@@ -66,6 +68,9 @@ pub struct OperatorSpec {
     /// Conversion handlers (`@kopf.on.convert`).
     #[serde(default)]
     pub conversions: Vec<ConversionHandler>,
+    /// Reconcile handlers (`@kopf.on.reconcile`; not in Kopf).
+    #[serde(default)]
+    pub reconciling: Vec<ReconcilingHandler>,
     /// `settings.admission.managed`: the webhook configurations to keep, by this name.
     #[serde(default)]
     pub admission_managed: Option<String>,

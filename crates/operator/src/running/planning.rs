@@ -4,7 +4,8 @@
 use super::OperatorSpec;
 use crate::client::resources::{Resource, Selector};
 use crate::intents::handlers::{
-    ChangingHandler, IndexingHandler, LogHandler, SpawningHandler, WatchingHandler,
+    ChangingHandler, IndexingHandler, LogHandler, ReconcilingHandler, SpawningHandler,
+    WatchingHandler,
 };
 use crate::intents::hooks::{HandlerKind, Hooks};
 use crate::settings::ServerSelectors;
@@ -105,6 +106,7 @@ pub(super) struct Planned {
     pub(super) spawning: Vec<Arc<SpawningHandler>>,
     pub(super) indexing: Vec<IndexingHandler>,
     pub(super) logging: Vec<Arc<LogHandler>>,
+    pub(super) reconciling: Vec<ReconcilingHandler>,
 }
 
 /// Which resources to serve, with the handlers of each; `warn` about the unresolved ones
@@ -145,9 +147,12 @@ async fn assign(
         .map(|(at, h)| (HandlerKind::Indexing, &h.filters, h.index, at));
     let logging = (spec.logging.iter().enumerate())
         .map(|(at, h)| (HandlerKind::Logging, &h.filters, h.index, at));
+    let reconciling = (spec.reconciling.iter().enumerate())
+        .map(|(at, h)| (HandlerKind::Reconciling, &h.filters, h.index, at));
     let all = (changing.chain(watching).chain(spawning))
         .chain(indexing)
-        .chain(logging);
+        .chain(logging)
+        .chain(reconciling);
     for (kind, filters, index, at) in all {
         let Some(selector) = &filters.selector else {
             continue; // not the operator's own handler (none comes without a selector)
@@ -199,13 +204,26 @@ fn servable(mut plan: Planned, warn: bool) -> Option<Planned> {
             );
         }
         let empty = plan.changing.is_empty() && plan.watching.is_empty();
+        let empty = empty && plan.reconciling.is_empty();
         if empty && plan.spawning.is_empty() && plan.indexing.is_empty() {
             return None;
         }
     }
+    if !plan.changing.is_empty() && !plan.reconciling.is_empty() {
+        // Both would act on every change, each as if it owned the object. (The Python side
+        // refuses it at the declaration where the selectors are the same.)
+        if warn {
+            tracing::error!(target: ENGINE,
+                "Reconcile handlers and change handlers cannot serve the same resource, so it is not served: {} (choose one style per resource)",
+                plan.resource.name()
+            );
+        }
+        return None;
+    }
     let resource = &plan.resource;
     let can = |verb: &str| resource.verbs.iter().any(|v| v == verb);
-    let patches = !plan.changing.is_empty() || !plan.spawning.is_empty();
+    let patches =
+        !plan.changing.is_empty() || !plan.spawning.is_empty() || !plan.reconciling.is_empty();
     // (each message spelled whole, so that the source is found by what the log says)
     if !can("list") || !can("watch") {
         if warn {
@@ -251,6 +269,7 @@ impl Planned {
             spawning: Vec::new(),
             indexing: Vec::new(),
             logging: Vec::new(),
+            reconciling: Vec::new(),
         }
     }
 
@@ -262,6 +281,7 @@ impl Planned {
             HandlerKind::Spawning => self.spawning.push(Arc::new(spec.spawning[at].clone())),
             HandlerKind::Indexing => self.indexing.push(spec.indexing[at].clone()),
             HandlerKind::Logging => self.logging.push(Arc::new(spec.logging[at].clone())),
+            HandlerKind::Reconciling => self.reconciling.push(spec.reconciling[at].clone()),
             HandlerKind::Admission => {} // served by the webhooks, not watched
         }
     }

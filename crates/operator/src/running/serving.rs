@@ -18,6 +18,7 @@ use crate::intents::hooks::Hooks;
 use crate::intents::lifecycles::Lifecycle;
 use crate::settings::Settings;
 use crate::state::storages::Storages;
+use crate::util::buckets::TokenBucket;
 use crate::util::tasks;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -39,6 +40,8 @@ pub(super) struct Serving {
     indices: Arc<Indices>,
     lifecycle: Lifecycle,
     limiter: Option<Arc<Semaphore>>,
+    /// The retries of failed reconcile calls, of all resources together.
+    retry_budget: Arc<TokenBucket>,
     patterns: Vec<String>,
     /// The operator's pause (peering): watchers stop streaming, daemons stop.
     paused: watch::Receiver<bool>,
@@ -78,6 +81,10 @@ impl Serving {
             indices,
             lifecycle: spec.lifecycle,
             limiter,
+            retry_budget: Arc::new(TokenBucket::new(
+                settings.reconciling.retry_rate,
+                settings.reconciling.retry_burst,
+            )),
             patterns: spec.namespaces.clone(),
             pause_seen: paused.clone(),
             paused,
@@ -131,6 +138,8 @@ impl Serving {
             spawning: plan.spawning,
             logging: plan.logging,
             indexing: plan.indexing,
+            reconciling: plan.reconciling,
+            retry_budget: self.retry_budget.clone(),
             indices: self.indices.clone(),
             progress: self.storages.progress.clone(),
             diffbase: self.storages.diffbase.clone(),

@@ -16,6 +16,7 @@ from typing import Any
 from kopf._handling.handlers import IndexingHandler, LogHandler, OperatorRegistry, WebhookType
 from kopf._operating.rbac import requesting
 from kopf._operating.rbac.rules import Plan
+from kopf._running import kinds as _kinds
 from kopf._running.operator import specific_namespaces
 from kopf._structures.references import Resource
 from kopf._structures.settings import OperatorSettings
@@ -37,8 +38,7 @@ def plan(*, registry: OperatorRegistry, resources: list[Resource], namespaces: C
     def served(handler: Any) -> list[Resource]:
         return [resource for resource in resources if handler.selector.check(resource)]
 
-    handlers = [*registry._changing, *registry._watching, *registry._spawning, *registry._indexing,
-                *registry._logging]
+    handlers = [handler for kind in _kinds.KINDS if kind.watched for handler in kind.handlers(registry)]
     for handler in handlers:
         for resource in served(handler):
             where: list[str | None] = in_namespaces if resource.namespaced else [None]

@@ -8,10 +8,11 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from kopf._handling.handlers import Activity, ActivityHandler, BaseHandler, OperatorRegistry, TimerHandler
+from kopf._handling.handlers import Activity, ActivityHandler, BaseHandler, OperatorRegistry
 from kopf._operating.rbac import declaring, introspecting
 from kopf._operating.rbac.rules import Plan
 from kopf._operating.rbac.uses import Scope, Use
+from kopf._running import kinds as _kinds
 from kopf._structures.references import Resource
 
 SHOWN = 3  # handlers named in a rule's comment; the rest counted
@@ -21,19 +22,14 @@ def label(handler: BaseHandler, registry: OperatorRegistry) -> str:
     """How a handler is named in the rules' comments and the warnings."""
     if isinstance(handler, ActivityHandler):
         return f"{handler.activity or 'activity'} handler {handler.id!r}"
-    kinds: list[tuple[Sequence[BaseHandler], str]] = [
-        (registry._watching, 'on.event handler'), (registry._indexing, 'index'), (registry._logging, 'log handler'),
-        (registry._webhooks, 'admission handler'), (registry._conversions, 'conversion handler'),
-        (registry._spawning, 'timer' if isinstance(handler, TimerHandler) else 'daemon')]
-    what = next((what for handlers, what in kinds if handler in handlers), 'handler')
-    return f"{what} {handler.id!r}"
+    what = 'conversion handler' if handler in registry._conversions else _kinds.label_of(handler, registry)
+    return f"{what or 'handler'} {handler.id!r}"
 
 
 def handlers(registry: OperatorRegistry) -> list[tuple[str, Callable[..., Any]]]:
     """Every handler whose code may make requests, by its label: all but the logins (the engine's own)."""
-    found: list[BaseHandler] = [*registry._changing, *registry._watching, *registry._spawning,
-                                *registry._indexing, *registry._logging, *registry._webhooks,
-                                *registry._conversions]
+    found: list[BaseHandler] = [handler for kind in _kinds.KINDS for handler in kind.handlers(registry)]
+    found += registry._conversions
     found += [h for h in registry._activities if h.activity != Activity.AUTHENTICATION]
     return [(label(handler, registry), handler.fn) for handler in found]
 

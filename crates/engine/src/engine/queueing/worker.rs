@@ -6,7 +6,7 @@ use crate::client::backoff::ForEver;
 use crate::client::watching::{EventType, RawEvent};
 use crate::engine::context::{Cycle, Memory, ResourceContext};
 use crate::engine::daemons::ObjectDaemons;
-use crate::engine::{indexing, processing};
+use crate::engine::{indexing, processing, reconciling};
 use crate::ha::pausing::Busy;
 use crate::object_log;
 use crate::state::bodies::CompactBody;
@@ -331,6 +331,9 @@ impl Worker {
             return Flow::Exit;
         }
         let delay = cycle.delays.iter().copied().reduce(f64::min);
+        // A reconcile handler's requeue (or retry) is slept in memory: no touch when it is due.
+        let requeued = cycle.requeue.is_some_and(|r| delay.is_none_or(|d| r <= d));
+        let delay = if requeued { cycle.requeue } else { delay };
         let had_patch = !cycle.patch.is_empty();
         // Lines about the object come only from here on, and only with a patch, a delay or a
         // matching handler: most cycles of an `on.event` operator have none (its fields were
@@ -357,7 +360,7 @@ impl Worker {
         };
         drop(busy);
         let daemons = object_daemons.as_deref();
-        self.follow_up(&object, delay, cycle.matched, event, daemons)
+        self.follow_up(&object, delay, requeued, cycle.matched, event, daemons)
             .await;
         Flow::Next
     }
@@ -375,7 +378,13 @@ impl Worker {
         // (in a burst, hundreds of cycles wait for a request slot at once).
         let processing =
             processing::process_changing(&dispatcher.ctx, &mut self.memory, event, patch, spawning);
-        Box::pin(processing).await
+        let mut cycle = Box::pin(processing).await?;
+        if !dispatcher.ctx.reconciling.is_empty() {
+            let ctx = &dispatcher.ctx;
+            let reconciling = reconciling::reconcile(ctx, &mut self.memory, event, &mut cycle);
+            Box::pin(reconciling).await?;
+        }
+        Ok(cycle)
     }
 
     /// The cycle's patch written (if any). With a patch, the event's tree is let go before the
@@ -389,6 +398,7 @@ impl Worker {
             let text = Latest::Text(event.event_type, CompactBody::of(&event.object));
             self.latest = Some(text);
         }
+        let before = had_patch.then(|| version_of(&event.object)).flatten();
         let applying = self.apply(&event.object, patch);
         let event = (!had_patch).then_some(event);
         match applying.await {
@@ -401,7 +411,8 @@ impl Worker {
                     self.latest = None;
                     return Ok(Written::Gone);
                 }
-                if applied.resource_version.is_some() {
+                // A patch that changed nothing brings no event: nothing to wait for.
+                if applied.resource_version.is_some() && applied.resource_version != before {
                     self.expect(applied.resource_version);
                 }
             }
@@ -420,12 +431,15 @@ impl Worker {
         &mut self,
         object: &ObjectRef,
         delay: Option<f64>,
+        requeued: bool,
         matched: bool,
         event: Option<RawEvent>,
         daemons: Option<&ObjectDaemons>,
     ) {
         let had_patch = event.is_none();
-        if had_patch && delay.is_some() {
+        // (a requeue after a patch that changed nothing has no event coming: it is slept)
+        let coming = had_patch && (!requeued || self.own_change.is_some());
+        if coming && delay.is_some() {
             // Our own patch brings a new cycle anyway. (Kopf says so only for a real delay.)
             if let Some(delay) = delay.filter(|d| *d > 0.0) {
                 object_log!(
@@ -438,6 +452,8 @@ impl Worker {
             match Box::pin(self.sleep(object, delay, daemons)).await {
                 // The new state is in `latest` already (or the daemons are to be re-checked).
                 Slept::Interrupted | Slept::DaemonExited => self.retry_now = true,
+                // Due: the same state is processed again, the object left as it is.
+                Slept::Fully if requeued => self.retry_now = true,
                 Slept::Fully => {
                     let event = event.expect("a delay is slept only without a patch");
                     Box::pin(self.touch(object, &event.object)).await

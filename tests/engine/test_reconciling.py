@@ -1,0 +1,183 @@
+"""`@kopf.on.reconcile` in a running operator: called with the object's state when it appears
+and when it changes (not for its own status writes), requeued in memory with no writes to the
+cluster, retried after an exponential backoff and at once after a fix, and kept by its
+finalizer until it has seen the deletion; bad declarations fail loudly."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from pathlib import Path
+
+from support.audit import AuditLog
+from support.cluster import kubectl
+from support.operators import OperatorProcess, eventually, get, write_script
+
+HANDLERS = """
+import time
+import kopf
+
+@kopf.on.startup()
+def configure(settings, **_):
+    settings.reconciling.backoff_base = 0.4
+    settings.reconciling.backoff_cap = 3.2
+    settings.reconciling.backoff_jitter = 0.0
+
+@kopf.on.reconcile('greetings')
+def greet(spec, name, retry, logger, **_):
+    logger.info(f"reconciling {name}: who={spec.get('who')} retry={retry} at={time.monotonic():.3f}")
+    if spec.get('fail'):
+        raise RuntimeError("not yet")
+    if spec.get('every'):
+        return kopf.Requeue(after=spec['every'])
+    return {'greeted': spec.get('who')}
+"""
+
+
+def greeting(name: str, namespace: str, spec: dict[str, object]) -> None:
+    kubectl("create", "-f", "-", input=json.dumps({
+        "apiVersion": "demo.kopf.dev/v1", "kind": "Greeting",
+        "metadata": {"name": name, "namespace": namespace}, "spec": spec}))
+
+
+def calls(output: str, name: str) -> list[tuple[str, int, float]]:
+    """The reconcile calls of one object: who, retry, and when (monotonic seconds)."""
+    return [(who, int(retry), float(at)) for who, retry, at in
+            re.findall(rf"reconciling {name}: who=(\S+) retry=(\d+) at=([\d.]+)", output)]
+
+
+def test_changes_reconcile_once_each_and_status_writes_do_not(crd: None, namespace: str, tmp_path: Path) -> None:
+    operator = OperatorProcess(["run", "-n", namespace, "--standalone", str(write_script(tmp_path, HANDLERS))],
+                               cwd=tmp_path)
+    try:
+        greeting("g1", namespace, {"who": "world"})
+        eventually(lambda: get("greeting", "g1", namespace).get("status", {}).get("greet") == {"greeted": "world"},
+                   what="the first result in the status")
+        kubectl("patch", "greeting", "g1", "-n", namespace, "--type=merge", "-p", '{"spec": {"who": "moon"}}')
+        eventually(lambda: get("greeting", "g1", namespace)["status"]["greet"] == {"greeted": "moon"},
+                   what="the second result in the status")
+        kubectl("label", "greeting", "g1", "-n", namespace, "colour=blue")
+        operator.wait_for(r"reconciling g1: who=moon", count=2)
+        time.sleep(1.5)  # (a call too many would come by now: the status writes' events are in)
+        seen = [who for who, _, _ in calls(operator.output, "g1")]
+    finally:
+        assert operator.stop() == 0
+    # One call per change: the creation, the spec's change, the label; none for the status.
+    assert seen == ["world", "moon", "moon"], operator.output
+
+
+def test_a_requeue_is_a_timer_with_no_writes(crd: None, namespace: str, tmp_path: Path) -> None:
+    operator = OperatorProcess(["run", "-n", namespace, "--standalone", str(write_script(tmp_path, HANDLERS))],
+                               cwd=tmp_path)
+    try:
+        greeting("g2", namespace, {"who": "sun", "every": 0.5})
+        operator.wait_for(r"reconciling g2:")
+        audit = AuditLog()
+        operator.wait_for(r"reconciling g2:", count=7, timeout=20)
+        writes = audit.writes(agent="kopf-rs/", namespace=namespace)
+    finally:
+        assert operator.stop() == 0
+    ticks = [at for _, _, at in calls(operator.output, "g2")]
+    gaps = [b - a for a, b in zip(ticks, ticks[1:], strict=False)]
+    assert all(0.45 <= gap < 2.0 for gap in gaps), gaps
+    assert not writes, writes  # Kopf's timers or touch-dummies would patch the object at every tick
+    assert "dummy" not in json.dumps(get("greeting", "g2", namespace)["metadata"].get("annotations", {}))
+
+
+def test_a_failure_backs_off_exponentially_and_a_fix_is_taken_at_once(
+        crd: None, namespace: str, tmp_path: Path) -> None:
+    operator = OperatorProcess(["run", "-n", namespace, "--standalone", str(write_script(tmp_path, HANDLERS))],
+                               cwd=tmp_path)
+    try:
+        greeting("g3", namespace, {"who": "stars", "fail": True})
+        operator.wait_for(r"reconciling g3: who=stars retry=4", timeout=30)
+        fixed_at = time.monotonic()  # the next retry is 3.2 s away: a call before is the fix's
+        kubectl("patch", "greeting", "g3", "-n", namespace, "--type=merge", "-p", '{"spec": {"fail": false}}')
+        eventually(lambda: get("greeting", "g3", namespace).get("status", {}).get("greet") == {"greeted": "stars"},
+                   what="the result after the fix")
+        output = operator.output
+    finally:
+        assert operator.stop() == 0
+    attempts = calls(output, "g3")
+    assert [retry for _, retry, _ in attempts[:5]] == [0, 1, 2, 3, 4], output
+    gaps = [b - a for (_, _, a), (_, _, b) in zip(attempts[:4], attempts[1:5], strict=True)]
+    # 0.4, 0.8, 1.6, 3.2 (the cap); a Python call and a cycle in between each.
+    for gap, expected in zip(gaps, [0.4, 0.8, 1.6, 3.2], strict=True):
+        assert expected * 0.95 <= gap < expected + 0.6, gaps
+    assert "failed with an exception and will try again after the object's backoff: not yet" in output
+    after_fix = [at for _, _, at in attempts if at > fixed_at]
+    assert after_fix and after_fix[0] - fixed_at < 1.5, (fixed_at, attempts)
+
+
+FINALIZING = """
+import kopf
+
+@kopf.on.reconcile('greetings', finalizer=True)
+def keep(name, deleting, logger, **_):
+    logger.info(f"reconciling {name}, deleting={deleting}")
+"""
+
+
+def test_the_finalizer_keeps_the_object_until_the_handler_has_seen_its_deletion(
+        crd: None, namespace: str, tmp_path: Path) -> None:
+    operator = OperatorProcess(["run", "-n", namespace, "--standalone", str(write_script(tmp_path, FINALIZING))],
+                               cwd=tmp_path)
+    try:
+        greeting("g4", namespace, {"who": "all"})
+        operator.wait_for(r"reconciling g4, deleting=False")
+        assert "kopf.zalando.org/KopfFinalizerMarker" in get("greeting", "g4", namespace)["metadata"]["finalizers"]
+        kubectl("delete", "greeting", "g4", "-n", namespace, "--timeout=30s")
+        output = operator.wait_for(r"reconciling g4, deleting=True")
+    finally:
+        assert operator.stop() == 0
+    assert output.count("reconciling g4, deleting=False") == 1, output
+    assert kubectl("get", "greetings", "-n", namespace, "-o", "name").strip() == ""
+
+
+MIXED = """
+import kopf
+
+@kopf.on.create('greetings')
+def create_fn(**_):
+    pass
+
+@kopf.on.reconcile('greetings')
+def reconcile_fn(**_):
+    pass
+"""
+
+SPELLED_APART = """
+import kopf
+
+@kopf.on.create('demo.kopf.dev', 'greetings')
+def create_fn(**_):
+    pass
+
+@kopf.on.reconcile('Greeting')
+def reconcile_fn(**_):
+    pass
+
+@kopf.on.event('configmaps')
+def other(name, logger, **_):
+    logger.info(f"a configmap is seen: {name}")
+"""
+
+
+def test_reconcile_and_change_handlers_of_one_resource_are_refused(
+        crd: None, namespace: str, tmp_path: Path) -> None:
+    # The same selector: refused when the script is loaded.
+    operator = OperatorProcess(["run", "-n", namespace, "--standalone", str(write_script(tmp_path, MIXED))],
+                               cwd=tmp_path)
+    assert operator.process.wait(timeout=30) != 0
+    assert "cannot serve the same resource" in operator.output, operator.output
+    # Other spellings of one resource: that resource is not served; the others are.
+    script = write_script(tmp_path, SPELLED_APART, name="apart.py")
+    operator = OperatorProcess(["run", "-n", namespace, "--standalone", str(script)], cwd=tmp_path)
+    try:
+        operator.wait_for(r"Reconcile handlers and change handlers cannot serve the same resource, so it is "
+                          r"not served: greetings")
+        kubectl("create", "configmap", "cm1", "-n", namespace)
+        operator.wait_for(r"a configmap is seen: cm1")
+    finally:
+        assert operator.stop() == 0
