@@ -147,6 +147,7 @@ def _changing(
         real_field = parse_field(field) or None
         selector = Selector(arg1, arg2, arg3, group=group, version=version, kind=kind, plural=plural,
                             singular=singular, shortcut=shortcut, category=category)
+        _refuse_both_styles(real_registry, selector, reconciling=False)
         real_registry._changing.append(ChangingHandler(
             fn=_models.typed(fn), id=generate_id(fn=fn, id=id, suffix='.'.join(real_field or [])), param=param,
             errors=errors, timeout=timeout, retries=retries, backoff=backoff,
@@ -154,7 +155,6 @@ def _changing(
             field=real_field, value=value, old=old, new=new, field_needs_change=field_needs_change,
             initial=initial, deleted=deleted, requires_finalizer=requires_finalizer, reason=reason,
         ))
-        _refuse_both_styles(real_registry, selector)
         return fn
     return decorator
 
@@ -400,7 +400,7 @@ def reconcile(
         real_registry, real_field = _checked(registry, field, value, labels, annotations)
         selector = Selector(arg1, arg2, arg3, group=group, version=version, kind=kind, plural=plural,
                             singular=singular, shortcut=shortcut, category=category)
-        _refuse_both_styles(real_registry, selector)
+        _refuse_both_styles(real_registry, selector, reconciling=True)
         real_registry._reconciling.append(ReconcilingHandler(
             fn=_models.typed(fn), id=generate_id(fn=fn, id=id), param=param,
             errors=errors, timeout=timeout, retries=retries, backoff=None,
@@ -411,14 +411,12 @@ def reconcile(
     return decorator
 
 
-def _refuse_both_styles(registry: OperatorRegistry, selector: Selector | None) -> None:
+def _refuse_both_styles(registry: OperatorRegistry, selector: Selector | None, *, reconciling: bool) -> None:
     """Reconcile handlers and change handlers of one resource would both act on each change, each
     believing it owns the object: refused at the declaration where the selectors say it (the core
-    refuses it for the resources they share in other spellings)."""
-    if selector is None:
-        return
-    mixed = [h for h in (*registry._changing, *registry._reconciling) if h.selector == selector]
-    if any(isinstance(h, ChangingHandler) for h in mixed) and any(isinstance(h, ReconcilingHandler) for h in mixed):
+    refuses it for the resources they share in other spellings). Checked before the handler is added."""
+    others = registry._changing if reconciling else registry._reconciling
+    if selector is not None and any(handler.selector == selector for handler in others):
         raise TypeError(f"@kopf.on.reconcile and change handlers (@kopf.on.create, update, delete, resume, "
                         f"field) cannot serve the same resource ({selector}): a reconcile handler sees every "
                         f"change itself. Choose one style per resource.")

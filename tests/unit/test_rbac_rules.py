@@ -115,3 +115,18 @@ def test_conversion_handlers_read_their_crds_and_patch_them_when_managed() -> No
     settings.conversion.managed = True
     settings.scanning.disabled = True
     assert rules(registry, settings=settings) == {crds: ['get', 'patch']}
+
+
+def test_reconcile_handlers_watch_and_patch_as_change_handlers_do() -> None:
+    registry = kopf.OperatorRegistry()
+    kopf.on.reconcile('greetings', id='level', registry=registry, finalizer=True)(lambda **_: None)
+    assert rules(registry) == {
+        ('ns1', 'demo.kopf.dev', 'greetings'): ['list', 'patch', 'watch'],
+        ('ns1', 'demo.kopf.dev', 'greetings/status'): ['patch'],
+        ('ns1', '', 'events'): ['create'],
+        (None, 'apiextensions.k8s.io', 'customresourcedefinitions'): ['list', 'watch'],
+    }
+    plan = _rbac.plan(registry=registry, resources=RESOURCES, namespaces=['ns1'], clusterwide=False,
+                      standalone=True, peering_name='default', lease_name=None, lease_namespace='ns1',
+                      account='op', account_namespace='ns1')
+    assert "reconcile handler 'level' (the watch-stream)" in rendering.render(plan, source='handlers.py')

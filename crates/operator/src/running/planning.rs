@@ -4,8 +4,8 @@
 use super::OperatorSpec;
 use crate::client::resources::{Resource, Selector};
 use crate::intents::handlers::{
-    ChangingHandler, IndexingHandler, LogHandler, ReconcilingHandler, SpawningHandler,
-    WatchingHandler,
+    ChangingHandler, IndexingHandler, LogHandler, ReconcilingHandler, ResourceFilters,
+    SpawningHandler, WatchingHandler,
 };
 use crate::intents::hooks::{HandlerKind, Hooks};
 use crate::settings::ServerSelectors;
@@ -21,16 +21,57 @@ use std::sync::Arc;
 pub(super) const OWN_GROUPS: [&str; 4] = ["", "apiextensions.k8s.io", "kopf.dev", "zalando.org"];
 
 impl OperatorSpec {
+    /// Every resource handler of every kind: its kind, filters, index in Python, and position
+    /// in the spec (the one list of kinds that the planning reads).
+    pub(super) fn handlers(&self) -> Vec<(HandlerKind, &ResourceFilters, usize, usize)> {
+        fn each<'s, H>(
+            kind: HandlerKind,
+            handlers: &'s [H],
+            parts: impl Fn(&'s H) -> (&'s ResourceFilters, usize),
+        ) -> impl Iterator<Item = (HandlerKind, &'s ResourceFilters, usize, usize)> {
+            let found = handlers
+                .iter()
+                .enumerate()
+                .map(move |(at, h)| (at, parts(h)));
+            found.map(move |(at, (filters, index))| (kind, filters, index, at))
+        }
+        let mut all = Vec::new();
+        for kind in HandlerKind::ALL {
+            match kind {
+                HandlerKind::Changing => {
+                    all.extend(each(kind, &self.changing, |h| (&h.filters, h.index)))
+                }
+                HandlerKind::Watching => {
+                    all.extend(each(kind, &self.watching, |h| (&h.filters, h.index)))
+                }
+                HandlerKind::Spawning => {
+                    all.extend(each(kind, &self.spawning, |h| (&h.filters, h.index)))
+                }
+                HandlerKind::Indexing => {
+                    all.extend(each(kind, &self.indexing, |h| (&h.filters, h.index)))
+                }
+                HandlerKind::Admission => {
+                    all.extend(each(kind, &self.webhooks, |h| (&h.filters, h.index)))
+                }
+                HandlerKind::Logging => {
+                    all.extend(each(kind, &self.logging, |h| (&h.filters, h.index)))
+                }
+                HandlerKind::Reconciling => {
+                    all.extend(each(kind, &self.reconciling, |h| (&h.filters, h.index)))
+                }
+            }
+        }
+        all
+    }
+
     /// The API groups to discover, as Kopf narrows its scans: those the handlers' selectors
     /// name and the engine's own; all (`None`) if any selector leaves its group open (a bare
     /// name, `kopf.EVERYTHING`, a callable).
     pub(super) fn api_groups(&self) -> Option<BTreeSet<String>> {
-        let filters = (self.changing.iter().map(|h| &h.filters))
-            .chain(self.watching.iter().map(|h| &h.filters))
-            .chain(self.spawning.iter().map(|h| &h.filters))
-            .chain(self.indexing.iter().map(|h| &h.filters))
-            .chain(self.webhooks.iter().map(|h| &h.filters))
-            .chain(self.logging.iter().map(|h| &h.filters));
+        let filters = self
+            .handlers()
+            .into_iter()
+            .map(|(_, filters, _, _)| filters);
         let mut groups: BTreeSet<String> = OWN_GROUPS.iter().map(|g| (*g).to_owned()).collect();
         let selectors = (filters.filter_map(|filters| filters.selector.as_ref()))
             .chain(self.conversions.iter().map(|h| &h.selector));
@@ -136,23 +177,10 @@ async fn assign(
 ) -> BTreeMap<String, Planned> {
     let mut planned: BTreeMap<String, Planned> = BTreeMap::new();
     let mut unresolved = BTreeSet::new();
-    // (kind, filters, the handler's index in Python, its position in the spec)
-    let changing = (spec.changing.iter().enumerate())
-        .map(|(at, h)| (HandlerKind::Changing, &h.filters, h.index, at));
-    let watching = (spec.watching.iter().enumerate())
-        .map(|(at, h)| (HandlerKind::Watching, &h.filters, h.index, at));
-    let spawning = (spec.spawning.iter().enumerate())
-        .map(|(at, h)| (HandlerKind::Spawning, &h.filters, h.index, at));
-    let indexing = (spec.indexing.iter().enumerate())
-        .map(|(at, h)| (HandlerKind::Indexing, &h.filters, h.index, at));
-    let logging = (spec.logging.iter().enumerate())
-        .map(|(at, h)| (HandlerKind::Logging, &h.filters, h.index, at));
-    let reconciling = (spec.reconciling.iter().enumerate())
-        .map(|(at, h)| (HandlerKind::Reconciling, &h.filters, h.index, at));
-    let all = (changing.chain(watching).chain(spawning))
-        .chain(indexing)
-        .chain(logging)
-        .chain(reconciling);
+    // (kind, filters, the handler's index in Python, its position in the spec); admission
+    // handlers are served by the webhooks (`webhook_resources`), not watched.
+    let all = spec.handlers().into_iter();
+    let all = all.filter(|(kind, ..)| *kind != HandlerKind::Admission);
     for (kind, filters, index, at) in all {
         let Some(selector) = &filters.selector else {
             continue; // not the operator's own handler (none comes without a selector)
