@@ -748,7 +748,8 @@ GOALS = {"cpu_seconds": 1 / 5, "idle_cpu_seconds": 1.0, "peak_rss_mib": 1 / 3, "
          "reaction_p99_ms": 1 / 2}
 GOALS_OF_WORKLOADS = {("timers", "cpu_seconds"): 1 / 4}
 SHOWN = [*GOALS, "reaction_p50_ms", "lateness_p99_ms", "requests_patch", "latency_p50_ms", "latency_p99_ms",
-         "listed_seconds", "lines_per_cpu_second", "objects_per_cpu_second", "rss_growth_mib", "lag_lines"]
+         "listed_seconds", "lines_per_cpu_second", "objects_per_cpu_second", "rss_growth_mib", "lag_lines",
+         "calls", "writes"]
 
 
 def goal_of(row: dict[str, Any]) -> float | None:
