@@ -167,6 +167,7 @@ KWARGS: dict[str, str] = {
     'userinfo': "Who made the admission request: username, uid, groups.",
     'sslpeer': "The webhook client's TLS certificate, if it presented one.",
     'headers': "The admission request's HTTP headers.",
+    'deleting': "Whether the object is being deleted (its ``metadata.deletionTimestamp`` is set).",
     'log': "The log line, without its newline.",
     'match': "The ``re.Match`` of the handler's ``regex=`` in the line (``None`` without a regex).",
     'container': "The name of the container that wrote the line.",
