@@ -175,6 +175,15 @@ mod tests {
         calls.map(|c| c.version).collect()
     }
 
+    /// A call's outcome: failed, to be retried.
+    fn failure() -> Outcome {
+        Outcome {
+            final_: false,
+            exception: Some("boom".into()),
+            ..Default::default()
+        }
+    }
+
     /// One cycle of the object `a` at this version, with this `spec.who`: its requeue.
     async fn cycle(
         ctx: &Arc<ResourceContext>,
@@ -213,11 +222,7 @@ mod tests {
         );
         assert_eq!(calls(&hooks).len(), 1);
 
-        hooks.answer(Outcome {
-            final_: false,
-            exception: Some("boom".into()),
-            ..Default::default()
-        });
+        hooks.answer(failure());
         assert_eq!(
             cycle(&ctx, memory, "3", "moon").await,
             Some(2.0),
@@ -229,11 +234,7 @@ mod tests {
             "not due yet: the rest of the wait"
         );
         tokio::time::advance(Duration::from_secs(2)).await;
-        hooks.answer(Outcome {
-            final_: false,
-            exception: Some("boom".into()),
-            ..Default::default()
-        });
+        hooks.answer(failure());
         assert_eq!(
             cycle(&ctx, memory, "4", "moon").await,
             Some(4.0),
