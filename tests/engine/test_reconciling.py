@@ -80,7 +80,7 @@ def test_a_requeue_is_a_timer_with_no_writes(crd: None, namespace: str, tmp_path
         assert operator.stop() == 0
     ticks = [at for _, _, at in calls(operator.output, "g2")]
     gaps = [b - a for a, b in zip(ticks, ticks[1:], strict=False)]
-    assert all(0.45 <= gap < 2.0 for gap in gaps), gaps
+    assert all(0.45 <= gap < 3.0 for gap in gaps), gaps  # (never sooner; later only under load)
     assert not writes, writes  # Kopf's timers or touch-dummies would patch the object at every tick
     assert "dummy" not in json.dumps(get("greeting", "g2", namespace)["metadata"].get("annotations", {}))
 
@@ -102,12 +102,13 @@ def test_a_failure_backs_off_exponentially_and_a_fix_is_taken_at_once(
     attempts = calls(output, "g3")
     assert [retry for _, retry, _ in attempts[:5]] == [0, 1, 2, 3, 4], output
     gaps = [b - a for (_, _, a), (_, _, b) in zip(attempts[:4], attempts[1:5], strict=True)]
-    # 0.4, 0.8, 1.6, 3.2 (the cap); a Python call and a cycle in between each.
+    # 0.4, 0.8, 1.6, 3.2 (the cap): never sooner; later by a Python call and a cycle (more
+    # under load, yet far from a fixed delay).
     for gap, expected in zip(gaps, [0.4, 0.8, 1.6, 3.2], strict=True):
-        assert expected * 0.95 <= gap < expected + 0.6, gaps
+        assert expected * 0.95 <= gap < expected * 1.5 + 1.0, gaps
     assert "failed with an exception and will try again after the object's backoff: not yet" in output
     after_fix = [at for _, _, at in attempts if at > fixed_at]
-    assert after_fix and after_fix[0] - fixed_at < 1.5, (fixed_at, attempts)
+    assert after_fix and after_fix[0] - fixed_at < 2.8, (fixed_at, attempts)
 
 
 FINALIZING = """
