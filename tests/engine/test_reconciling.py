@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 import time
 from pathlib import Path
 
 from support.audit import AuditLog
 from support.cluster import kubectl
-from support.operators import OperatorProcess, eventually, get, write_script
+from support.operators import OperatorProcess, account_kubeconfig, eventually, get, refused, write_script
 
 HANDLERS = """
 import time
@@ -134,6 +136,31 @@ def test_the_finalizer_keeps_the_object_until_the_handler_has_seen_its_deletion(
         assert operator.stop() == 0
     assert output.count("reconciling g4, deleting=False") == 1, output
     assert kubectl("get", "greetings", "-n", namespace, "-o", "name").strip() == ""
+
+
+def test_a_reconcile_operator_runs_under_its_generated_rules(crd: None, namespace: str, tmp_path: Path) -> None:
+    script = write_script(tmp_path, FINALIZING)
+    account = f"op-{namespace}"
+    kopf = str(Path(sys.executable).with_name("kopf"))
+    generated = subprocess.run([kopf, "rbac", "generate", "-n", namespace, "--name", account, "--standalone",
+                                str(script)], capture_output=True, text=True, check=False, timeout=60)
+    assert generated.returncode == 0, generated.stderr
+    assert "reconcile handler 'keep' (the watch-stream)" in generated.stdout
+    kubectl("apply", "-f", "-", input=generated.stdout)
+    try:
+        kubeconfig = account_kubeconfig(account, tmp_path, namespace)
+        operator = OperatorProcess(["run", "-n", namespace, "--standalone", str(script)], cwd=tmp_path,
+                                   env={"KUBECONFIG": str(kubeconfig)})
+        try:
+            greeting("g5", namespace, {"who": "ops"})
+            operator.wait_for(r"reconciling g5, deleting=False")
+            kubectl("delete", "greeting", "g5", "-n", namespace, "--timeout=30s")
+            operator.wait_for(r"reconciling g5, deleting=True")
+        finally:
+            assert operator.stop() == 0
+        assert not refused(operator.output), operator.output
+    finally:
+        kubectl("delete", "clusterrole,clusterrolebinding", account, "--ignore-not-found")
 
 
 MIXED = """
