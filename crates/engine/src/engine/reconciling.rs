@@ -95,7 +95,8 @@ pub(crate) async fn reconcile(
         } else if outcome.exception.is_none() {
             requeue = min(requeue, invoked.requeue);
         }
-        // A permanent failure waits for the next change of the object, as in Kopf.
+        // A permanent failure waits for the next change of the object; in a deletion, it lets
+        // the object go, as Kopf's deletion handlers that failed for good do.
     }
 
     remembered.attempted = Some(state);
