@@ -377,7 +377,7 @@ def reconcile(
         plural: str | None = None, singular: str | None = None, shortcut: str | None = None,
         category: str | None = None, id: str | None = None, param: Any | None = None,
         errors: ErrorsMode | None = None, timeout: float | None = None, retries: int | None = None,
-        finalizer: bool = False,
+        finalizer: bool = False, owns: Collection[Any] = (),
         labels: MetaFilter | None = None, annotations: MetaFilter | None = None,
         when: Callable[..., bool] | None = None, field: FieldSpec = None, value: Any | None = None,
         registry: OperatorRegistry | None = None,
@@ -393,9 +393,13 @@ def reconcile(
     never overlap, and changes that come during a call make one more call. It returns nothing,
     a result for ``status.<id>``, or ``kopf.Requeue(after=seconds)``. A failure is retried
     after the object's own backoff (``settings.reconciling``), or a ``kopf.TemporaryError``'s
-    own ``delay``; a change of the object retries at once. A resource served by reconcile
-    handlers has no change handlers (``@kopf.on.create`` & co.).
+    own ``delay``; a change of the object retries at once. With ``owns=``, a change of a child
+    (an object of those resources whose ``ownerReferences`` name the object, as ``kopf.adopt()``
+    sets them) calls it too. A resource served by reconcile handlers has no change handlers
+    (``@kopf.on.create`` & co.).
     """
+    children = _owned(owns)
+
     def decorator(fn: ReconcilingFnT) -> ReconcilingFnT:
         real_registry, real_field = _checked(registry, field, value, labels, annotations)
         selector = Selector(arg1, arg2, arg3, group=group, version=version, kind=kind, plural=plural,
@@ -405,10 +409,26 @@ def reconcile(
             fn=_models.typed(fn), id=generate_id(fn=fn, id=id), param=param,
             errors=errors, timeout=timeout, retries=retries, backoff=None,
             selector=selector, labels=labels, annotations=annotations, when=when,
-            field=real_field, value=value, finalizer=bool(finalizer),
+            field=real_field, value=value, finalizer=bool(finalizer), owns=children,
         ))
         return fn
     return decorator
+
+
+def _owned(owns: Collection[Any]) -> tuple[Selector, ...]:
+    """The children's resources of ``owns=``: each named as a handler's resource is (a name, a
+    tuple of its positional parts, or a model class)."""
+    if isinstance(owns, str | bytes) or not isinstance(owns, Collection):
+        raise TypeError(f"owns= takes a list of resources, each as a handler's would be named "
+                        f"(e.g. ['deployments', ('', 'v1', 'services')]), not {owns!r}.")
+    selectors = []
+    for owned in owns:
+        parts = owned if isinstance(owned, tuple) else (owned,)
+        if not parts or not all(isinstance(p, str) or isinstance(p, type) for p in parts) or len(parts) > 3:
+            raise TypeError(f"owns=: {owned!r} names no resource (a name like 'deployments', a tuple like "
+                            f"('apps', 'v1', 'deployments'), or a model class).")
+        selectors.append(Selector(*parts))
+    return tuple(selectors)
 
 
 def _refuse_both_styles(registry: OperatorRegistry, selector: Selector | None, *, reconciling: bool) -> None:

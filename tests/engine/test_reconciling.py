@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from support.audit import AuditLog
 from support.cluster import kubectl
@@ -161,6 +162,52 @@ def test_a_reconcile_operator_runs_under_its_generated_rules(crd: None, namespac
         assert not refused(operator.output), operator.output
     finally:
         kubectl("delete", "clusterrole,clusterrolebinding", account, "--ignore-not-found")
+
+
+OWNING = """
+import json
+import subprocess
+import kopf
+
+@kopf.on.reconcile('greetings', owns=['configmaps'])
+def ensure(name, namespace, uid, spec, logger, **_):
+    logger.info(f"reconciling {name}")
+    child = {"apiVersion": "v1", "kind": "ConfigMap",
+             "metadata": {"name": f"{name}-child", "namespace": namespace},
+             "data": {"who": spec.get("who", "")}}
+    kopf.adopt(child)
+    subprocess.run(["kubectl", "apply", "-f", "-"], input=json.dumps(child), text=True, check=True,
+                   capture_output=True)
+"""
+
+
+def child(namespace: str) -> dict[str, Any]:
+    """The owner g6's child as it is now (empty if there is none)."""
+    found = subprocess.run(["kubectl", "get", "configmap", "g6-child", "-n", namespace, "-o", "json"],
+                           capture_output=True, text=True, check=False)
+    return json.loads(found.stdout) if found.returncode == 0 else {}
+
+
+def test_a_child_changed_or_deleted_by_hand_wakes_its_owner(crd: None, namespace: str, tmp_path: Path) -> None:
+    operator = OperatorProcess(["run", "-n", namespace, "--standalone", str(write_script(tmp_path, OWNING))],
+                               cwd=tmp_path)
+    try:
+        greeting("g6", namespace, {"who": "kids"})
+        greeting("g7", namespace, {"who": "others"})
+        eventually(lambda: child(namespace).get("data") == {"who": "kids"}, what="the child made by the owner")
+        assert child(namespace)["metadata"]["ownerReferences"][0]["name"] == "g6"
+        operator.wait_for(r"reconciling g7")
+        calls_before = operator.output.count("reconciling g7")
+
+        kubectl("delete", "configmap", "g6-child", "-n", namespace)
+        eventually(lambda: child(namespace).get("data") == {"who": "kids"}, what="the child made again")
+        kubectl("patch", "configmap", "g6-child", "-n", namespace, "--type=merge", "-p",
+                '{"data": {"who": "intruder"}}')
+        eventually(lambda: child(namespace).get("data") == {"who": "kids"}, what="the child's change reverted")
+    finally:
+        assert operator.stop() == 0
+    # Only the owner named by the child is woken: the other one is not called again.
+    assert operator.output.count("reconciling g7") == calls_before, operator.output
 
 
 MIXED = """

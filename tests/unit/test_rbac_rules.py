@@ -130,3 +130,9 @@ def test_reconcile_handlers_watch_and_patch_as_change_handlers_do() -> None:
                       standalone=True, peering_name='default', lease_name=None, lease_namespace='ns1',
                       account='op', account_namespace='ns1')
     assert "reconcile handler 'level' (the watch-stream)" in rendering.render(plan, source='handlers.py')
+
+
+def test_the_children_of_reconcile_handlers_are_watched() -> None:
+    registry = kopf.OperatorRegistry()
+    kopf.on.reconcile('greetings', owns=['nodes'], registry=registry)(lambda **_: None)
+    assert rules(registry)[(None, '', 'nodes')] == ['list', 'watch']

@@ -68,3 +68,19 @@ def test_the_reconcile_backoff_reaches_the_core_as_numbers() -> None:
     assert settings.for_engine()['reconciling'] == {'backoff_base': 0.005, 'backoff_cap': 30.0,
                                                     'backoff_jitter': 0.1, 'retry_rate': 10.0,
                                                     'retry_burst': 100.0}
+
+
+def test_owned_resources_are_named_as_handlers_resources_are() -> None:
+    registry = kopf.OperatorRegistry()
+    kopf.on.reconcile('greetings', owns=['configmaps', ('apps', 'v1', 'deployments')], registry=registry)(
+        lambda **_: None)
+    [handler] = registry._reconciling
+    owns = handler.reconciling_for_engine()['owns']
+    assert [(o['any_name'], o['group'], o['plural']) for o in owns] == [('configmaps', None, None),
+                                                                       ('deployments', 'apps', None)]
+
+
+@pytest.mark.parametrize("owns", ['configmaps', [lambda resource: True], [()], [('a', 'b', 'c', 'd')], 5])
+def test_owned_resources_that_name_none_are_refused(owns: object) -> None:
+    with pytest.raises(TypeError, match="owns="):
+        kopf.on.reconcile('greetings', owns=owns)  # type: ignore[arg-type]

@@ -169,6 +169,7 @@ class LogHandler(ResourceHandler):
 class ReconcilingHandler(ResourceHandler):
     """``@kopf.on.reconcile`` (not in Kopf): the object's state, level-based."""
     finalizer: bool
+    owns: tuple[Selector, ...]  # the children's resources: their changes wake their owners
     # Called on every change and requeue: its successes are logged at DEBUG, not INFO.
     quiet: ClassVar[bool] = True
     # Retried after the object's own backoff (``settings.reconciling``), not ``backoff=``.
@@ -179,7 +180,8 @@ class ReconcilingHandler(ResourceHandler):
 
     def reconciling_for_engine(self) -> dict[str, Any]:
         """The handler as the core needs it (it is called back by its position, given apart)."""
-        return {'id': self.id, 'finalizer': bool(self.finalizer), **self.filters_for_engine()}
+        return {'id': self.id, 'finalizer': bool(self.finalizer),
+                'owns': [selector.for_engine() for selector in self.owns], **self.filters_for_engine()}
 
 
 @dataclasses.dataclass(frozen=True)

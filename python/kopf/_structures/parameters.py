@@ -90,6 +90,9 @@ _COMMON: dict[str, str] = {
     'source': "The version this conversion step converts from.",
     'target': "The version this conversion step converts to.",
     'fn': "The function to register as a sub-handler.",
+    'owns': "The resources of the objects it owns (children): a change of one, or its deletion, calls the "
+            "handler for the owner that its ``ownerReferences`` name (as ``kopf.adopt()`` sets them); each "
+            "named as a handler's resource is: ``'deployments'``, ``('', 'v1', 'services')``, a model class.",
     'finalizer': "Keep a finalizer on the objects, so that their deletion waits until the handler has "
                  "been called with ``deleting=True`` and has succeeded (default: not).",
 }

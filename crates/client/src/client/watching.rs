@@ -35,13 +35,16 @@ pub enum EventType {
     /// Made by the engine, not the server: the object was not listed again after a re-listing
     /// (a 410 Gone, a pause), so it was deleted while nothing watched.
     Vanished,
+    /// Made by the engine, not the server: an object it owns has changed, so its reconcile
+    /// handlers are due; the body is the last one known (not news of the object itself).
+    Woken,
 }
 
 impl EventType {
     /// The server's name of the event, as Kopf passes it to handlers (`None` for listings).
     pub fn as_kopf(self) -> Option<&'static str> {
         match self {
-            EventType::Listed | EventType::Vanished => None,
+            EventType::Listed | EventType::Vanished | EventType::Woken => None,
             EventType::Added => Some("ADDED"),
             EventType::Modified => Some("MODIFIED"),
             EventType::Deleted => Some("DELETED"),

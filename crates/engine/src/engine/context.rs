@@ -4,6 +4,7 @@
 
 use crate::client::applying::Patcher;
 use crate::client::resources::Resource;
+use crate::engine::waking::{OwnerBodies, OwnerKind, Wakers};
 use crate::indices::Indices;
 use crate::intents::handlers::{
     ChangingHandler, IndexingHandler, LogHandler, Reason, ReconcilingHandler, SpawningHandler,
@@ -98,6 +99,8 @@ pub struct ReconcileMemory {
     pub started: Option<chrono::DateTime<chrono::Utc>>,
     /// The object's deletion was reconciled: its finalizer no longer waits for that.
     pub deletion_done: bool,
+    /// An object it owns has changed since: due now (`waking`).
+    pub woken: bool,
 }
 
 /// The failures of an object's indexing functions, by index id: retries and delays after
@@ -150,6 +153,14 @@ pub struct ResourceContext {
     /// The retries of failed reconcile calls, of all resources together
     /// (`settings.reconciling.retry_rate`).
     pub retry_budget: Arc<crate::util::buckets::TokenBucket>,
+    /// Its objects' last bodies, if its reconcile handlers own children (`owns=`): what their
+    /// children's changes queue (`waking`).
+    pub owner_bodies: Option<Arc<OwnerBodies>>,
+    /// The owners' kinds whose reconcile handlers own this resource's objects, and where to
+    /// wake them (empty and none: nobody owns them).
+    pub owners: Vec<OwnerKind>,
+    /// The operator's owners, to wake (`waking`).
+    pub wakers: Option<Arc<Wakers>>,
     /// Where the handlers' progress is kept.
     pub progress: Arc<dyn ProgressStorage>,
     /// Where the last handled essence is kept.

@@ -2,7 +2,7 @@
 //! `queueing` routes each object's events to its worker; `processing` finds the cause
 //! and the handlers to call (`selecting`: which of the declared ones match; `executing`:
 //! calling them through the `intents`' hooks); `reconciling` calls the level-based
-//! reconcile handlers instead; `indexing` fills the indices; `daemons`
+//! reconcile handlers instead (`waking`: their children's changes wake them); `indexing` fills the indices; `daemons`
 //! runs daemons and timers per object (`coalescing`: when their intervals end); `logs`
 //! follows the pods' logs for the log handlers; `context`
 //! is what they share per resource and per object.
@@ -19,6 +19,7 @@ pub mod processing;
 pub mod queueing;
 pub mod reconciling;
 pub mod selecting;
+pub mod waking;
 
 #[cfg(test)]
 mod crash_windows;

@@ -31,17 +31,27 @@ pub(crate) async fn reconcile(
     event: &RawEvent,
     cycle: &mut Cycle,
 ) -> StorageResult<()> {
+    let body = &event.object;
+    let uid = dicts::meta(body, "uid")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
     if ctx.reconciling.is_empty() || event.event_type == EventType::Deleted {
+        if let Some(bodies) = &ctx.owner_bodies {
+            bodies.forget(uid);
+        }
         return Ok(()); // gone: nothing to reconcile, and the worker forgets it
     }
-    let body = &event.object;
+    if let Some(bodies) = &ctx.owner_bodies {
+        bodies.remember(uid, body); // what its children's changes wake it with (`waking`)
+    }
     let object = ObjectRef::of(body);
     let deleting = dicts::meta(body, "deletionTimestamp").is_some_and(|v| !v.is_null());
     let state = digest(ctx, body, deleting)?;
     let remembered = memory.reconciling.get_or_insert_with(Box::default);
     let now = Instant::now();
     let changed = remembered.attempted != Some(state);
-    let due = remembered.due.is_some_and(|due| due <= now);
+    let woken = std::mem::take(&mut remembered.woken);
+    let due = woken || remembered.due.is_some_and(|due| due <= now);
     if !changed && !due {
         cycle.requeue = remembered.due.map(|due| (due - now).as_secs_f64());
         return Ok(());

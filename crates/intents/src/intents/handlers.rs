@@ -278,6 +278,10 @@ pub struct ReconcilingHandler {
     /// Keep the object until the handler has seen it deleted (Kopf's finalizer).
     #[serde(default)]
     pub finalizer: bool,
+    /// The resources of its children (`owns=`): a change of one wakes the owner its
+    /// `ownerReferences` name.
+    #[serde(default)]
+    pub owns: Vec<Selector>,
     /// Which objects it is for.
     #[serde(flatten)]
     pub filters: ResourceFilters,

@@ -92,6 +92,7 @@ impl Changes {
                         EventType::Listed | EventType::Added => event("ADDED", object),
                         EventType::Modified => event("MODIFIED", object),
                         EventType::Deleted | EventType::Vanished => event("DELETED", object),
+                        EventType::Woken => Vec::new(), // the engine's own, not the server's
                     };
                 };
                 let version = text(&object, "resourceVersion").unwrap_or_default();
@@ -121,6 +122,7 @@ impl Changes {
                         self.known.remove(&uid);
                         event("DELETED", object)
                     }
+                    EventType::Woken => Vec::new(), // the engine's own, not the server's
                 }
             }
         }

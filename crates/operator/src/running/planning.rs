@@ -3,6 +3,7 @@
 
 use super::OperatorSpec;
 use crate::client::resources::{Resource, Selector};
+use crate::engine::waking::OwnerKind;
 use crate::intents::handlers::{
     ChangingHandler, IndexingHandler, LogHandler, ReconcilingHandler, ResourceFilters,
     SpawningHandler, WatchingHandler,
@@ -148,6 +149,8 @@ pub(super) struct Planned {
     pub(super) indexing: Vec<IndexingHandler>,
     pub(super) logging: Vec<Arc<LogHandler>>,
     pub(super) reconciling: Vec<ReconcilingHandler>,
+    /// The owners whose reconcile handlers own its objects (`owns=`): woken by their changes.
+    pub(super) owners: Vec<OwnerKind>,
 }
 
 /// Which resources to serve, with the handlers of each; `warn` about the unresolved ones
@@ -208,6 +211,34 @@ async fn assign(
             plan.add(spec, kind, at);
         }
     }
+    // The children's resources of reconcile handlers that own some (`owns=`): watched, and
+    // their objects' changes wake the owners (`engine::waking`).
+    for handler in spec.reconciling.iter().filter(|h| !h.owns.is_empty()) {
+        let Some(selector) = &handler.filters.selector else {
+            continue;
+        };
+        let kind = HandlerKind::Reconciling;
+        let owners = select(selector, kind, handler.index, resources, hooks).await;
+        for owned in &handler.owns {
+            let children = select(owned, kind, handler.index, resources, hooks).await;
+            if children.is_empty() {
+                unresolved.insert(owned.repr.clone());
+            }
+            for child in children {
+                let plan =
+                    (planned.entry(child.name())).or_insert_with(|| Planned::empty(child.clone()));
+                for owner in &owners {
+                    let owner = OwnerKind {
+                        group: owner.group.clone(),
+                        kind: owner.kind.clone(),
+                    };
+                    if !plan.owners.contains(&owner) {
+                        plan.owners.push(owner);
+                    }
+                }
+            }
+        }
+    }
     if warn && !unresolved.is_empty() {
         let names: Vec<String> = unresolved.into_iter().collect();
         tracing::warn!(target: ENGINE,
@@ -232,7 +263,7 @@ fn servable(mut plan: Planned, warn: bool) -> Option<Planned> {
             );
         }
         let empty = plan.changing.is_empty() && plan.watching.is_empty();
-        let empty = empty && plan.reconciling.is_empty();
+        let empty = empty && plan.reconciling.is_empty() && plan.owners.is_empty();
         if empty && plan.spawning.is_empty() && plan.indexing.is_empty() {
             return None;
         }
@@ -298,6 +329,7 @@ impl Planned {
             indexing: Vec::new(),
             logging: Vec::new(),
             reconciling: Vec::new(),
+            owners: Vec::new(),
         }
     }
 

@@ -12,6 +12,7 @@ use crate::engine::context::ResourceContext;
 use crate::engine::daemons::Daemons;
 use crate::engine::logs::Logs;
 use crate::engine::queueing::Dispatcher;
+use crate::engine::waking::{OwnerKind, Wakers};
 use crate::ha::pausing::Pause;
 use crate::indices::{Indices, InitialListing};
 use crate::intents::hooks::Hooks;
@@ -42,6 +43,8 @@ pub(super) struct Serving {
     limiter: Option<Arc<Semaphore>>,
     /// The retries of failed reconcile calls, of all resources together.
     retry_budget: Arc<TokenBucket>,
+    /// The owners that their children's changes wake (`owns=`).
+    wakers: Arc<Wakers>,
     patterns: Vec<String>,
     /// The operator's pause (peering): watchers stop streaming, daemons stop.
     paused: watch::Receiver<bool>,
@@ -85,6 +88,7 @@ impl Serving {
                 settings.reconciling.retry_rate,
                 settings.reconciling.retry_burst,
             )),
+            wakers: Arc::default(),
             patterns: spec.namespaces.clone(),
             pause_seen: paused.clone(),
             paused,
@@ -126,6 +130,7 @@ impl Serving {
             resource: resource.clone(),
             finalizer: self.settings.persistence.finalizer.clone(),
         };
+        let owning = plan.reconciling.iter().any(|h| !h.owns.is_empty());
         let ctx = Arc::new(ResourceContext {
             resource: resource.clone(),
             patcher: Arc::new(patcher),
@@ -140,6 +145,9 @@ impl Serving {
             indexing: plan.indexing,
             reconciling: plan.reconciling,
             retry_budget: self.retry_budget.clone(),
+            owner_bodies: owning.then(Arc::default),
+            wakers: (!plan.owners.is_empty()).then(|| self.wakers.clone()),
+            owners: plan.owners,
             indices: self.indices.clone(),
             progress: self.storages.progress.clone(),
             diffbase: self.storages.diffbase.clone(),
@@ -155,6 +163,15 @@ impl Serving {
         let mut watchers = JoinSet::new();
         for namespace in targets {
             let (tx, mut rx) = mpsc::channel::<Watched>(STREAM_BACKLOG);
+            if let Some(bodies) = &ctx.owner_bodies {
+                // Its objects' children wake them through this stream (`engine::waking`).
+                let kind = OwnerKind {
+                    group: resource.group.clone(),
+                    kind: resource.kind.clone(),
+                };
+                self.wakers
+                    .register(kind, namespace.clone(), tx.clone(), bodies.clone());
+            }
             let watcher = Watcher {
                 credentials: self.credentials.clone(),
                 resource: resource.clone(),

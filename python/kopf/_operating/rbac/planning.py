@@ -63,6 +63,14 @@ def plan(*, registry: OperatorRegistry, resources: list[Resource], namespaces: C
                             f"{who} (kopf.event/info/warn/exception, and log lines with "
                             "settings.posting.loggers)")
 
+    for handler in registry._reconciling:  # their children: watched, to wake their owners
+        who = requesting.label(handler, registry)
+        for owned in handler.owns:
+            for resource in [resource for resource in resources if owned.check(resource)]:
+                where = in_namespaces if resource.namespaced else [None]
+                result.need(resource.group, resource.plural, where, ['list', 'watch'],
+                            f"{who} (its children's watch-stream: their changes wake it)")
+
     if not settings.scanning.disabled:
         result.need('apiextensions.k8s.io', 'customresourcedefinitions', [None], ['list', 'watch'],
                     "scanning (new and removed CRDs are noticed; without it, one warning and "

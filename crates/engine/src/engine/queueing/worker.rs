@@ -217,6 +217,7 @@ impl Worker {
     /// complete, every event goes to the `on.event` handlers (their patches are applied with
     /// the next cycle's); our own change is recognised; the last state is the latest.
     async fn absorb(&mut self, batch: Vec<Queued>) {
+        let batch = self.woken(batch); // (never counted in a listing)
         if let Some((event, ..)) = batch.last() {
             let dispatcher = self.dispatcher.clone();
             indexing::index(&dispatcher.ctx, &mut self.memory.indexing, event).await;
@@ -239,11 +240,41 @@ impl Worker {
             if event.event_type != EventType::Vanished {
                 self.watch(event).await;
             }
+            if let Some(wakers) = &self.dispatcher.ctx.wakers {
+                wakers.wake(&event.object, &self.dispatcher.ctx.owners);
+            }
         }
         if let Some(event) = batch.pop() {
             self.latest = Some(Latest::Tree(event));
         }
         drop(places); // their `on.event` handlers are done: the next listed objects may come
+    }
+
+    /// The batch without the engine's wake-ups (`EventType::Woken`): they make the object's
+    /// reconcile handlers due; their body (the last known) is the latest state only if no
+    /// newer one is known, as a change.
+    fn woken(&mut self, batch: Vec<Queued>) -> Vec<Queued> {
+        if batch
+            .iter()
+            .all(|(event, ..)| event.event_type != EventType::Woken)
+        {
+            return batch;
+        }
+        let (woken, batch): (Vec<Queued>, Vec<Queued>) =
+            (batch.into_iter()).partition(|(event, ..)| event.event_type == EventType::Woken);
+        self.memory
+            .reconciling
+            .get_or_insert_with(Box::default)
+            .woken = true;
+        if let Some((event, ..)) = woken.into_iter().last() {
+            if self.latest.is_none() && batch.is_empty() {
+                self.latest = Some(Latest::Tree(RawEvent {
+                    event_type: EventType::Modified,
+                    object: event.object,
+                }));
+            }
+        }
+        batch
     }
 
     /// The initial listing's events of this batch are done with.
