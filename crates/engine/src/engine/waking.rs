@@ -153,11 +153,12 @@ mod tests {
             group: "demo.kopf.dev".into(),
             kind: "Greeting".into(),
         };
+        let owners = std::slice::from_ref(&kind);
         wakers.register(kind.clone(), Some("ns".into()), tx.clone(), bodies.clone());
         let owner = Arc::new(json!({"metadata": {"name": "o", "uid": "u1"}}));
         bodies.remember("u1", &owner);
 
-        wakers.wake(&child("Greeting", "u1"), &[kind.clone()]);
+        wakers.wake(&child("Greeting", "u1"), owners);
         match rx.try_recv() {
             Ok(Watched::Event(event)) => {
                 assert_eq!(event.event_type, EventType::Woken);
@@ -168,16 +169,16 @@ mod tests {
             }
             _ => panic!("the owner is not woken"),
         }
-        wakers.wake(&child("Other", "u1"), &[kind.clone()]); // another owner kind
-        wakers.wake(&child("Greeting", "u2"), &[kind.clone()]); // an owner not seen
+        wakers.wake(&child("Other", "u1"), owners); // another owner kind
+        wakers.wake(&child("Greeting", "u2"), owners); // an owner not seen
         bodies.forget("u1");
-        wakers.wake(&child("Greeting", "u1"), &[kind.clone()]); // gone
+        wakers.wake(&child("Greeting", "u1"), owners); // gone
         assert!(rx.try_recv().is_err(), "nobody else is woken");
 
         // The wakers do not keep the owners' stream open: it ends with its watcher.
         bodies.remember("u1", &owner);
         drop(tx);
         assert!(rx.recv().await.is_none());
-        wakers.wake(&child("Greeting", "u1"), &[kind]);
+        wakers.wake(&child("Greeting", "u1"), owners);
     }
 }
