@@ -519,6 +519,9 @@ impl Worker {
             logs.forget(&self.key);
         }
         self.ctx().hooks.forget(&self.key);
+        if let Some(bodies) = &self.ctx().owner_bodies {
+            bodies.forget(&self.key); // (vanished too: no cycle of its own tells reconciling)
+        }
     }
 
     /// Apply the patch (removing the touch-dummy if set); `None` if there was nothing to apply.
