@@ -1,8 +1,9 @@
 //! Owners woken by their children (`@kopf.on.reconcile(owns=...)`, not in Kopf): a change of
 //! a child — an object whose `ownerReferences` name an owner of a reconciled resource — makes
 //! the owner's reconcile handlers due. The children's resource is watched once, whatever the
-//! number of owners; only the owners named are queued, with their last known body, as an
-//! engine-made event (`EventType::Woken`) that a newer state of the owner always wins over.
+//! number of owners; only the owners named are queued, as an engine-made event
+//! (`EventType::Woken`). Its worker takes the owner's body that its own latest cycle saw (the
+//! event's may be older than a change queued before it), or a newer one that came with it.
 
 use crate::client::watching::{EventType, RawEvent, Watched};
 use crate::util::dicts;
@@ -49,7 +50,8 @@ impl OwnerBodies {
         self.0.lock().unwrap_or_else(|e| e.into_inner()).remove(uid);
     }
 
-    fn get(&self, uid: &str) -> Option<Arc<Value>> {
+    /// The owner's body as its latest cycle saw it, if it is known and not gone.
+    pub fn get(&self, uid: &str) -> Option<Arc<Value>> {
         self.0
             .lock()
             .unwrap_or_else(|e| e.into_inner())

@@ -251,8 +251,9 @@ impl Worker {
     }
 
     /// The batch without the engine's wake-ups (`EventType::Woken`): they make the object's
-    /// reconcile handlers due; their body (the last known) is the latest state only if no
-    /// newer one is known, as a change.
+    /// reconcile handlers due. The state processed is the latest known: the batch's own, or
+    /// the one the object's last cycle saw (a wake-up's own body may be older than a change
+    /// queued before it); none if the object is gone or not seen.
     fn woken(&mut self, batch: Vec<Queued>) -> Vec<Queued> {
         if batch
             .iter()
@@ -260,19 +261,21 @@ impl Worker {
         {
             return batch;
         }
-        let (woken, batch): (Vec<Queued>, Vec<Queued>) =
+        let (_, batch): (Vec<Queued>, Vec<Queued>) =
             (batch.into_iter()).partition(|(event, ..)| event.event_type == EventType::Woken);
+        let seen = (self.ctx().owner_bodies.as_ref()).and_then(|bodies| bodies.get(&self.key));
+        let Some(seen) = seen else {
+            return batch; // gone, or not seen yet: its first cycle reconciles it anyway
+        };
         self.memory
             .reconciling
             .get_or_insert_with(Box::default)
             .woken = true;
-        if let Some((event, ..)) = woken.into_iter().last() {
-            if self.latest.is_none() && batch.is_empty() {
-                self.latest = Some(Latest::Tree(RawEvent {
-                    event_type: EventType::Modified,
-                    object: event.object,
-                }));
-            }
+        if self.latest.is_none() && batch.is_empty() {
+            self.latest = Some(Latest::Tree(RawEvent {
+                event_type: EventType::Modified,
+                object: seen,
+            }));
         }
         batch
     }
