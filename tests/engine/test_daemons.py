@@ -290,19 +290,28 @@ def test_idle_timer_waits_for_the_object_to_settle(crd: None, namespace: str, tm
         operator.wait_for(r"settled at [\d.]+ with v0")
         # Keep changing the object faster than the idle time: the timer must not fire meanwhile.
         last_change = 0.0
+        changes: dict[str, tuple[float, float]] = {}  # when each patch began and ended
         for i in range(1, 6):
             # Taken before the patch: the operator may see the change before kubectl has exited
             # (under load, a tenth of a second and more), and the idle time counts from then.
             last_change = time.time()
             kubectl("patch", "greeting", "t2", "-n", namespace, "--type=merge", "-p",
                     json.dumps({"spec": {"who": f"v{i}"}}))
+            changes[f"v{i}"] = (last_change, time.time())
             time.sleep(0.5)
         output = operator.wait_for(r"settled at [\d.]+ with v5")
     finally:
         exit_code = operator.stop()
     fired = [(float(t), who) for t, who in re.findall(r"settled at ([\d.]+) with (\w+)", output)]
-    assert [who for _, who in fired] == ["v0", "v5"]  # idle-only: once after each quiet period
-    assert fired[1][0] - last_change >= 1.4
+    whos = [who for _, who in fired]
+    assert whos[0] == "v0" and whos[-1] == "v5"  # idle-only: once after each quiet period
+    # In between, only where the object really was quiet that long: a loaded machine's kubectl
+    # can take a second, and the changes then come slower than the idle time.
+    for who in whos[1:-1]:
+        quiet = changes[f"v{int(who[1:]) + 1}"][1] - changes[who][0]
+        assert quiet >= 1.45, (who, changes)
+    assert len(whos) == len(set(whos))
+    assert fired[-1][0] - last_change >= 1.4
     assert exit_code == 0
 
 
