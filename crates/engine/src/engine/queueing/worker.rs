@@ -255,6 +255,10 @@ impl Worker {
     /// the one the object's last cycle saw (a wake-up's own body may be older than a change
     /// queued before it); none if the object is gone or not seen.
     fn woken(&mut self, batch: Vec<Queued>) -> Vec<Queued> {
+        // Only owners are woken: the other resources' events are not looked through.
+        let Some(bodies) = self.ctx().owner_bodies.clone() else {
+            return batch;
+        };
         if batch
             .iter()
             .all(|(event, ..)| event.event_type != EventType::Woken)
@@ -263,8 +267,7 @@ impl Worker {
         }
         let (_, batch): (Vec<Queued>, Vec<Queued>) =
             (batch.into_iter()).partition(|(event, ..)| event.event_type == EventType::Woken);
-        let seen = (self.ctx().owner_bodies.as_ref()).and_then(|bodies| bodies.get(&self.key));
-        let Some(seen) = seen else {
+        let Some(seen) = bodies.get(&self.key) else {
             return batch; // gone, or not seen yet: its first cycle reconciles it anyway
         };
         self.memory
