@@ -116,6 +116,7 @@ from kopf._structures.structs import (
 )
 from kopf._structures.versions import __version__ as __version__
 from kopf.on import daemon, index, register, subhandler, timer
+from kopf.on import related as related  # (not in Kopf, nor in its __all__)
 
 _internals.install()
 

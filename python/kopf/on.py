@@ -26,6 +26,7 @@ from kopf._handling.handlers import (
     OperatorRegistry,
     Reason,
     ReconcilingHandler,
+    RelatingHandler,
     SpawningHandler,
     TimerHandler,
     WatchingHandler,
@@ -52,6 +53,7 @@ TimerFnT = TypeVar('TimerFnT', bound='_callbacks.TimerFn')
 LoggingFnT = TypeVar('LoggingFnT', bound='_callbacks.LoggingFn')
 ConversionFnT = TypeVar('ConversionFnT', bound='_callbacks.ConversionFn')
 ReconcilingFnT = TypeVar('ReconcilingFnT', bound='_callbacks.ReconcilingFn')
+RelatingFnT = TypeVar('RelatingFnT', bound='_callbacks.IndexingFn')
 ResourceArg = str | Marker | Callable[[Resource], bool] | None
 FieldSpec = str | list[str] | tuple[str, ...] | None
 
@@ -415,20 +417,60 @@ def reconcile(
     return decorator
 
 
+@_parameters.described
+def related(
+        arg1: ResourceArg = None, arg2: str | Marker | None = None, arg3: str | Marker | None = None, /, *,
+        owners: Any,
+        group: str | None = None, version: str | None = None, kind: str | None = None,
+        plural: str | None = None, singular: str | None = None, shortcut: str | None = None,
+        category: str | None = None, id: str | None = None, param: Any | None = None,
+        labels: MetaFilter | None = None, annotations: MetaFilter | None = None,
+        when: Callable[..., bool] | None = None, field: FieldSpec = None, value: Any | None = None,
+        registry: OperatorRegistry | None = None,
+) -> Callable[[RelatingFnT], RelatingFnT]:
+    """``@kopf.related()``: tell which owners an object of another resource concerns, so that its
+    changes call their ``@kopf.on.reconcile`` handlers (not in Kopf; controller-runtime's map
+    functions, kube-rs's ``watches``).
+
+    The function gets an object of its resource (the kwargs of ``@kopf.index`` functions, the
+    indices too) whenever it appears, changes or is deleted, and returns the owners it concerns:
+    a name (in the object's namespace), a dict with ``name`` and ``namespace``, an owner's body,
+    a list of those, or ``None``. The owners named now and those named for the object before are
+    called, once each however many of their related objects changed. An error is logged and
+    keeps the owners named before. The resource is watched once for all owners.
+    """
+    owner = _resource_named(owners, 'owners')
+
+    def decorator(fn: RelatingFnT) -> RelatingFnT:
+        real_registry, real_field = _checked(registry, field, value, labels, annotations)
+        selector = Selector(arg1, arg2, arg3, group=group, version=version, kind=kind, plural=plural,
+                            singular=singular, shortcut=shortcut, category=category)
+        real_registry._relating.append(RelatingHandler(
+            fn=_models.typed(fn), id=generate_id(fn=fn, id=id), param=param,
+            errors=None, timeout=None, retries=None, backoff=None,
+            selector=selector, labels=labels, annotations=annotations, when=when,
+            field=real_field, value=value, owners=owner,
+        ))
+        return fn
+    return decorator
+
+
 def _owned(owns: Collection[Any]) -> tuple[Selector, ...]:
-    """The children's resources of ``owns=``: each named as a handler's resource is (a name, a
-    tuple of its positional parts, or a model class)."""
+    """The children's resources of ``owns=``."""
     if isinstance(owns, str | bytes) or not isinstance(owns, Collection):
         raise TypeError(f"owns= takes a list of resources, each as a handler's would be named "
                         f"(e.g. ['deployments', ('', 'v1', 'services')]), not {owns!r}.")
-    selectors = []
-    for owned in owns:
-        parts = owned if isinstance(owned, tuple) else (owned,)
-        if not parts or not all(isinstance(p, str) or isinstance(p, type) for p in parts) or len(parts) > 3:
-            raise TypeError(f"owns=: {owned!r} names no resource (a name like 'deployments', a tuple like "
-                            f"('apps', 'v1', 'deployments'), or a model class).")
-        selectors.append(Selector(*parts))
-    return tuple(selectors)
+    return tuple(_resource_named(owned, 'owns') for owned in owns)
+
+
+def _resource_named(named: Any, option: str) -> Selector:
+    """A resource named in an option (``owns=``, ``owners=``) as a handler's resource is: a name,
+    a tuple of its positional parts, or a model class."""
+    parts = named if isinstance(named, tuple) else (named,)
+    if not parts or not all(isinstance(p, str) or isinstance(p, type) for p in parts) or len(parts) > 3:
+        raise TypeError(f"{option}=: {named!r} names no resource (a name like 'deployments', a tuple like "
+                        f"('apps', 'v1', 'deployments'), or a model class).")
+    return Selector(*parts)
 
 
 def _refuse_both_styles(registry: OperatorRegistry, selector: Selector | None, *, reconciling: bool) -> None:

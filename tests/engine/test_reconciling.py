@@ -210,6 +210,83 @@ def test_a_child_changed_or_deleted_by_hand_wakes_its_owner(crd: None, namespace
     assert operator.output.count("reconciling g7") == calls_before, operator.output
 
 
+RELATED = """
+import json
+import subprocess
+import kopf
+
+@kopf.index('greetings')
+def by_source(namespace, name, spec, **_):
+    return {(namespace, spec.get('source')): name}
+
+@kopf.on.reconcile('greetings')
+def greet(name, namespace, spec, logger, **_):
+    found = subprocess.run(["kubectl", "get", "configmap", spec["source"], "-n", namespace, "-o", "json"],
+                           capture_output=True, text=True, check=False)
+    who = json.loads(found.stdout).get("data", {}).get("who") if found.returncode == 0 else None
+    logger.info(f"reconciling {name}: who={who}")
+    return {'who': who}
+
+@kopf.related('configmaps', owners='greetings')
+def readers(namespace, name, by_source, **_):
+    return list(by_source.get((namespace, name), []))
+
+@kopf.related('configmaps', owners='greetings', labels={'broken': kopf.PRESENT})
+def broken(labels, **_):
+    if labels['broken'] == 'raise':
+        raise RuntimeError("cannot map this one")
+    if labels['broken'] == 'type':
+        return 42
+    return {'namespace': None, 'name': 'g1'}
+
+@kopf.related('configmaps', owners='secrets')
+def lonely(**_):
+    return []
+"""
+
+
+def test_related_objects_wake_the_owners_a_function_maps_them_to(
+        crd: None, namespace: str, tmp_path: Path) -> None:
+    operator = OperatorProcess(["run", "-n", namespace, "--standalone", str(write_script(tmp_path, RELATED))],
+                               cwd=tmp_path)
+
+    def who(name: str) -> object:
+        return get("greeting", name, namespace).get("status", {}).get("greet", {}).get("who")
+
+    def source(name: str, who: str, **labels: str) -> None:
+        kubectl("apply", "-f", "-", input=json.dumps({
+            "apiVersion": "v1", "kind": "ConfigMap", "data": {"who": who},
+            "metadata": {"name": name, "namespace": namespace, "labels": labels}}))
+
+    try:
+        # A function that wakes owners nobody reconciles is an error; the others are served.
+        operator.wait_for(r"Related function 'lonely' names owners of secrets.v1, which no @kopf.on.reconcile "
+                          r"handler serves: it wakes none of them")
+        greeting("g1", namespace, {"source": "cm-a"})
+        greeting("g2", namespace, {"source": "cm-b"})
+        operator.wait_for(r"reconciling g1: who=None")
+        operator.wait_for(r"reconciling g2: who=None")
+        source("cm-a", "alice")
+        eventually(lambda: who("g1") == "alice", what="the owner called for its new source")
+        source("cm-a", "bob")
+        eventually(lambda: who("g1") == "bob", what="the owner called for its source's change")
+
+        # Bad mappings: each is said with its function and object; nothing else stops.
+        source("bad-raise", "x", broken="raise")
+        operator.wait_for(r"Related function 'broken' failed with an exception.*cannot map this one")
+        source("bad-type", "x", broken="type")
+        operator.wait_for(r"Related function 'broken' returned 42, but a related function returns its owners")
+        source("bad-ns", "x", broken="ns")
+        operator.wait_for(r"Related function 'broken' named the owner 'g1' without a namespace, but "
+                          r"Greeting objects are namespaced")
+        source("cm-a", "carol")
+        eventually(lambda: who("g1") == "carol", what="the owner called after the bad mappings")
+    finally:
+        assert operator.stop() == 0
+    # Only the owner mapped is called: the other one saw nothing of cm-a's changes.
+    assert operator.output.count("reconciling g2:") == 1, operator.output
+
+
 MIXED = """
 import kopf
 

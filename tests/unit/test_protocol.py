@@ -63,9 +63,11 @@ ANSWER: dict[str, Any] = {
     "rejection": ("admission", "refused", 418),
     "said": ("Handler 'h' succeeded.", True),
     "requeue": 5.0,
+    "related": [("ns1", "owner1"), (None, "owner2")],
 }
 # What the core took, as `_engine.invoked_as_read()` tells it (the index's pairs: counted).
-TAKEN = {**ANSWER, "indexed": 2, "rejection": ["admission", "refused", 418], "said": ["Handler 'h' succeeded.", True]}
+TAKEN = {**ANSWER, "indexed": 2, "rejection": ["admission", "refused", 418], "said": ["Handler 'h' succeeded.", True],
+         "related": [["ns1", "owner1"], [None, "owner2"]]}
 
 
 def test_the_kinds_of_handlers_are_the_cores() -> None:

@@ -136,3 +136,14 @@ def test_the_children_of_reconcile_handlers_are_watched() -> None:
     registry = kopf.OperatorRegistry()
     kopf.on.reconcile('greetings', owns=['nodes'], registry=registry)(lambda **_: None)
     assert rules(registry)[(None, '', 'nodes')] == ['list', 'watch']
+
+
+def test_the_resources_of_related_functions_are_only_watched() -> None:
+    registry = kopf.OperatorRegistry()
+    kopf.on.reconcile('greetings', registry=registry)(lambda **_: None)
+    kopf.related('nodes', owners='greetings', id='nodes_of', registry=registry)(lambda **_: None)
+    assert rules(registry)[(None, '', 'nodes')] == ['list', 'watch']
+    plan = _rbac.plan(registry=registry, resources=RESOURCES, namespaces=['ns1'], clusterwide=False,
+                      standalone=True, peering_name='default', lease_name=None, lease_namespace='ns1',
+                      account='op', account_namespace='ns1')
+    assert "related function 'nodes_of' (the watch-stream)" in rendering.render(plan, source='handlers.py')

@@ -84,3 +84,24 @@ def test_owned_resources_are_named_as_handlers_resources_are() -> None:
 def test_owned_resources_that_name_none_are_refused(owns: object) -> None:
     with pytest.raises(TypeError, match="owns="):
         kopf.on.reconcile('greetings', owns=owns)  # type: ignore[arg-type]
+
+
+def test_a_related_function_names_its_owners_resource_as_handlers_name_theirs() -> None:
+    registry = kopf.OperatorRegistry()
+    kopf.related('configmaps', owners=('demo.kopf.dev', 'v1', 'greetings'), labels={'app': kopf.PRESENT},
+                 registry=registry)(lambda **_: None)
+    [handler] = registry._relating
+    described = handler.relating_for_engine()
+    assert (described['owners']['group'], described['owners']['any_name']) == ('demo.kopf.dev', 'greetings')
+    assert described['selector']['any_name'] == 'configmaps' and described['labels'] == [['app', {'kind': 'present'}]]
+
+
+@pytest.mark.parametrize("owners", [None, [('greetings',)], 5, ()])
+def test_a_related_function_without_a_resource_of_owners_is_refused(owners: object) -> None:
+    with pytest.raises(TypeError, match="owners="):
+        kopf.related('configmaps', owners=owners)
+
+
+def test_a_related_function_needs_its_owners() -> None:
+    with pytest.raises(TypeError, match="owners"):
+        kopf.related('configmaps')  # type: ignore[call-arg]

@@ -11,7 +11,8 @@ from __future__ import annotations
 from typing import Any, Literal, NotRequired, TypedDict
 
 # The kinds of resource handlers, as the core names them (its `HandlerKind`).
-HandlerKind = Literal['changing', 'watching', 'spawning', 'indexing', 'admission', 'logging', 'reconciling']
+HandlerKind = Literal['changing', 'watching', 'spawning', 'indexing', 'admission', 'logging', 'reconciling',
+                      'relating']
 
 # Which handler a call invokes: its kind and its position in the bridge's lists (conversion
 # handlers are called for whole reviews, not by invocations: `Bridge.convert*()`).
@@ -109,6 +110,7 @@ class Invoked(TypedDict, total=False):
     rejection: tuple[str, str, int | None] | None  # an admission handler's error: kind, text, code
     said: tuple[str, bool] | None  # the "succeeded" line that the core writes, and if it posts it
     requeue: float | None  # a reconcile handler's ``kopf.Requeue``: call it again after so many seconds
+    related: list[tuple[str | None, str]]  # a related function's owners: (namespace, name) each
 
 
 class ConversionRequest(TypedDict):

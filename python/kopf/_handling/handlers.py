@@ -185,6 +185,21 @@ class ReconcilingHandler(ResourceHandler):
 
 
 @dataclasses.dataclass(frozen=True)
+class RelatingHandler(ResourceHandler):
+    """``@kopf.related`` (not in Kopf): which owners an object of another resource concerns."""
+    owners: Selector  # the owners' resource: their reconcile handlers are woken
+    # Called on every change of every related object: its successes are logged at DEBUG.
+    quiet: ClassVar[bool] = True
+
+    def __str__(self) -> str:
+        return f"Related function {self.id!r}"
+
+    def relating_for_engine(self) -> dict[str, Any]:
+        """The function as the core needs it (it is called back by its position, given apart)."""
+        return {'id': self.id, 'owners': self.owners.for_engine(), **self.filters_for_engine()}
+
+
+@dataclasses.dataclass(frozen=True)
 class ConversionHandler(BaseHandler):
     """One step between two versions of a custom resource (``@kopf.on.convert``)."""
     selector: Selector
@@ -248,7 +263,7 @@ class TimerHandler(SpawningHandler):
 
 class OperatorRegistry:
     """All handlers of an operator: activities, change handlers, event watchers, daemons & timers,
-    indexing functions, admission, log, conversion and reconcile handlers."""
+    indexing functions, admission, log, conversion and reconcile handlers, related functions."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -261,6 +276,7 @@ class OperatorRegistry:
         self._logging: list[LogHandler] = []
         self._conversions: list[ConversionHandler] = []
         self._reconciling: list[ReconcilingHandler] = []
+        self._relating: list[RelatingHandler] = []
         self._permissions: list[Any] = []  # kopf.rbac.declare(): the operator's own requests (kopf._operating.rbac)
 
 

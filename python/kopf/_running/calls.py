@@ -12,7 +12,7 @@ import datetime
 import functools
 import json
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from kopf._bridge.protocol import (
@@ -431,6 +431,18 @@ class Bridge:
         if kind == 'indexing':
             invoked = outcome.for_engine()
             invoked['indexed'] = invoked.pop('result', None)
+        elif kind == 'relating':
+            owners = None
+            if outcome.exception is None:
+                try:
+                    owners = _owners_named(outcome.result, (kwargs or {}).get('namespace'))
+                except TypeError as error:
+                    (kwargs or {}).get('logger', engine_logger).error(f"{handler} returned {error}")
+                    outcome = Outcome(final=True, exception=error)
+            invoked = outcome.for_engine()
+            invoked.pop('result', None)
+            if owners is not None:
+                invoked['related'] = owners
         else:
             merge_patch = {} if call.get('scope') is not None else patch._as_merge_patch()
             if (kind != 'admission' and outcome.final and outcome.exception is None and outcome.result is None
@@ -636,6 +648,33 @@ def _requeued(kind: HandlerKind, outcome: Outcome, handler: Any) -> tuple[Outcom
     error = TypeError(f"{handler} returned {requeue!r}, but only @kopf.on.reconcile handlers can be requeued.")
     engine_logger.error(str(error))
     return Outcome(final=True, exception=error), None
+
+
+def _owners_named(result: Any, namespace: str | None) -> list[tuple[str | None, str]]:
+    """The owners that a related function's result names, each as (namespace, name), once each
+    in their order: a name (in the object's namespace), a mapping with ``name`` (and
+    ``namespace``), an owner's body (with ``metadata``), or an iterable of those; ``None``: none.
+    A ``TypeError`` that says what was returned instead."""
+    if result is None:
+        return []
+    items = [result] if isinstance(result, str | Mapping) else result
+    if isinstance(items, bytes) or not isinstance(items, Iterable):
+        raise TypeError(f"{result!r}, but a related function returns its owners: a name, a dict with "
+                        f"'name' (and 'namespace'), an owner's body, a list of those, or None.")
+    owners: list[tuple[str | None, str]] = []
+    for item in items:
+        fields = item.get('metadata', item) if isinstance(item, Mapping) else None
+        if isinstance(item, str) and item:
+            owner = (namespace, item)
+        elif isinstance(fields, Mapping) and isinstance(fields.get('name'), str) and fields['name'] and \
+                isinstance(fields.get('namespace', namespace), str | None):
+            owner = (fields.get('namespace', namespace), fields['name'])
+        else:
+            raise TypeError(f"{item!r} among its owners, but each owner is a name, a dict with 'name' "
+                            f"(and 'namespace'), or an owner's body.")
+        if owner not in owners:
+            owners.append(owner)
+    return owners
 
 
 def _rejection(error: BaseException | None) -> tuple[str, str, int | None] | None:

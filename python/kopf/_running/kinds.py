@@ -27,7 +27,8 @@ class Kind:
     errors: ErrorsMode = ErrorsMode.TEMPORARY  # what an exception means unless ``errors=`` says
     once: bool = False  # no progress is kept: each call is its first and only attempt
     label: str = 'handler'  # how RBAC's comments and warnings name one (`kopf rbac`)
-    watched: bool = True  # its resource is watched and patched (admission handlers' is not)
+    watched: bool = True  # its resource is watched (admission handlers' is not)
+    patches: bool = True  # and its objects patched: finalizers, progress, results (`kopf rbac`)
 
     def handlers(self, registry: OperatorRegistry) -> list[Any]:
         """The registry's handlers of this kind, as they are now (a copy)."""
@@ -47,7 +48,8 @@ KINDS: tuple[Kind, ...] = (
          label='on.event handler'),
     Kind('spawning', '_spawning', 'spawning', lambda h: {**_filtered(h), **h.spawning_for_engine()},
          label='daemon'),  # (or timer: see `label_of`)
-    Kind('indexing', '_indexing', 'indexing', _filtered, TerseObjectLogger, ErrorsMode.IGNORED, label='index'),
+    Kind('indexing', '_indexing', 'indexing', _filtered, TerseObjectLogger, ErrorsMode.IGNORED, label='index',
+         patches=False),
     Kind('admission', '_webhooks', 'webhooks', lambda h: h.webhook_for_engine(), LocalObjectLogger,
          ErrorsMode.PERMANENT, once=True, label='admission handler', watched=False),
     Kind('logging', '_logging', 'logging', lambda h: {**_filtered(h), **h.logging_for_engine()},
@@ -56,6 +58,9 @@ KINDS: tuple[Kind, ...] = (
     # cluster that a requeue every few seconds would multiply); its own `kopf.event()`s are.
     Kind('reconciling', '_reconciling', 'reconciling', lambda h: h.reconciling_for_engine(), LocalObjectLogger,
          label='reconcile handler'),
+    # Called for every state of every related object; an error keeps the owners named before.
+    Kind('relating', '_relating', 'relating', lambda h: h.relating_for_engine(), TerseObjectLogger,
+         ErrorsMode.IGNORED, once=True, label='related function', patches=False),
 )
 BY_NAME: dict[str, Kind] = {kind.name: kind for kind in KINDS}
 

@@ -118,6 +118,9 @@ _SPECIFIC: dict[tuple[str, str], str] = {
                               "is not retried until the object changes (default: no limit).",
     ('reconcile', 'retries'): "How many failing attempts in a row before the handler is not retried until the "
                               "object changes (default: no limit).",
+    ('related', 'owners'): "The owners' resource, named as a handler's resource is (``'kopfexamples'``, "
+                           "``('kopf.dev', 'v1', 'kopfexamples')``, a model class): the objects that the function "
+                           "names are of it, and their ``@kopf.on.reconcile`` handlers are called.",
     ('convert', 'arg1'): "The custom resource, without a version: ``'kopfexamples.kopf.dev'``, or "
                          "``'kopf.dev', 'kopfexamples'``.",
     ('convert', 'arg2'): "The plural (or kind) when the group comes first (see ``arg1``).",

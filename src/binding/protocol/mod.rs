@@ -224,7 +224,7 @@ pub(super) fn invocation_dict<'py>(
 
 /// The keys that an answer may have (`kopf._bridge.protocol.Invoked`): another one is the bridge's
 /// mistake, refused rather than ignored (a misspelt key would drop what it carries).
-const INVOKED_KEYS: [&str; 14] = [
+const INVOKED_KEYS: [&str; 15] = [
     "final",
     "delay",
     "result",
@@ -239,6 +239,7 @@ const INVOKED_KEYS: [&str; 14] = [
     "rejection",
     "said",
     "requeue",
+    "related",
 ];
 
 /// A handler's "succeeded" line that its thread left for the core to write (as the core writes
@@ -317,6 +318,9 @@ pub(super) fn parse_invoked<'py>(
             .map(|r| rejection(&r))
             .transpose()?,
         requeue: get(intern!(py, "requeue"))?
+            .map(|r| r.extract())
+            .transpose()?,
+        related: get(intern!(py, "related"))?
             .map(|r| r.extract())
             .transpose()?,
     };

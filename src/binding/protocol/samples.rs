@@ -137,6 +137,7 @@ pub(crate) fn invoked_as_read(answer: &Bound<'_, PyAny>) -> PyResult<String> {
         ("rejection", json!(rejection)),
         ("said", json!(said)),
         ("requeue", json!(read.requeue)),
+        ("related", json!(read.related)),
     ];
     let taken: serde_json::Map<String, Value> = taken
         .into_iter()

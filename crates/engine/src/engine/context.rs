@@ -7,8 +7,8 @@ use crate::client::resources::Resource;
 use crate::engine::waking::{OwnerBodies, OwnerKind, Wakers};
 use crate::indices::Indices;
 use crate::intents::handlers::{
-    ChangingHandler, IndexingHandler, LogHandler, Reason, ReconcilingHandler, SpawningHandler,
-    WatchingHandler,
+    ChangingHandler, Filtered, IndexingHandler, LogHandler, Reason, ReconcilingHandler,
+    RelatingHandler, ResourceFilters, SpawningHandler, WatchingHandler,
 };
 use crate::intents::hooks::{HandlerKind, Hooks, Invocation};
 use crate::intents::lifecycles::Lifecycle;
@@ -36,6 +36,8 @@ pub struct Memory {
     pub indexing: IndexingMemory,
     /// Its reconciliation, for resources with `@kopf.on.reconcile` handlers.
     pub reconciling: Option<Box<ReconcileMemory>>,
+    /// The owners its related functions named last (`@kopf.related`), if any.
+    pub relating: Option<Box<RelatingMemory>>,
 }
 
 impl Memory {
@@ -43,6 +45,7 @@ impl Memory {
     /// (only the two flags), the rest only when there is something in it.
     pub fn rest(self) -> Resting {
         let simple = self.remaining_patch.is_none() && self.reconciling.is_none();
+        let simple = simple && self.relating.as_ref().is_none_or(|r| r.is_empty());
         if simple && self.indexing.failures.is_empty() {
             Resting::Flags {
                 noticed_by_listing: self.noticed_by_listing,
@@ -103,6 +106,30 @@ pub struct ReconcileMemory {
     pub woken: bool,
 }
 
+/// An owner named by a related function: its namespace (if any) and name.
+pub type OwnerName = (Option<String>, String);
+
+/// A related function with the owners' kinds its `owners=` selector picks.
+#[derive(Debug, Clone)]
+pub struct Relating {
+    /// The function.
+    pub handler: RelatingHandler,
+    /// The kinds of the owners it names (one, unless its selector picks several resources).
+    pub owners: Vec<OwnerKind>,
+}
+
+impl Filtered for Relating {
+    fn index(&self) -> usize {
+        self.handler.index
+    }
+    fn filters(&self) -> &ResourceFilters {
+        &self.handler.filters
+    }
+}
+
+/// The owners each related function named for an object last time, by the function's id.
+pub type RelatingMemory = HashMap<String, Vec<OwnerName>>;
+
 /// The failures of an object's indexing functions, by index id: retries and delays after
 /// temporary errors, or a permanent one. Successes are not remembered (as in Kopf).
 #[derive(Debug, Default)]
@@ -159,7 +186,9 @@ pub struct ResourceContext {
     /// The owners' kinds whose reconcile handlers own this resource's objects, and where to
     /// wake them (empty and none: nobody owns them).
     pub owners: Vec<OwnerKind>,
-    /// The operator's owners, to wake (`waking`).
+    /// Its related functions (`@kopf.related`): the owners its objects concern.
+    pub relating: Vec<Relating>,
+    /// The operator's owners, to wake (`waking`): with owners or related functions only.
     pub wakers: Option<Arc<Wakers>>,
     /// Where the handlers' progress is kept.
     pub progress: Arc<dyn ProgressStorage>,

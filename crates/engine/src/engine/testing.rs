@@ -505,6 +505,7 @@ pub fn context_with(
         retry_budget,
         owner_bodies: None,
         owners: Vec::new(),
+        relating: Vec::new(),
         wakers: None,
         progress: storages.progress,
         diffbase: storages.diffbase,

@@ -296,6 +296,30 @@ impl Filtered for ReconcilingHandler {
     }
 }
 
+/// `@kopf.related` functions (not in Kopf): for each state of an object of their resource,
+/// the owners it concerns; those owners' reconcile handlers are woken (as by `owns=`).
+#[derive(Debug, Clone, Deserialize)]
+pub struct RelatingHandler {
+    /// Its position in the Python side's registry: how the core calls it back.
+    pub index: usize,
+    /// Its id (`kopf.HandlerId`).
+    pub id: String,
+    /// The owners' resource (`owners=`): the objects named by the function are of it.
+    pub owners: Selector,
+    /// Which objects it maps.
+    #[serde(flatten)]
+    pub filters: ResourceFilters,
+}
+
+impl Filtered for RelatingHandler {
+    fn index(&self) -> usize {
+        self.index
+    }
+    fn filters(&self) -> &ResourceFilters {
+        &self.filters
+    }
+}
+
 /// Which kind of admission webhook a handler serves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]

@@ -37,11 +37,13 @@ pub enum HandlerKind {
     Logging,
     /// `@kopf.on.reconcile` handlers (not in Kopf).
     Reconciling,
+    /// `@kopf.related` functions (not in Kopf): which owners an object concerns.
+    Relating,
 }
 
 impl HandlerKind {
     /// Every kind, in the order the Python side lists them.
-    pub const ALL: [HandlerKind; 7] = [
+    pub const ALL: [HandlerKind; 8] = [
         HandlerKind::Changing,
         HandlerKind::Watching,
         HandlerKind::Spawning,
@@ -49,6 +51,7 @@ impl HandlerKind {
         HandlerKind::Admission,
         HandlerKind::Logging,
         HandlerKind::Reconciling,
+        HandlerKind::Relating,
     ];
 
     /// The kind's name, as the Python side calls it (`kopf._bridge.protocol.HandlerKind`).
@@ -61,6 +64,7 @@ impl HandlerKind {
             HandlerKind::Admission => "admission",
             HandlerKind::Logging => "logging",
             HandlerKind::Reconciling => "reconciling",
+            HandlerKind::Relating => "relating",
         }
     }
 
@@ -302,6 +306,9 @@ pub struct Invoked {
     /// A reconcile handler's request to be called again after so many seconds, though
     /// nothing changes (`kopf.Requeue`).
     pub requeue: Option<f64>,
+    /// A related function's owners: each as (namespace, name); the namespace is the object's
+    /// own unless the function named another (none: a cluster-scoped object's).
+    pub related: Option<Vec<(Option<String>, String)>>,
 }
 
 impl Invoked {

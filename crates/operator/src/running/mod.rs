@@ -22,7 +22,7 @@ use crate::ha::peering::PeeringError;
 use crate::indices::Indices;
 use crate::intents::handlers::{
     ChangingHandler, ConversionHandler, IndexingHandler, LogHandler, ReconcilingHandler,
-    SpawningHandler, WatchingHandler, WebhookHandler,
+    RelatingHandler, SpawningHandler, WatchingHandler, WebhookHandler,
 };
 use crate::intents::hooks::Hooks;
 use crate::intents::lifecycles::Lifecycle;
@@ -71,6 +71,9 @@ pub struct OperatorSpec {
     /// Reconcile handlers (`@kopf.on.reconcile`; not in Kopf).
     #[serde(default)]
     pub reconciling: Vec<ReconcilingHandler>,
+    /// Related functions (`@kopf.related`; not in Kopf).
+    #[serde(default)]
+    pub relating: Vec<RelatingHandler>,
     /// `settings.admission.managed`: the webhook configurations to keep, by this name.
     #[serde(default)]
     pub admission_managed: Option<String>,

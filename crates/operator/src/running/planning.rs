@@ -3,6 +3,7 @@
 
 use super::OperatorSpec;
 use crate::client::resources::{Resource, Selector};
+use crate::engine::context::Relating;
 use crate::engine::waking::OwnerKind;
 use crate::intents::handlers::{
     ChangingHandler, IndexingHandler, LogHandler, ReconcilingHandler, ResourceFilters,
@@ -60,6 +61,9 @@ impl OperatorSpec {
                 HandlerKind::Reconciling => {
                     all.extend(each(kind, &self.reconciling, |h| (&h.filters, h.index)))
                 }
+                HandlerKind::Relating => {
+                    all.extend(each(kind, &self.relating, |h| (&h.filters, h.index)))
+                }
             }
         }
         all
@@ -74,8 +78,11 @@ impl OperatorSpec {
             .into_iter()
             .map(|(_, filters, _, _)| filters);
         let mut groups: BTreeSet<String> = OWN_GROUPS.iter().map(|g| (*g).to_owned()).collect();
+        // (and the resources named beside the handlers': children, owners of related objects)
         let selectors = (filters.filter_map(|filters| filters.selector.as_ref()))
-            .chain(self.conversions.iter().map(|h| &h.selector));
+            .chain(self.conversions.iter().map(|h| &h.selector))
+            .chain(self.reconciling.iter().flat_map(|h| &h.owns))
+            .chain(self.relating.iter().map(|h| &h.owners));
         for selector in selectors {
             match &selector.group {
                 Some(group) if !selector.callable => groups.insert(group.clone()),
@@ -151,6 +158,10 @@ pub(super) struct Planned {
     pub(super) reconciling: Vec<ReconcilingHandler>,
     /// The owners whose reconcile handlers own its objects (`owns=`): woken by their changes.
     pub(super) owners: Vec<OwnerKind>,
+    /// Its related functions, each with its owners' kinds: they wake the owners they name.
+    pub(super) relating: Vec<Relating>,
+    /// Its objects are owners that children or related objects wake (`owns=`, `@kopf.related`).
+    pub(super) wakeable: bool,
 }
 
 /// Which resources to serve, with the handlers of each; `warn` about the unresolved ones
@@ -219,6 +230,11 @@ async fn assign(
         };
         let kind = HandlerKind::Reconciling;
         let owners = select(selector, kind, handler.index, resources, hooks).await;
+        for owner in &owners {
+            if let Some(plan) = planned.get_mut(&owner.name()) {
+                plan.wakeable = true;
+            }
+        }
         for owned in &handler.owns {
             let children = select(owned, kind, handler.index, resources, hooks).await;
             if children.is_empty() {
@@ -239,6 +255,52 @@ async fn assign(
             }
         }
     }
+    // The owners of related functions: woken only if reconcile handlers serve them.
+    for handler in &spec.relating {
+        let owners = select(
+            &handler.owners,
+            HandlerKind::Relating,
+            handler.index,
+            resources,
+            hooks,
+        )
+        .await;
+        if owners.is_empty() {
+            unresolved.insert(handler.owners.repr.clone());
+        }
+        let reconciled = |owner: &Resource| {
+            (planned.get(&owner.name())).is_some_and(|p| !p.reconciling.is_empty())
+        };
+        for owner in owners.iter().filter(|owner| !reconciled(owner)) {
+            if warn {
+                tracing::error!(target: ENGINE,
+                    "Related function '{}' names owners of {}, which no @kopf.on.reconcile handler serves: it wakes none of them",
+                    handler.id, owner.name()
+                );
+            }
+        }
+        let owners: Vec<&Resource> = owners.into_iter().filter(|o| reconciled(o)).collect();
+        for owner in &owners {
+            if let Some(plan) = planned.get_mut(&owner.name()) {
+                plan.wakeable = true;
+            }
+        }
+        let kinds: Vec<OwnerKind> = (owners.into_iter())
+            .map(|owner| OwnerKind {
+                group: owner.group.clone(),
+                kind: owner.kind.clone(),
+            })
+            .collect();
+        let placed = (planned.values_mut()).flat_map(|plan| plan.relating.iter_mut());
+        for relating in placed.filter(|r| r.handler.index == handler.index) {
+            relating.owners = kinds.clone();
+        }
+    }
+    // A related function that wakes nobody is not called (its error is said above).
+    for plan in planned.values_mut() {
+        plan.relating.retain(|relating| !relating.owners.is_empty());
+    }
+    planned.retain(|_, plan| !plan.is_idle());
     if warn && !unresolved.is_empty() {
         let names: Vec<String> = unresolved.into_iter().collect();
         tracing::warn!(target: ENGINE,
@@ -262,9 +324,7 @@ fn servable(mut plan: Planned, warn: bool) -> Option<Planned> {
                 plan.resource.name()
             );
         }
-        let empty = plan.changing.is_empty() && plan.watching.is_empty();
-        let empty = empty && plan.reconciling.is_empty() && plan.owners.is_empty();
-        if empty && plan.spawning.is_empty() && plan.indexing.is_empty() {
+        if plan.is_idle() {
             return None;
         }
     }
@@ -330,7 +390,17 @@ impl Planned {
             logging: Vec::new(),
             reconciling: Vec::new(),
             owners: Vec::new(),
+            relating: Vec::new(),
+            wakeable: false,
         }
+    }
+
+    /// Nothing to do with its objects: no handlers, nobody to wake.
+    fn is_idle(&self) -> bool {
+        let idle = self.changing.is_empty() && self.watching.is_empty();
+        let idle = idle && self.spawning.is_empty() && self.indexing.is_empty();
+        let idle = idle && self.logging.is_empty() && self.reconciling.is_empty();
+        idle && self.owners.is_empty() && self.relating.is_empty()
     }
 
     /// The spec's handler of this kind at this position serves the resource too.
@@ -342,6 +412,10 @@ impl Planned {
             HandlerKind::Indexing => self.indexing.push(spec.indexing[at].clone()),
             HandlerKind::Logging => self.logging.push(Arc::new(spec.logging[at].clone())),
             HandlerKind::Reconciling => self.reconciling.push(spec.reconciling[at].clone()),
+            HandlerKind::Relating => self.relating.push(Relating {
+                handler: spec.relating[at].clone(),
+                owners: Vec::new(), // (resolved once all handlers are placed: `assign`)
+            }),
             HandlerKind::Admission => {} // served by the webhooks, not watched
         }
     }

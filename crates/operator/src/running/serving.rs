@@ -130,7 +130,6 @@ impl Serving {
             resource: resource.clone(),
             finalizer: self.settings.persistence.finalizer.clone(),
         };
-        let owning = plan.reconciling.iter().any(|h| !h.owns.is_empty());
         let ctx = Arc::new(ResourceContext {
             resource: resource.clone(),
             patcher: Arc::new(patcher),
@@ -145,9 +144,11 @@ impl Serving {
             indexing: plan.indexing,
             reconciling: plan.reconciling,
             retry_budget: self.retry_budget.clone(),
-            owner_bodies: owning.then(Arc::default),
-            wakers: (!plan.owners.is_empty()).then(|| self.wakers.clone()),
+            owner_bodies: plan.wakeable.then(Arc::default),
+            wakers: (!plan.owners.is_empty() || !plan.relating.is_empty())
+                .then(|| self.wakers.clone()),
             owners: plan.owners,
+            relating: plan.relating,
             indices: self.indices.clone(),
             progress: self.storages.progress.clone(),
             diffbase: self.storages.diffbase.clone(),
@@ -169,8 +170,14 @@ impl Serving {
                     group: resource.group.clone(),
                     kind: resource.kind.clone(),
                 };
-                self.wakers
-                    .register(kind, namespace.clone(), tx.clone(), bodies.clone());
+                let namespaced = resource.namespaced;
+                (self.wakers).register(
+                    kind,
+                    namespaced,
+                    namespace.clone(),
+                    tx.clone(),
+                    bodies.clone(),
+                );
             }
             let watcher = Watcher {
                 credentials: self.credentials.clone(),

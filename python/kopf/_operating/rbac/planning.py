@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Collection
 from typing import Any
 
-from kopf._handling.handlers import IndexingHandler, LogHandler, OperatorRegistry, WebhookType
+from kopf._handling.handlers import LogHandler, OperatorRegistry, WebhookType
 from kopf._operating.rbac import requesting
 from kopf._operating.rbac.rules import Plan
 from kopf._running import kinds as _kinds
@@ -38,14 +38,14 @@ def plan(*, registry: OperatorRegistry, resources: list[Resource], namespaces: C
     def served(handler: Any) -> list[Resource]:
         return [resource for resource in resources if handler.selector.check(resource)]
 
-    handlers = [handler for kind in _kinds.KINDS if kind.watched for handler in kind.handlers(registry)]
-    for handler in handlers:
+    handlers = [(kind, handler) for kind in _kinds.KINDS if kind.watched for handler in kind.handlers(registry)]
+    for handler_kind, handler in handlers:
         for resource in served(handler):
             where: list[str | None] = in_namespaces if resource.namespaced else [None]
             who = requesting.label(handler, registry)
             result.need(resource.group, resource.plural, where, ['list', 'watch'], f"{who} (the watch-stream)")
-            if isinstance(handler, IndexingHandler):
-                continue  # indices are read from the stream only
+            if not handler_kind.patches:
+                continue  # read from the stream only (indices, related functions)
             if isinstance(handler, LogHandler):
                 if 'log' not in resource.subresources:
                     continue  # not served: its objects have no logs

@@ -6,7 +6,7 @@ use crate::client::backoff::ForEver;
 use crate::client::watching::{EventType, RawEvent};
 use crate::engine::context::{Cycle, Memory, ResourceContext};
 use crate::engine::daemons::ObjectDaemons;
-use crate::engine::{indexing, processing, reconciling};
+use crate::engine::{indexing, processing, reconciling, relating};
 use crate::ha::pausing::Busy;
 use crate::object_log;
 use crate::state::bodies::CompactBody;
@@ -230,6 +230,12 @@ impl Worker {
         if !self.ctx().indices.readiness.is_ready() {
             places.clear(); // the indices wait for the whole listing: let it go on
             self.ctx().indices.readiness.wait().await;
+        }
+        if let Some(event) = batch.last().filter(|_| !self.ctx().relating.is_empty()) {
+            // (after the indices: a related function may look its owners up in one)
+            let dispatcher = self.dispatcher.clone();
+            let memory = self.memory.relating.get_or_insert_with(Box::default);
+            relating::relate(&dispatcher.ctx, memory, event).await;
         }
         for event in &batch {
             let own = (self.own_change.as_ref())
