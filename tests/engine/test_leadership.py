@@ -177,7 +177,7 @@ def test_the_example_deployments_rbac_is_enough(crd: None, namespace: str, tmp_p
     """The documented ServiceAccount and roles let the operator elect and handle: run it
     with that account's token (as the Deployment's pods would) and see it work."""
     manifests = yaml_documents(EXAMPLES / "leader-election" / "deployment.yaml")
-    apply([m for m in manifests if m["kind"] != "Deployment"])  # no kubelet here to run pods
+    apply([m for m in manifests if m["kind"] != "Deployment"])  # kwok runs no containers: the operator runs here
     kubeconfig = account_kubeconfig("greeter", tmp_path)
     operator = OperatorProcess(["run", "--all-namespaces", "--standalone", "--lease", "greeter-leader",
                                 str(EXAMPLES / "greeter" / "operator.py")], cwd=tmp_path,

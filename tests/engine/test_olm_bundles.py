@@ -118,9 +118,9 @@ def test_a_namespaced_operators_bundle_passes_operator_frameworks_validator(
     manifest = {"apiVersion": "apps/v1", "kind": "Deployment",
                 "metadata": {"name": deployment["name"], "namespace": namespace}, "spec": deployment["spec"]}
     kubectl("apply", "--dry-run=server", "-f", "-", input=json.dumps(manifest))
-    # Its pod (made here from the template, as the deployment controller that the test cluster
-    # lacks would make it; OLM annotates it with the target namespaces) is scheduled onto
-    # kwok's node and runs, under the account that OLM creates for the permissions.
+    # Its pod (made here from the template, as the deployment controller would make it, with the
+    # target namespaces that OLM annotates it with) is scheduled onto kwok's node and runs, under
+    # the account that OLM creates for the permissions.
     template = deployment["spec"]["template"]
     apply([{"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "greeter", "namespace": namespace}},
            {"apiVersion": "v1", "kind": "Pod", "spec": template["spec"], "metadata": {

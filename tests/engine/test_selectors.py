@@ -128,7 +128,7 @@ def test_the_sharding_examples_replicas_split_the_objects_with_its_rbac(
     """examples/sharding: two replicas (as the StatefulSet's pods, by their HOSTNAME) with the
     example's service account: each greeting is greeted once, by the replica of its shard."""
     manifests = yaml_documents(EXAMPLES / "sharding" / "statefulset.yaml")
-    apply([m for m in manifests if m["kind"] != "StatefulSet"])  # no kubelet here to run pods
+    apply([m for m in manifests if m["kind"] != "StatefulSet"])  # kwok runs no containers: the operator runs here
     kubeconfig = account_kubeconfig("sharded-greeter", tmp_path)
     replicas = [OperatorProcess(["run", "-n", namespace, "--standalone", str(EXAMPLES / "sharding" / "operator.py")],
                                 cwd=tmp_path, env={"KUBECONFIG": str(kubeconfig), "SHARDS": "2",

@@ -280,7 +280,7 @@ def test_the_auto_sharding_examples_replicas_share_with_its_rbac(
     """examples/sharding/auto: two replicas (as the Deployment's pods) with the example's
     service account: each greeting greeted once, both replicas having a share."""
     manifests = yaml_documents(EXAMPLES / "sharding" / "auto" / "deployment.yaml")
-    apply([m for m in manifests if m["kind"] != "Deployment"])  # no kubelet here to run pods
+    apply([m for m in manifests if m["kind"] != "Deployment"])  # kwok runs no containers: the operator runs here
     kubectl("delete", "leases", "-n", "default", "-l", "kopf.dev/shard-group=auto-greeter", check=False)
     kubeconfig = account_kubeconfig("auto-greeter", tmp_path)
     replicas = [OperatorProcess(["run", "-n", namespace, "--standalone", "--shards", "auto",

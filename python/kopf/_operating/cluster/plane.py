@@ -23,8 +23,10 @@ from kopf._operating.cluster import binaries, pki, processes
 SERVICE_CIDR = "10.0.0.0/24"
 POD_CIDR = "10.1.0.0/16"  # the simulated pods' IPs: apart from the services'
 # Controllers that tests need: namespace deletion, ownerReference GC, the default service
-# account (pods cannot be created without it).
-CONTROLLERS = "namespace-controller,garbage-collector-controller,serviceaccount-controller"
+# account (pods cannot be created without it), and Deployments' ReplicaSets and pods (an
+# operator's children roll out and report their progress as in a real cluster).
+CONTROLLERS = ("namespace-controller,garbage-collector-controller,serviceaccount-controller,"
+               "deployment-controller,replicaset-controller")
 KWOK_NODES = ("kwok-node-0", "kwok-node-1")
 ORDER = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
 
