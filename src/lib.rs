@@ -11,7 +11,8 @@
 //! indices and what the handlers declare; `kopf_engine` (`crates/engine`), the pause and
 //! its votes and the engine; `kopf_webhooks` (`crates/webhooks`), which needs no engine;
 //! `kopf_operator` (`crates/operator`), the operator as a whole; `kopf_recording`
-//! (`crates/recording`), `kopf rbac record`'s proxy; and this one, `src/`, the
+//! (`crates/recording`), `kopf rbac record`'s proxy; `kopf_simulation`
+//! (`crates/simulation`), the simulated API of handler tests; and this one, `src/`, the
 //! Python extension that maturin builds: the only crate that depends on PyO3, so the core
 //! cannot hold a Python type. It re-exports the layers of the others under their own names.
 //!
@@ -49,6 +50,8 @@
 //!   dispatchers;
 //! - `recording` (`crates/recording`): `kopf rbac record`'s proxy, which forwards a process's
 //!   requests and journals them as RBAC sees them;
+//! - `simulation` (`crates/simulation`): the simulated API of handler tests, its objects kept
+//!   in memory as the API server keeps them;
 //! - `binding` (feature `python`): the only code that touches Python.
 
 pub use kopf_client::client;
@@ -57,6 +60,7 @@ pub use kopf_engine::{engine, ha};
 pub use kopf_intents::{indices, intents};
 pub use kopf_operator::{conversions, listening, probing, running};
 pub use kopf_recording::recording;
+pub use kopf_simulation::simulation;
 pub use kopf_webhooks::webhooks;
 
 #[cfg(feature = "python")]

@@ -172,3 +172,11 @@ class Recording:
 
 def start_recording(connection: str, port: int) -> Awaitable[Recording]:
     """A recording proxy on 127.0.0.1 (port 0: a free one) that forwards with these credentials."""
+
+class Simulation:
+    """A simulated API (plain HTTP on 127.0.0.1), its objects in memory."""
+    url: str
+    def stop(self) -> None: ...
+
+def start_simulation(port: int) -> Awaitable[Simulation]:
+    """A simulated API with the built-in resources on 127.0.0.1 (port 0: a free one)."""

@@ -19,6 +19,7 @@ mod protocol;
 mod recording;
 mod runtime;
 mod scopes;
+mod simulation;
 mod storages;
 mod threads;
 mod values;
@@ -41,6 +42,7 @@ fn _engine(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<webhooks::WebhookServing>()?;
     m.add_class::<listening::EventStream>()?;
     m.add_class::<recording::Recording>()?;
+    m.add_class::<simulation::Simulation>()?;
     m.add_function(wrap_pyfunction!(commands::touch_peering, m)?)?;
     m.add_function(wrap_pyfunction!(commands::discover, m)?)?;
     m.add_function(wrap_pyfunction!(commands::review_access, m)?)?;
@@ -48,6 +50,7 @@ fn _engine(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(webhooks::webhooks_for_manager, m)?)?;
     m.add_function(wrap_pyfunction!(commands::read_crds, m)?)?;
     m.add_function(wrap_pyfunction!(recording::start_recording, m)?)?;
+    m.add_function(wrap_pyfunction!(simulation::start_simulation, m)?)?;
     m.add_function(wrap_pyfunction!(check_cron, m)?)?;
     m.add_function(wrap_pyfunction!(log_pattern_matches, m)?)?;
     m.add_function(wrap_pyfunction!(parse_kubeconfig, m)?)?;

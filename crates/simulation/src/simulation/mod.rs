@@ -1,0 +1,13 @@
+//! A simulated Kubernetes API for handler tests (not in Kopf): the objects are kept in memory
+//! (`store`), with what the engine relies on from a real API server. That covers resource
+//! versions, lists and watches from a version (410 Gone once it is compacted away),
+//! merge/JSON/strategic patches (`patching`), label selectors (`selectors`), the status subresource, finalizers and deletion
+//! timestamps, and the garbage collection of children by their owner references. `serving`
+//! answers Kubernetes' REST API over HTTP from it, so that clients reach it by a URL.
+//!
+//! Uses: `util`.
+
+pub mod patching;
+pub mod selectors;
+pub mod serving;
+pub mod store;
