@@ -25,8 +25,8 @@ POD_CIDR = "10.1.0.0/16"  # the simulated pods' IPs: apart from the services'
 # Controllers that tests need: namespace deletion, ownerReference GC, the default service
 # account (pods cannot be created without it), and Deployments' ReplicaSets and pods (an
 # operator's children roll out and report their progress as in a real cluster).
-CONTROLLERS = ("namespace-controller,garbage-collector-controller,serviceaccount-controller,"
-               "deployment-controller,replicaset-controller")
+CONTROLLERS = ("namespace-controller", "garbage-collector-controller", "serviceaccount-controller",
+               "deployment-controller", "replicaset-controller")
 KWOK_NODES = ("kwok-node-0", "kwok-node-1")
 ORDER = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
 
@@ -47,6 +47,7 @@ class ControlPlane:
     nodes: bool = False
     audit_policy: str | None = None
     feature_gates: tuple[str, ...] = ()
+    controllers: tuple[str, ...] = CONTROLLERS  # the controller manager's
     say: object = None
     # Its processes end with the process that started them, however that ends (a test session
     # killed by a CI job's timeout); else they outlive it (``kopf testing cluster up``).
@@ -80,7 +81,8 @@ class ControlPlane:
     def configuration(self) -> str:
         """What the running components were started with: another asks for a restart."""
         return json.dumps({"components": self.components, "port": self.port, "audit": self.audit_policy,
-                           "gates": sorted(self.feature_gates)}, sort_keys=True)
+                           "gates": sorted(self.feature_gates), "controllers": list(self.controllers)},
+                          sort_keys=True)
 
     def configured(self) -> bool:
         marker = self.home / "configuration"
@@ -96,6 +98,7 @@ class ControlPlane:
         components = options.get("components", ())
         return dataclasses.replace(self, audit_policy=options.get("audit"),
                                    feature_gates=tuple(options.get("gates", ())),
+                                   controllers=tuple(options.get("controllers", self.controllers)),
                                    nodes="kwok" in components,
                                    controller_manager="kube-controller-manager" in components)
 
@@ -222,7 +225,8 @@ class ControlPlane:
     def _start_controller_manager(self, program: Path) -> None:
         keys = self.home / "pki"
         self._spawn("kube-controller-manager", program, [
-            f"--kubeconfig={self.home / 'kubeconfig-controller-manager'}", f"--controllers={CONTROLLERS}",
+            f"--kubeconfig={self.home / 'kubeconfig-controller-manager'}",
+            f"--controllers={','.join(self.controllers)}",
             f"--service-account-private-key-file={keys / 'sa.key'}", f"--root-ca-file={keys / 'ca.crt'}",
             "--leader-elect=false", "--bind-address=127.0.0.1", "--secure-port=0", "--profiling=false",
         ])
