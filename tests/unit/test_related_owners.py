@@ -4,11 +4,13 @@ returned."""
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import kopf
 import pytest
-from kopf._running.calls import _owners_named
+from kopf._handling.execution import Outcome
+from kopf._running.calls import Bridge, _owners_named
 
 
 @pytest.mark.parametrize("result, owners", [
@@ -37,3 +39,18 @@ def test_a_cluster_scoped_objects_names_have_no_namespace() -> None:
 def test_anything_else_is_refused_with_what_it_was(result: Any) -> None:
     with pytest.raises(TypeError, match="but .*each owner is|but a related function returns its owners"):
         _owners_named(result, "ns")
+
+
+@pytest.mark.parametrize("outcome, related", [
+    (Outcome(final=True, result="app1"), [("ns", "app1")]),
+    (Outcome(final=True, result=None), []),
+    (Outcome(final=True, ignored=True), None),  # failed, ignored: the owners named before stay
+    (Outcome(final=True, exception=RuntimeError("boom")), None),
+    (Outcome(final=True, result=42), None),  # refused: the function's error
+])
+def test_the_core_is_told_owners_only_after_a_success(outcome: Outcome, related: Any) -> None:
+    call: Any = {'kind': 'relating'}
+    answer = Bridge._answer(call, outcome, kopf.Patch(), {'namespace': 'ns', 'logger': logging.getLogger('t')},
+                            handler="Related function 'f'")
+    assert answer is not None and answer.get('related') == related
+    assert 'result' not in answer

@@ -39,6 +39,8 @@ class Outcome:
     exception: BaseException | None = None
     # Succeeded, and its "succeeded" line was left to the core: whether the core posts it.
     said_by_core: bool | None = None
+    # Failed, and the failure was ignored (``ErrorsMode.IGNORED``): no result, but no success.
+    ignored: bool = False
 
     def for_engine(self, patch: dict[str, Any] | None = None) -> Invoked:
         return {
@@ -229,7 +231,7 @@ def _failed(handler: Any, e: Exception, logger: logging.LoggerAdapter,  # type: 
     text = str(e) or repr(e)
     if errors_mode == ErrorsMode.IGNORED:
         logger.exception(f"{handler} failed with an exception and will ignore it: {text}")
-        return Outcome(final=True)
+        return Outcome(final=True, ignored=True)
     if errors_mode == ErrorsMode.TEMPORARY and will_time_out:
         msg = (f"{handler} failed with an exception and will stop now "
                f"(it would time out in {timeout} seconds on the next attempt): {text}")

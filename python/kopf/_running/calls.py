@@ -432,8 +432,9 @@ class Bridge:
             invoked = outcome.for_engine()
             invoked['indexed'] = invoked.pop('result', None)
         elif kind == 'relating':
+            # Owners only from a success: without them, the core keeps those named before.
             owners = None
-            if outcome.exception is None:
+            if outcome.exception is None and not outcome.ignored:
                 try:
                     owners = _owners_named(outcome.result, (kwargs or {}).get('namespace'))
                 except TypeError as error:

@@ -29,14 +29,10 @@ pub async fn relate(ctx: &ResourceContext, memory: &mut RelatingMemory, event: &
     let mut named: HashMap<&str, Vec<OwnerName>> = HashMap::new();
     for ((relating, _), invoked) in matching.iter().zip(outcomes) {
         let id = relating.handler.id.as_str();
-        match invoked.related {
-            Some(owners) => _ = named.insert(id, owners),
-            // Failed (logged by the handlers' side): the owners named before are kept.
-            None if invoked.outcome.exception.is_some() => {
-                _ = named.insert(id, memory.get(id).cloned().unwrap_or_default())
-            }
-            None => _ = named.insert(id, Vec::new()),
-        }
+        // No owners told: it failed (said by the handlers' side), and those named before stay.
+        let owners =
+            (invoked.related).unwrap_or_else(|| memory.get(id).cloned().unwrap_or_default());
+        named.insert(id, owners);
     }
     let object = ObjectRef::of(&event.object);
     for relating in &ctx.relating {
