@@ -287,6 +287,55 @@ def test_related_objects_wake_the_owners_a_function_maps_them_to(
     assert operator.output.count("reconciling g2:") == 1, operator.output
 
 
+RELATED_BY_INDICES = """
+import kopf
+
+@kopf.index('configmaps')
+def words(namespace, name, body, **_):
+    return {(namespace, name): dict(body.get('data') or {})}
+
+@kopf.index('greetings')
+def by_source(namespace, name, spec, **_):
+    return {(namespace, spec.get('source')): name}
+
+@kopf.related('configmaps', owners='greetings')
+def readers(namespace, name, by_source, **_):
+    return list(by_source.get((namespace, name), []))
+
+@kopf.on.reconcile('greetings')
+def greet(namespace, spec, words, **_):
+    [found] = words.get((namespace, spec['source']), [{}])
+    return {'who': found.get('who')}
+"""
+
+
+def test_a_related_operator_runs_under_its_generated_rules(crd: None, namespace: str, tmp_path: Path) -> None:
+    script = write_script(tmp_path, RELATED_BY_INDICES)
+    account = f"op-{namespace}"
+    kopf = str(Path(sys.executable).with_name("kopf"))
+    generated = subprocess.run([kopf, "rbac", "generate", "-n", namespace, "--name", account, "--standalone",
+                                str(script)], capture_output=True, text=True, check=False, timeout=60)
+    assert generated.returncode == 0, generated.stderr
+    assert "related function 'readers' (the watch-stream)" in generated.stdout
+    kubectl("apply", "-f", "-", input=generated.stdout)
+    try:
+        kubeconfig = account_kubeconfig(account, tmp_path, namespace)
+        operator = OperatorProcess(["run", "-n", namespace, "--standalone", str(script)], cwd=tmp_path,
+                                   env={"KUBECONFIG": str(kubeconfig)})
+        try:
+            greeting("g8", namespace, {"source": "cm-w"})
+            eventually(lambda: "greet" in get("greeting", "g8", namespace).get("status", {}),
+                       what="the first reconcile")
+            kubectl("create", "configmap", "cm-w", "-n", namespace, "--from-literal=who=indexed")
+            eventually(lambda: get("greeting", "g8", namespace)["status"]["greet"] == {"who": "indexed"},
+                       what="the owner reconciled for its related object")
+        finally:
+            assert operator.stop() == 0
+        assert not refused(operator.output), operator.output
+    finally:
+        kubectl("delete", "clusterrole,clusterrolebinding", account, "--ignore-not-found")
+
+
 MIXED = """
 import kopf
 
