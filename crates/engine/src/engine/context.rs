@@ -32,6 +32,10 @@ pub struct Memory {
     pub fully_handled_once: bool,
     /// What could not be applied last time (a finalizer change in a conflict).
     pub remaining_patch: Option<Patch>,
+    /// The uid of the object whose deletion our finalizer's removal has let go: a later
+    /// state that still has the finalizer is older than that write (its own event came
+    /// late), and its deletion handlers must not run again.
+    pub released: Option<Box<str>>,
     /// The failures of its indexing functions.
     pub indexing: IndexingMemory,
     /// Its reconciliation, for resources with `@kopf.on.reconcile` handlers.
@@ -45,6 +49,7 @@ impl Memory {
     /// (only the two flags), the rest only when there is something in it.
     pub fn rest(self) -> Resting {
         let simple = self.remaining_patch.is_none() && self.reconciling.is_none();
+        let simple = simple && self.released.is_none();
         let simple = simple && self.relating.as_ref().is_none_or(|r| r.is_empty());
         if simple && self.indexing.failures.is_empty() {
             Resting::Flags {

@@ -68,6 +68,16 @@ async fn process_cycle(
     let object = ObjectRef::of(body);
     let patch_initially_empty = cycle.patch.is_empty();
     let finalizer = &ctx.settings.persistence.finalizer;
+    let released = memory.released.as_deref();
+    if released.is_some() && released == deleted_uid(body) && is_deletion_blocked(body, finalizer) {
+        // Kopf runs the deletion handlers again here, once its consistency timeout is over.
+        object_log!(
+            Level::DEBUG,
+            &object,
+            "The finalizer is removed already: this state is older than that write. Waiting for the deletion."
+        );
+        return Ok(());
+    }
     let detected = detect_change(ctx, memory, event)?;
     let candidates = match spawning {
         Some((_, object)) => spawning_candidates(ctx, object, body, !detected.diff.is_empty()),
@@ -185,6 +195,13 @@ async fn process_spawning(
         daemons.spawn_and_match(object, matching).await
     };
     (delays, !matching.is_empty())
+}
+
+/// The uid of an object that is being deleted (none if it is not).
+pub(crate) fn deleted_uid(body: &Value) -> Option<&str> {
+    is_deletion_ongoing(body)
+        .then(|| dicts::meta(body, "uid").and_then(Value::as_str))
+        .flatten()
 }
 
 fn is_deletion_ongoing(body: &Value) -> bool {

@@ -10,7 +10,7 @@ use crate::engine::{indexing, processing, reconciling, relating};
 use crate::ha::pausing::Busy;
 use crate::object_log;
 use crate::state::bodies::CompactBody;
-use crate::state::patches::Patch;
+use crate::state::patches::{FinalizerOp, Patch};
 use crate::state::progression::format_time;
 use crate::state::StorageError;
 use crate::util::logging::ObjectRef;
@@ -442,6 +442,10 @@ impl Worker {
             self.latest = Some(text);
         }
         let before = had_patch.then(|| version_of(&event.object)).flatten();
+        let releasing = (patch.finalizer == Some(FinalizerOp::Remove))
+            .then(|| processing::deleted_uid(&event.object))
+            .flatten()
+            .map(Box::<str>::from);
         let applying = self.apply(&event.object, patch);
         let event = (!had_patch).then_some(event);
         match applying.await {
@@ -449,6 +453,9 @@ impl Worker {
             Ok(None) => self.throttling = None,
             Ok(Some(applied)) => {
                 self.throttling = None;
+                if applied.remaining.is_none() && releasing.is_some() {
+                    self.memory.released = releasing;
+                }
                 self.memory.remaining_patch = applied.remaining;
                 if applied.gone {
                     self.latest = None;
