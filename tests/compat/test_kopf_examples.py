@@ -36,6 +36,7 @@ class Expectations:
     missing: str | None = None  # a feature our engine does not have yet (the example is expected to fail)
     objects: str | None = None  # other objects that exist while it runs (a YAML manifest)
     webhooks: str | None = None  # the webhook configurations it manages (removed after it)
+    mutated: str | None = None  # a JSONPath that its mutating webhooks fill in the demo object
 
 
 EXAMPLE_POD = """
@@ -87,6 +88,7 @@ EXAMPLES: dict[str, Expectations] = {
     ),
     "17-admission": Expectations(
         # Its webhooks are called by the apiserver for the object (managed configurations).
+        startup=["Reconfiguring the mutating webhook auto.kopf.dev."], mutated="{.spec.injected}",
         creation=["Webhook 'validate_subresources' succeeded."], deletion=[], successes={},
         logged=["Reconfiguring the validating webhook auto.kopf.dev.",
                 "Reconfiguring the mutating webhook auto.kopf.dev.",
@@ -114,6 +116,15 @@ def wait_for(caplog: pytest.LogCaptureFixture, runner: KopfRunner, patterns: lis
             return True
         time.sleep(0.2)
     return False
+
+
+def mutating_in_force(obj: Path, jsonpath: str, timeout: float = 20) -> None:
+    """The apiserver reads webhook configurations through an informer: a configuration written
+    a moment ago may not be called yet. A server-side dry run shows when it is."""
+    deadline = time.monotonic() + timeout
+    while not kubectl("create", "--dry-run=server", "-f", str(obj), "-o", f"jsonpath={jsonpath}"):
+        assert time.monotonic() < deadline, f"the mutating webhooks are not called in {timeout} s"
+        time.sleep(0.2)
 
 
 def handler_decorators(source: str) -> set[str]:
