@@ -5,11 +5,13 @@ finalizer until it has seen the deletion; bad declarations fail loudly."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -139,30 +141,37 @@ def test_the_finalizer_keeps_the_object_until_the_handler_has_seen_its_deletion(
     assert kubectl("get", "greetings", "-n", namespace, "-o", "name").strip() == ""
 
 
-def test_a_reconcile_operator_runs_under_its_generated_rules(crd: None, namespace: str, tmp_path: Path) -> None:
-    script = write_script(tmp_path, FINALIZING)
+@contextlib.contextmanager
+def under_generated_rules(script: Path, namespace: str, tmp_path: Path, expected: str) -> Iterator[OperatorProcess]:
+    """The operator run under the rules that `kopf rbac generate` writes for it (which say
+    `expected`); nothing it asks for may be refused."""
     account = f"op-{namespace}"
     kopf = str(Path(sys.executable).with_name("kopf"))
     generated = subprocess.run([kopf, "rbac", "generate", "-n", namespace, "--name", account, "--standalone",
                                 str(script)], capture_output=True, text=True, check=False, timeout=60)
     assert generated.returncode == 0, generated.stderr
-    assert "reconcile handler 'keep' (the watch-stream)" in generated.stdout
+    assert expected in generated.stdout
     kubectl("apply", "-f", "-", input=generated.stdout)
     try:
         kubeconfig = account_kubeconfig(account, tmp_path, namespace)
         operator = OperatorProcess(["run", "-n", namespace, "--standalone", str(script)], cwd=tmp_path,
                                    env={"KUBECONFIG": str(kubeconfig)})
         try:
-            greeting("g5", namespace, {"who": "ops"})
-            operator.wait_for(r"reconciling g5, deleting=False")
-            kubectl("delete", "greeting", "g5", "-n", namespace, "--timeout=30s")
-            operator.wait_for(r"reconciling g5, deleting=True")
+            yield operator
         finally:
             assert operator.stop() == 0
         assert not refused(operator.output), operator.output
     finally:
         kubectl("delete", "clusterrole,clusterrolebinding", account, "--ignore-not-found")
 
+
+def test_a_reconcile_operator_runs_under_its_generated_rules(crd: None, namespace: str, tmp_path: Path) -> None:
+    script = write_script(tmp_path, FINALIZING)
+    with under_generated_rules(script, namespace, tmp_path, "reconcile handler 'keep' (the watch-stream)") as operator:
+        greeting("g5", namespace, {"who": "ops"})
+        operator.wait_for(r"reconciling g5, deleting=False")
+        kubectl("delete", "greeting", "g5", "-n", namespace, "--timeout=30s")
+        operator.wait_for(r"reconciling g5, deleting=True")
 
 OWNING = """
 import json
@@ -311,30 +320,13 @@ def greet(namespace, spec, words, **_):
 
 def test_a_related_operator_runs_under_its_generated_rules(crd: None, namespace: str, tmp_path: Path) -> None:
     script = write_script(tmp_path, RELATED_BY_INDICES)
-    account = f"op-{namespace}"
-    kopf = str(Path(sys.executable).with_name("kopf"))
-    generated = subprocess.run([kopf, "rbac", "generate", "-n", namespace, "--name", account, "--standalone",
-                                str(script)], capture_output=True, text=True, check=False, timeout=60)
-    assert generated.returncode == 0, generated.stderr
-    assert "related function 'readers' (the watch-stream)" in generated.stdout
-    kubectl("apply", "-f", "-", input=generated.stdout)
-    try:
-        kubeconfig = account_kubeconfig(account, tmp_path, namespace)
-        operator = OperatorProcess(["run", "-n", namespace, "--standalone", str(script)], cwd=tmp_path,
-                                   env={"KUBECONFIG": str(kubeconfig)})
-        try:
-            greeting("g8", namespace, {"source": "cm-w"})
-            eventually(lambda: "greet" in get("greeting", "g8", namespace).get("status", {}),
-                       what="the first reconcile")
-            kubectl("create", "configmap", "cm-w", "-n", namespace, "--from-literal=who=indexed")
-            eventually(lambda: get("greeting", "g8", namespace)["status"]["greet"] == {"who": "indexed"},
-                       what="the owner reconciled for its related object")
-        finally:
-            assert operator.stop() == 0
-        assert not refused(operator.output), operator.output
-    finally:
-        kubectl("delete", "clusterrole,clusterrolebinding", account, "--ignore-not-found")
-
+    with under_generated_rules(script, namespace, tmp_path, "related function 'readers' (the watch-stream)"):
+        greeting("g8", namespace, {"source": "cm-w"})
+        eventually(lambda: "greet" in get("greeting", "g8", namespace).get("status", {}),
+                   what="the first reconcile")
+        kubectl("create", "configmap", "cm-w", "-n", namespace, "--from-literal=who=indexed")
+        eventually(lambda: get("greeting", "g8", namespace)["status"]["greet"] == {"who": "indexed"},
+                   what="the owner reconciled for its related object")
 
 MIXED = """
 import kopf
