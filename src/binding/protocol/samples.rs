@@ -64,6 +64,7 @@ pub(crate) fn protocol_samples(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
             token: 1,
             key: "ns/kex".into(),
             reason: 0,
+            endless: true,
             body: Arc::new(CompactBody::of(&body)),
         }),
         admission: Some(Arc::new(AdmissionCall::default())),

@@ -146,7 +146,7 @@ impl Poster {
             .unwrap_or_else(|| "default".to_owned());
         let mut involved = reference.clone();
         involved["namespace"] = Value::String(namespace.clone());
-        let now = crate::state::progression::format_time(chrono::Utc::now());
+        let now = crate::state::progression::format_time(crate::util::clock::now());
         let body = json!({
             "apiVersion": "v1",
             "kind": "Event",

@@ -10,7 +10,9 @@
 //! their instants, and idle delays and retries to their exact length.
 
 use std::sync::OnceLock;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+// (tokio's: a simulation's virtual clock keeps its timers on the same grid)
+use tokio::time::Instant;
 
 /// The longest tick: a long interval's timers would gain nothing from waiting longer.
 const MAX_TICK_MS: u64 = 64;

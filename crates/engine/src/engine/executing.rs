@@ -12,7 +12,6 @@ use crate::intents::lifecycles::Lifecycle;
 use crate::state::patches::Patch;
 use crate::state::progression::{format_time, State};
 use crate::state::{StorageError, StorageResult};
-use chrono::Utc;
 use futures::future::BoxFuture;
 use serde_json::Value;
 use std::collections::BTreeSet;
@@ -44,7 +43,7 @@ pub(crate) async fn execute_once(
     change: &Arc<Change>,
     patch: &SharedPatch,
 ) -> State {
-    let now = Utc::now();
+    let now = crate::util::clock::now();
     let awakened: Vec<&ChangingHandler> = (handlers.iter().copied())
         .filter(|h| state.get(&h.id).is_some_and(|s| s.awakened(now)))
         .collect();
@@ -66,11 +65,11 @@ pub(crate) async fn execute_once(
         call.children = Some(children.clone());
         call.retry = handler_state.retries;
         call.started = Some(format_time(handler_state.started));
-        call.runtime = handler_state.runtime(Utc::now());
+        call.runtime = handler_state.runtime(crate::util::clock::now());
         let mut invoked = hooks::invoke_metered(&*ctx.hooks, call, &handler.id, "changing").await;
         invoked.outcome.subrefs = children.own_refs();
         invoked.apply_to(&handler.id, &mut patch.lock().expect("not poisoned"));
-        state = state.with_outcome(&handler.id, &invoked.outcome, Utc::now());
+        state = state.with_outcome(&handler.id, &invoked.outcome, crate::util::clock::now());
     }
     state
 }
@@ -173,7 +172,7 @@ impl Scope {
         let owned: Vec<String> = children.iter().map(|h| h.id.clone()).collect();
         let matching_ids: Vec<String> = matching.iter().map(|h| h.id.clone()).collect();
         let storage = ctx.progress.as_ref();
-        let now = Utc::now();
+        let now = crate::util::clock::now();
         let state = State::from_storage(body, storage, &owned, now)?
             .with_purpose(change.reason.as_str(), &[])
             .with_handlers(&matching_ids, now);
@@ -193,7 +192,7 @@ impl Scope {
             let mut refs = refs.lock().expect("not poisoned");
             refs.extend(state.ids().cloned());
         }
-        let delays = state.delays(Utc::now());
+        let delays = state.delays(crate::util::clock::now());
         Ok(Executed {
             done: state.done(),
             delay: delays.into_iter().reduce(f64::min),

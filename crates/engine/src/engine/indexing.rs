@@ -12,7 +12,6 @@ use crate::indices::index::ObjectKey;
 use crate::intents::handlers::IndexingHandler;
 use crate::intents::hooks::{self, HandlerKind};
 use crate::state::progression::{format_time, HandlerState};
-use chrono::Utc;
 
 /// Index (or un-index) one state of an object in the indices of this resource.
 pub async fn index(ctx: &ResourceContext, memory: &mut IndexingMemory, event: &RawEvent) {
@@ -28,7 +27,7 @@ pub async fn index(ctx: &ResourceContext, memory: &mut IndexingMemory, event: &R
         return;
     }
     let matching = selecting::for_event(ctx, HandlerKind::Indexing, &ctx.indexing, event).await;
-    let now = Utc::now();
+    let now = crate::util::clock::now();
     let mut calls = Vec::new();
     for (handler, mut call) in matching {
         let state = (memory.failures.get(&handler.id).cloned())
@@ -51,7 +50,7 @@ pub async fn index(ctx: &ResourceContext, memory: &mut IndexingMemory, event: &R
         called.push(&handler.id);
         if invoked.outcome.exception.is_some() {
             discard(ctx, handler, &object);
-            let failed = state.with_outcome(&invoked.outcome, Utc::now());
+            let failed = state.with_outcome(&invoked.outcome, crate::util::clock::now());
             memory.failures.insert(handler.id.clone(), failed);
             continue;
         }

@@ -20,7 +20,6 @@ use crate::util::dicts;
 use crate::util::encoding::to_python_repr;
 use crate::util::logging::ObjectRef;
 use crate::util::redaction;
-use chrono::Utc;
 use serde_json::Value;
 use std::sync::{Arc, Mutex};
 use tracing::Level;
@@ -69,7 +68,9 @@ async fn process_cycle(
     let patch_initially_empty = cycle.patch.is_empty();
     let finalizer = &ctx.settings.persistence.finalizer;
     let released = memory.released.as_deref();
-    if released.is_some() && released == deleted_uid(body) && is_deletion_blocked(body, finalizer) {
+    // (the DELETED event's body may still name the finalizer: the state before the write)
+    let stale = event.event_type != EventType::Deleted && is_deletion_blocked(body, finalizer);
+    if stale && released.is_some() && released == deleted_uid(body) {
         // Kopf runs the deletion handlers again here, once its consistency timeout is over.
         object_log!(
             Level::DEBUG,
@@ -396,7 +397,7 @@ async fn handle_cause(
         );
         state.purge(body, patch, storage, &owned_ids)?;
     }
-    Ok((state.delays(Utc::now()), done))
+    Ok((state.delays(crate::util::clock::now()), done))
 }
 
 /// The handlers' progress for this purpose, as stored in the object; the progress of another
@@ -411,7 +412,7 @@ fn progress_state(
     handler_ids: &[String],
     patch: &mut Patch,
 ) -> StorageResult<State> {
-    let now = Utc::now();
+    let now = crate::util::clock::now();
     let title = Reason::title(purpose);
     let mut state = State::from_storage(body, storage, owned_ids, now)?
         .with_purpose(purpose, &[])

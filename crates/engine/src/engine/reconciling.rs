@@ -16,7 +16,6 @@ use crate::state::progression::format_time;
 use crate::state::StorageResult;
 use crate::util::dicts;
 use crate::util::logging::ObjectRef;
-use chrono::Utc;
 use serde_json::Value;
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
@@ -86,14 +85,18 @@ pub(crate) async fn reconcile(
     }
 
     cycle.matched = true;
-    let started = *remembered.started.get_or_insert_with(Utc::now);
+    let started = *remembered
+        .started
+        .get_or_insert_with(crate::util::clock::now);
     let mut failed = false;
     let mut retry_after: Option<f64> = None; // a TemporaryError's own delay
     let mut requeue: Option<f64> = None;
     for (handler, mut call) in handlers {
         call.retry = remembered.retry;
         call.started = Some(format_time(started));
-        call.runtime = (Utc::now() - started).as_seconds_f64().max(0.0);
+        call.runtime = (crate::util::clock::now() - started)
+            .as_seconds_f64()
+            .max(0.0);
         let invoked = hooks::invoke_metered(&*ctx.hooks, call, &handler.id, "reconciling").await;
         invoked.apply_to(&handler.id, &mut cycle.patch);
         let outcome = &invoked.outcome;
@@ -116,7 +119,9 @@ pub(crate) async fn reconcile(
         let backoff = settings.backoff(remembered.retry);
         let jitter = backoff * settings.backoff_jitter.max(0.0) * rand::random::<f64>();
         // The overall limit of retries, as controller-runtime's (a handler's own delay is not limited).
-        let slot = ctx.retry_budget.take(std::time::Instant::now());
+        let slot = ctx
+            .retry_budget
+            .take(tokio::time::Instant::now().into_std());
         Some(retry_after.unwrap_or((backoff + jitter).max(slot)).max(0.0))
     } else {
         remembered.retry = 0;

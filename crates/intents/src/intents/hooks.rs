@@ -83,6 +83,8 @@ pub struct DaemonCall {
     pub key: Arc<str>,
     /// The stopping reasons set so far (bits of `kopf.DaemonStoppingReason`).
     pub reason: u32,
+    /// A daemon's call (it runs until it is stopped), not a timer's (it returns soon).
+    pub endless: bool,
     /// The object's latest body, compact: shared with Python, which converts what it reads
     /// (and keeps it while the body stays the same).
     pub body: Arc<CompactBody>,

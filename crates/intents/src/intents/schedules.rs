@@ -84,7 +84,9 @@ impl Schedule {
 
     /// How long until the next instant from now.
     pub fn until_next(&self) -> Option<Duration> {
-        let now = Timestamp::now();
+        // (a simulation's virtual time of day, too)
+        let micros = crate::util::clock::now().timestamp_micros();
+        let now = Timestamp::from_microsecond(micros).unwrap_or_else(|_| Timestamp::now());
         let next = self.next_after(now)?;
         Some(Duration::try_from(next.duration_since(now)).unwrap_or_default())
     }

@@ -36,7 +36,7 @@ impl Attempts {
     pub(super) fn new() -> Self {
         Self {
             retry: 0,
-            started: Utc::now(),
+            started: crate::util::clock::now(),
         }
     }
 }
@@ -51,7 +51,7 @@ impl Runner {
     }
 
     pub(super) fn invocation(&self, attempts: &Attempts) -> Invocation {
-        let now = Utc::now();
+        let now = crate::util::clock::now();
         Invocation {
             retry: attempts.retry,
             started: Some(format_time(attempts.started)),
@@ -60,6 +60,7 @@ impl Runner {
                 token: self.stopper.token,
                 key: self.object.key.clone(),
                 reason: self.stopper.reason(),
+                endless: self.handler.kind == SpawningKind::Daemon,
                 body: self.body(),
             }),
             ..Invocation::new(

@@ -597,9 +597,19 @@ async fn a_deletion_that_our_write_has_let_go_is_not_handled_again_when_its_even
                                                  // An older state comes (the timer's write before ours), and our own change's event does
                                                  // not come in time (a watch lagging under load): Kopf handles the deletion again.
     deleted["metadata"]["resourceVersion"] = json!("2");
-    setup.send(EventType::Modified, deleted).await;
+    setup.send(EventType::Modified, deleted.clone()).await;
     setup.pass(10.0).await;
     assert_eq!(setup.hooks.calls_of(HandlerKind::Changing), ["1"]);
     assert_eq!(setup.patcher.applied().len(), 1);
+    // The deletion's own event (its body as before our write, the finalizer in it) is noticed.
+    deleted["metadata"]["resourceVersion"] = json!("3");
+    setup.send(EventType::Deleted, deleted).await;
+    setup.pass(0.1).await;
+    let gone = "Deleted, really deleted, and we are notified.";
+    assert!(setup
+        .capture
+        .messages(Level::DEBUG)
+        .iter()
+        .any(|m| m == gone));
     setup.stop().await;
 }

@@ -568,7 +568,7 @@ impl Worker {
     /// wakes them up.
     async fn touch(&mut self, object: &ObjectRef, body: &Value) {
         let mut touch = Patch::default();
-        let now = format_time(chrono::Utc::now());
+        let now = format_time(crate::util::clock::now());
         let applied = match self.ctx().progress.touch(body, &mut touch, Some(&now)) {
             Ok(()) => self.apply(body, touch).await,
             Err(error) => Err(CycleError::Storage(error)),
