@@ -53,9 +53,11 @@ class Operator:
     """The core of one operator run: ``run()`` once, ``stop()`` from anywhere."""
 
     def __init__(self) -> None: ...
-    def run(self, spec: str, connection: str, bridge: Any, storages: list[Any]) -> Awaitable[None]:
+    def run(self, spec: str, connection: str, bridge: Any, storages: list[Any],
+            simulation: Simulation | None = None) -> Awaitable[None]:
         """Run until stopped; ``spec`` and ``connection`` are JSON, ``bridge`` serves the core's calls,
-        ``storages`` are the objects its settings name by index (custom storages, iterables of pauses)."""
+        ``storages`` are the objects its settings name by index (custom storages, iterables of pauses);
+        with ``simulation``, on its runtime and virtual clock."""
     def post_event(self, event: str, drawn: Any = None) -> None:
         """Queue a Kubernetes Event (JSON) for posting; ``drawn``: the iterable of its backoffs
         when they are not a list (its JSON names it as ``{"drawn": 0, ...}``)."""
@@ -174,9 +176,31 @@ def start_recording(connection: str, port: int) -> Awaitable[Recording]:
     """A recording proxy on 127.0.0.1 (port 0: a free one) that forwards with these credentials."""
 
 class Simulation:
-    """A simulated API (plain HTTP on 127.0.0.1), its objects in memory."""
+    """A simulated API (plain HTTP on 127.0.0.1), its objects in memory, on a virtual clock
+    that stands still until moved."""
     url: str
-    def stop(self) -> None: ...
+    def stop(self) -> None:
+        """Stop serving; the operators on its clock stop with it."""
+    def release(self) -> None:
+        """Let the clock move by itself whenever nothing else can happen (for a stop)."""
+    def now(self) -> float:
+        """Seconds of virtual time since the start."""
+    def today(self) -> str:
+        """The virtual time of day (ISO 8601, UTC)."""
+    def advance(self, seconds: float) -> Awaitable[None]:
+        """Move the clock: what is due happens in order; then what is pending at the end."""
+    def settle(self) -> Awaitable[None]:
+        """Let everything pending happen (the clock moves by a millisecond at most)."""
+    def fail(self, method: str | None, path: str, status: int, retry_after: int | None = None,
+             times: int | None = None) -> None:
+        """Fail the matching requests to come with this status (``times`` of them, or all)."""
+    def heal(self) -> None:
+        """Fail no more requests."""
+    def cut_watches(self, expire: bool) -> None:
+        """End every watch; with ``expire``, the versions before now are gone (410)."""
+    def request(self, method: str, uri: str, body: str | None = None,
+                content_type: str = "application/json") -> tuple[int, str]:
+        """A request answered without HTTP: the status code and the document (JSON)."""
 
-def start_simulation(port: int) -> Awaitable[Simulation]:
+def start_simulation(port: int) -> Simulation:
     """A simulated API with the built-in resources on 127.0.0.1 (port 0: a free one)."""

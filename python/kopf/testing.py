@@ -1,5 +1,6 @@
 """``kopf.testing``: ``KopfRunner`` runs an operator in a thread while a test talks to the cluster;
-``KopfCluster`` starts that cluster, a local control plane (not in Kopf); the pytest fixtures
+``KopfCluster`` starts that cluster, a local control plane, and ``Simulation`` runs the handlers
+against a simulated API on a virtual clock (both not in Kopf); the pytest fixtures
 ``kopf_cluster`` and ``kopf_namespace`` come with the wheel (``kopf._operating.cluster.fixtures``)."""
 
 from __future__ import annotations
@@ -19,8 +20,9 @@ from kopf._structures.settings import OperatorSettings
 
 if TYPE_CHECKING:
     from kopf._operating.cluster.session import KopfCluster, LeftoverWarning
+    from kopf._operating.simulation import SimulatedApiError, Simulation
 
-__all__ = ['KopfRunner', 'KopfCluster', 'LeftoverWarning']
+__all__ = ['KopfRunner', 'KopfCluster', 'LeftoverWarning', 'Simulation', 'SimulatedApiError']
 
 
 def __getattr__(name: str) -> Any:
@@ -29,6 +31,9 @@ def __getattr__(name: str) -> Any:
     if name in ('KopfCluster', 'LeftoverWarning'):
         from kopf._operating.cluster import session
         return getattr(session, name)
+    if name in ('Simulation', 'SimulatedApiError'):
+        from kopf._operating import simulation
+        return getattr(simulation, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

@@ -45,6 +45,23 @@ where
     F: Future<Output = PyResult<T>> + Send + 'static,
     T: for<'a> IntoPyObject<'a> + Send + 'static,
 {
+    awaitable_on(
+        py,
+        pyo3_async_runtimes::tokio::get_runtime().handle(),
+        future,
+    )
+}
+
+/// Run `future` on this runtime (a simulation's); an awaitable of its value (a `Pending`).
+pub fn awaitable_on<'py, F, T>(
+    py: Python<'py>,
+    runtime: &tokio::runtime::Handle,
+    future: F,
+) -> PyResult<Bound<'py, PyAny>>
+where
+    F: Future<Output = PyResult<T>> + Send + 'static,
+    T: for<'a> IntoPyObject<'a> + Send + 'static,
+{
     let (sender, receiver) = UnixStream::pair()
         .map_err(|e| PyRuntimeError::new_err(format!("cannot create a wake-up socket: {e}")))?;
     for end in [&sender, &receiver] {
@@ -57,7 +74,7 @@ where
         receiver,
     });
     let finished = shared.clone();
-    let task = pyo3_async_runtimes::tokio::get_runtime().spawn(async move {
+    let task = runtime.spawn(async move {
         let outcome: Outcome = future.await.map(|value| {
             Box::new(move |py: Python<'_>| {
                 (value.into_pyobject(py))

@@ -19,6 +19,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use tokio::sync::oneshot;
 
+use crate::simulation::settling::{Busy, Guard};
+
 type Argument = Box<dyn for<'py> FnOnce(Python<'py>) -> PyResult<Bound<'py, PyAny>> + Send>;
 type Completion = Box<dyn for<'py> FnOnce(Python<'py>, PyResult<Bound<'py, PyAny>>) + Send>;
 
@@ -44,7 +46,11 @@ struct Shared {
     /// so that the core's threads push into room made earlier instead of growing a new
     /// queue each batch (its reallocations were 7% of the core threads' time under 1 000 timers).
     spare: Mutex<Vec<Queued>>,
-    waiting: Mutex<HashMap<u64, Completion, foldhash::fast::RandomState>>,
+    waiting: Mutex<HashMap<u64, (Completion, Option<Guard>), foldhash::fast::RandomState>>,
+    /// In a simulation: what keeps its clock still while calls and notes are in flight.
+    busy: Option<Arc<Busy>>,
+    /// The guards of the notes queued, until the loop has written them (`processed()`).
+    noted: Mutex<Vec<Guard>>,
     next_id: AtomicU64,
     /// A wake-up byte is in the socket and not consumed yet: no need for another.
     woken: AtomicBool,
@@ -66,7 +72,8 @@ pub struct Calls {
 }
 
 impl Calls {
-    pub fn new() -> std::io::Result<Self> {
+    /// `busy`: a simulation's, whose clock stays still while calls are in flight.
+    pub fn new(busy: Option<Arc<Busy>>) -> std::io::Result<Self> {
         let (sender, receiver) = UnixStream::pair()?;
         sender.set_nonblocking(true)?;
         receiver.set_nonblocking(true)?;
@@ -75,6 +82,8 @@ impl Calls {
                 ready: Mutex::default(),
                 spare: Mutex::default(),
                 waiting: Mutex::default(),
+                busy,
+                noted: Mutex::default(),
                 next_id: AtomicU64::new(1),
                 woken: AtomicBool::new(false),
                 notes_queued: AtomicU64::new(0),
@@ -88,11 +97,13 @@ impl Calls {
     }
 
     /// Call `bridge.<method>(argument)` (a coroutine) on the loop; `parse` turns its result
-    /// (or exception) into `T` on the loop's thread.
+    /// (or exception) into `T` on the loop's thread. `settling`: a simulation's clock stays
+    /// still until it returns (not for a daemon's call: it runs until it is stopped).
     pub fn call<T: Send + 'static>(
         &self,
         method: &'static str,
         target: Target,
+        settling: bool,
         argument: impl for<'py> FnOnce(Python<'py>) -> PyResult<Bound<'py, PyAny>> + Send + 'static,
         parse: impl for<'py> FnOnce(Python<'py>, PyResult<Bound<'py, PyAny>>) -> T + Send + 'static,
     ) -> BoxFuture<'static, Result<T, Closed>> {
@@ -101,11 +112,12 @@ impl Calls {
             let _ = tx.send(parse(py, result)); // the caller may have given up: fine
         });
         let id = self.shared.next_id.fetch_add(1, Ordering::Relaxed);
+        let guard = self.guard().filter(|_| settling);
         self.shared
             .waiting
             .lock()
             .expect("not poisoned")
-            .insert(id, completion);
+            .insert(id, (completion, guard));
         self.push(id, method, target, Box::new(argument));
         Box::pin(async move { rx.await.map_err(|_| Closed) })
     }
@@ -118,7 +130,15 @@ impl Calls {
         method: &'static str,
         arguments: impl for<'py> FnOnce(Python<'py>) -> PyResult<Bound<'py, PyAny>> + Send + 'static,
     ) {
+        if let Some(guard) = self.guard() {
+            self.shared.noted.lock().expect("not poisoned").push(guard);
+        }
         self.push(NOTE, method, None, Box::new(arguments));
+    }
+
+    /// A simulation's guard of its clock (none outside simulations).
+    pub fn guard(&self) -> Option<Guard> {
+        self.shared.busy.as_ref().map(Busy::enter)
     }
 
     /// How many notes have been queued so far: for [`Calls::written`].
@@ -222,6 +242,12 @@ impl CallQueue {
         if shared.notes_done.fetch_max(done, Ordering::SeqCst) < done {
             shared.progress.notify_waiters();
         }
+        if shared.busy.is_some() {
+            // (a note queued since the batch was taken is let go early: it is only a line)
+            drop(std::mem::take(
+                &mut *shared.noted.lock().expect("not poisoned"),
+            ));
+        }
     }
 
     /// A call has returned.
@@ -262,7 +288,7 @@ impl CallQueue {
             .lock()
             .expect("not poisoned")
             .remove(&id);
-        if let Some(completion) = completion {
+        if let Some((completion, _guard)) = completion {
             completion(py, result);
         }
     }

@@ -113,18 +113,35 @@ impl PyHooks {
         parse: impl for<'py> FnOnce(Python<'py>, Bound<'py, PyAny>) -> PyResult<T> + Send + 'static,
         fallback: impl Fn(String) -> T + Send + Sync + 'static,
     ) -> BoxFuture<'static, T> {
+        self.call_settling(method, target, true, arg, parse, fallback)
+    }
+
+    /// `call`, with or without keeping a simulation's clock still meanwhile (`Calls::call`).
+    fn call_settling<T: Send + 'static>(
+        &self,
+        method: &'static str,
+        target: Target,
+        settling: bool,
+        arg: impl for<'py> FnOnce(Python<'py>) -> PyResult<Bound<'py, PyAny>> + Send + 'static,
+        parse: impl for<'py> FnOnce(Python<'py>, Bound<'py, PyAny>) -> PyResult<T> + Send + 'static,
+        fallback: impl Fn(String) -> T + Send + Sync + 'static,
+    ) -> BoxFuture<'static, T> {
         let fallback = Arc::new(fallback);
         let on_error = fallback.clone();
-        let answer = self.calls.call(method, target, arg, move |py, result| {
-            match result.and_then(|r| parse(py, r)) {
+        let answer = self.calls.call(
+            method,
+            target,
+            settling,
+            arg,
+            move |py, result| match result.and_then(|r| parse(py, r)) {
                 Ok(value) => value,
                 Err(error) => {
                     let message = error.to_string();
                     error.print(py);
                     on_error(message)
                 }
-            }
-        });
+            },
+        );
         Box::pin(async move {
             answer
                 .await
@@ -194,9 +211,11 @@ impl HandlerCalls for PyHooks {
             }
         }
         let object = CallObject::of(&invocation);
-        let answer = self.call(
+        let endless = (invocation.daemon.as_ref()).is_some_and(|daemon| daemon.endless);
+        let answer = self.call_settling(
             "invoke",
             target,
+            !endless,
             move |py| Ok(invocation_dict(py, &invocation)?.into_any()),
             move |_, answer| parse_answer(&answer, indexing.as_ref()),
             |message| (bridge_failure(message), None),
@@ -437,7 +456,10 @@ impl PyHooks {
         let object = CallObject::of(&invocation);
         // The core's lines so far (e.g. "Throttling is over") are written before the call.
         let notes = calls.notes_queued();
+        let endless = (invocation.daemon.as_ref()).is_some_and(|daemon| daemon.endless);
+        let guard = calls.guard().filter(|_| !endless);
         Box::pin(async move {
+            let _guard = guard;
             calls.written(notes).await;
             let Ok(_slot) = slots.acquire_owned().await else {
                 return bridge_failure("the operator's threads are closed".into());

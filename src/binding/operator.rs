@@ -5,6 +5,7 @@ use super::hooks::PyHooks;
 use super::indices::IndexView;
 use super::logs::PyLogs;
 use super::pauses::PySources;
+use super::simulation::Simulation;
 use super::storages::PyCustomStorages;
 use super::webhooks;
 use crate::client::connection::ConnectionInfo;
@@ -52,7 +53,9 @@ impl Operator {
     /// Run the core until `stop()`; an awaitable for the operator's asyncio loop.
     /// `spec` and `connection` are JSON; `bridge` is the Python side of the hooks;
     /// `storages` are the Python objects that the spec's settings refer to by index: the
-    /// custom storages and the iterables of pauses read lazily.
+    /// custom storages and the iterables of pauses read lazily. With `simulation`, the core
+    /// runs on the simulation's runtime and clock (`kopf.testing.Simulation`).
+    #[pyo3(signature = (spec, connection, bridge, storages, simulation = None))]
     fn run<'py>(
         &self,
         py: Python<'py>,
@@ -60,6 +63,7 @@ impl Operator {
         connection: &str,
         bridge: Py<PyAny>,
         storages: Vec<Py<PyAny>>,
+        simulation: Option<PyRef<'py, Simulation>>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let mut spec: OperatorSpec = serde_json::from_str(spec)
             .map_err(|e| PyValueError::new_err(format!("invalid operator spec: {e}")))?;
@@ -68,7 +72,12 @@ impl Operator {
             .map_err(|e| PyValueError::new_err(e.to_string()))?;
         let info: ConnectionInfo = serde_json::from_str(connection)
             .map_err(|e| PyValueError::new_err(format!("invalid connection info: {e}")))?;
-        let calls = Calls::new()
+        let busy = simulation.as_ref().map(|s| s.busy.clone());
+        let runtime = match &simulation {
+            Some(simulation) => simulation.runtime.clone(),
+            None => pyo3_async_runtimes::tokio::get_runtime().handle().clone(),
+        };
+        let calls = Calls::new(busy)
             .map_err(|e| PyRuntimeError::new_err(format!("cannot create the call queue: {e}")))?;
         bridge.call_method1(py, "attach", (calls.queue(),))?;
         let logs = PyLogs::new(
@@ -102,8 +111,9 @@ impl Operator {
         let conversion = Arc::new(Conversion::new(hooks.clone()));
         let webhooks = Arc::new(Webhooks::new(admission, conversion));
         *self.webhooks.lock().expect("not poisoned") = Some(webhooks.clone());
-        super::awaiting::awaitable(
+        super::awaiting::awaitable_on(
             py,
+            &runtime,
             async move {
                 let relogin_hooks = hooks.clone();
                 let login: Login = Arc::new(move || relogin_hooks.relogin());

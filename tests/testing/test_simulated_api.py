@@ -6,7 +6,6 @@ serves its resource, and a deleted owner's children go with it."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import urllib.error
 import urllib.request
@@ -15,7 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from kopf import _engine
+from support.cluster import EXAMPLES
 from support.operators import OperatorProcess, eventually, write_script
 
 OPERATOR = """
@@ -36,13 +37,7 @@ def part(name, logger, **_):
     logger.info(f"parted with {name}")
 """
 
-CRD = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-       "metadata": {"name": "greetings.demo.kopf.dev"},
-       "spec": {"group": "demo.kopf.dev", "scope": "Namespaced",
-                "names": {"plural": "greetings", "singular": "greeting", "kind": "Greeting"},
-                "versions": [{"name": "v1", "served": True, "storage": True, "subresources": {"status": {}},
-                              "schema": {"openAPIV3Schema": {"type": "object",
-                                                             "x-kubernetes-preserve-unknown-fields": True}}}]}}
+CRD = yaml.safe_load((EXAMPLES / "crd.yaml").read_text())  # the Greetings of the examples
 GREETINGS = "/apis/demo.kopf.dev/v1/namespaces/ns/greetings"
 
 
@@ -65,9 +60,7 @@ class Api:
 
 @pytest.fixture()
 def simulated(tmp_path: Path) -> Iterator[tuple[Api, Path]]:
-    async def start() -> _engine.Simulation:
-        return await _engine.start_simulation(0)
-    simulation = asyncio.run(start())
+    simulation = _engine.start_simulation(0)
     kubeconfig = tmp_path / "kubeconfig"
     kubeconfig.write_text(json.dumps({
         "apiVersion": "v1", "kind": "Config", "current-context": "simulated",

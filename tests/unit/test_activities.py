@@ -134,7 +134,7 @@ def test_login_via_kubernetes_asyncio_of_either_form(monkeypatch: pytest.MonkeyP
     def load_incluster_config() -> None:
         raise ConfigException("not in a cluster")
 
-    async def load_kube_config() -> None:
+    async def load_kube_config(config_file: str | None = None) -> None:
         pass
 
     config_module.ConfigException = ConfigException  # type: ignore[attr-defined]

@@ -17,8 +17,8 @@ ROOT = Path(__file__).parents[2]
 BINDING = ROOT / "src" / "binding"
 SOURCES = "\n".join(path.read_text() for path in sorted(BINDING.glob("*.rs")))
 
-# Queued calls, awaited (`PyHooks::call`/`verdicts`): run as coroutines on the operator's loop.
-AWAITED = set(re.findall(r"self\.(?:call|verdicts)\(\s*\"(\w+)\"", SOURCES))
+# Queued calls, awaited (`PyHooks::call`/`call_settling`/`verdicts`): run as coroutines on the operator's loop.
+AWAITED = set(re.findall(r"self\.(?:call|call_settling|verdicts)\(\s*\"(\w+)\"", SOURCES))
 # Queued notes (`Calls::notify`): plain methods, run in order, nothing answered.
 NOTES = set(re.findall(r"\.notify\(\s*\"(\w+)\"", SOURCES))
 # Called directly, with the GIL (at the start, on the handlers' own threads).

@@ -5,6 +5,7 @@ from kopf._engine import (
     CoreBody,  # a daemon's body as the core keeps it fresh (``kopf._running.calls``)
     IndexView,  # one index of the core, read as it is now (``kopf._structures.indices``)
     Operator,  # the operator run on the core (``kopf._running.operator``)
+    Simulation,  # a simulated API and its clock (``kopf._operating.simulation``)
     check_cron,  # timers' cron schedules, checked where they are declared (``kopf.on``)
     describe_certificate,  # a client's certificate as ``getpeercert()`` has it (``kopf._connecting.webhooks``)
     discover,  # ``kopf rbac``: the resources the server serves (``kopf._operating.rbac``)
@@ -13,11 +14,12 @@ from kopf._engine import (
     read_crds,  # ``kopf olm generate``: the CRDs that no file gives (``kopf._operating.olm``)
     review_access,  # ``kopf rbac verify``: access reviews (``kopf._operating.rbac``)
     start_recording,  # ``kopf rbac record``: the recording proxy (``kopf._operating.rbac.recording``)
+    start_simulation,  # ``kopf.testing.Simulation``: the simulated API and clock (``kopf._operating.simulation``)
     touch_peering,  # ``kopf freeze/resume``: the peering objects written (``kopf._connecting.peering``)
     webhooks_for_manager,  # ``kopf olm generate``: the webhook definitions (``kopf._operating.olm``)
 )
 from kopf._engine import __version__ as version  # the core's version (``kopf --version``)
 
-__all__ = ['CoreBody', 'IndexView', 'Operator', 'check_cron', 'describe_certificate', 'discover', 'log_pattern_matches',
-           'parse_kubeconfig', 'read_crds', 'review_access', 'start_recording', 'touch_peering', 'version',
-           'webhooks_for_manager']
+__all__ = ['CoreBody', 'IndexView', 'Operator', 'Simulation', 'check_cron', 'describe_certificate', 'discover',
+           'log_pattern_matches', 'parse_kubeconfig', 'read_crds', 'review_access', 'start_recording',
+           'start_simulation', 'touch_peering', 'version', 'webhooks_for_manager']

@@ -105,7 +105,8 @@ def _configure_client(logger: Any, *, failing: bool = False) -> None:
         logger.debug("Client is configured in cluster with service account.")
     except kubernetes.config.ConfigException:
         try:
-            kubernetes.config.load_kube_config()
+            # KUBECONFIG as it is now: the client's default is as it was when it was imported.
+            kubernetes.config.load_kube_config(config_file=os.environ.get('KUBECONFIG') or None)
             logger.debug("Client is configured via kubeconfig file.")
         except kubernetes.config.ConfigException:
             if failing:
@@ -134,7 +135,7 @@ async def login_via_async_client(*, logger: Any, settings: Any, **_: Any) -> Con
         logger.debug("Async client is configured in cluster with service account.")
     except kubernetes_asyncio.config.ConfigException:
         try:
-            await kubernetes_asyncio.config.load_kube_config()
+            await kubernetes_asyncio.config.load_kube_config(config_file=os.environ.get('KUBECONFIG') or None)
             logger.debug("Async client is configured via kubeconfig file.")
         except kubernetes_asyncio.config.ConfigException:
             raise LoginError("Cannot authenticate the async client library "

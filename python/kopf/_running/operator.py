@@ -23,7 +23,7 @@ from kopf._running import stopping
 from kopf._running.calls import Bridge
 from kopf._running.patience import Patience
 from kopf._running.stopping import Flag
-from kopf._structures.errors import OperatorError
+from kopf._structures.errors import LoginError, OperatorError
 from kopf._structures.indices import Index
 from kopf._structures.settings import OperatorSettings, posting_level
 from kopf._structures.structs import Memo
@@ -109,6 +109,7 @@ async def operator(
         vault: Any = None,
         memo: object | None = None,
         _command: Coroutine[None, None, None] | None = None,
+        _simulation: Any = None,
 ) -> None:
     """Run an operator in the current asyncio loop until it is stopped (by a signal or ``stop_flag``)."""
     clusterwide, namespaces = _scope(clusterwide=clusterwide, namespaces=namespaces, namespace=namespace)
@@ -122,7 +123,7 @@ async def operator(
         registry=registry if registry is not None else get_default_registry(),
         lifecycle=lifecycle if lifecycle is not None else lifecycles.get_default_lifecycle(),
         settings=settings, memo=memo if memo is not None else Memo(),
-        stop_flag=stop_flag, ready_flag=ready_flag)
+        stop_flag=stop_flag, ready_flag=ready_flag, simulation=_simulation)
     await life.run(identity=identity, namespaces=namespaces, liveness_endpoint=liveness_endpoint)
 
 
@@ -200,8 +201,9 @@ class _Life:
     webhook server) started and followed until a stop, then the cleanup activity."""
 
     def __init__(self, *, registry: OperatorRegistry, lifecycle: Any, settings: OperatorSettings,
-                 memo: Any, stop_flag: Flag | None, ready_flag: Flag | None) -> None:
+                 memo: Any, stop_flag: Flag | None, ready_flag: Flag | None, simulation: Any = None) -> None:
         self.registry = registry
+        self.simulation = simulation  # `kopf.testing.Simulation`'s API: the core runs on its clock
         self.lifecycle = lifecycle
         self.settings = settings
         self.memo = memo
@@ -266,7 +268,12 @@ class _Life:
             name='initial authentication')
         if not await stopping.unless_stopped(login, self.stop, self.watchers):
             return None
-        return login.result()
+        connection = login.result()
+        if self.simulation is not None and connection.get('server') != self.simulation.url:
+            # Never a real cluster's credentials on the simulated API, nor a test on a real cluster.
+            raise LoginError(f"The login handlers connect to {connection.get('server')!r}, not to the simulated "
+                             f"API at {self.simulation.url!r}: a simulation never reaches another cluster.")
+        return connection
 
     def _launch(self, connection: Any, *, identity: Any, namespaces: Collection[str],
                 liveness_endpoint: str | None) -> asyncio.Event:
@@ -288,7 +295,8 @@ class _Life:
                 'admission_managed': settings.admission.managed}
         _check_settings(settings, registry)
         _webhooks.connection_var.set(connection)
-        running = self.engine.run(json.dumps(spec), json.dumps(connection), self.bridge, storages)
+        running = self.engine.run(json.dumps(spec), json.dumps(connection), self.bridge, storages,
+                                  self.simulation)
         self.engine_task = asyncio.create_task(_as_coroutine(running))
         # As Kopf: a configured server runs (and its managed configurations are kept) even
         # with no admission handlers yet.

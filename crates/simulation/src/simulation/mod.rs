@@ -4,10 +4,14 @@
 //! merge/JSON/strategic patches (`patching`), label selectors (`selectors`), the status subresource, finalizers and deletion
 //! timestamps, and the garbage collection of children by their owner references. `serving`
 //! answers Kubernetes' REST API over HTTP from it, so that clients reach it by a URL.
+//! `settling` keeps a simulation's virtual clock still while work it cannot see is in flight;
+//! `faults` fails the requests a test asks to fail.
 //!
 //! Uses: `util`.
 
+pub mod faults;
 pub mod patching;
 pub mod selectors;
 pub mod serving;
+pub mod settling;
 pub mod store;

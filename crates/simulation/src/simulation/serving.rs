@@ -4,6 +4,7 @@
 //! engine's own client and the handlers' clients (`kubernetes`, pykube, ...) reach it as they
 //! reach a real API server: by a kubeconfig's URL. A CRD created here serves its resource.
 
+use crate::simulation::faults::{Fault, Faults};
 use crate::simulation::patching::PatchType;
 use crate::simulation::selectors::LabelSelector;
 use crate::simulation::store::{key, ApiError, Kind, Store, Watched};
@@ -27,14 +28,19 @@ type Answer = Response<BoxBody<Bytes, Infallible>>;
 /// The version the simulation says it is (`/version`).
 const VERSION: &str = "v1.36.3";
 
-/// Serve the store on this listener until the task is aborted.
-pub fn serve(listener: TcpListener, store: Arc<Store>) -> tokio::task::JoinHandle<()> {
+/// Serve the store on this listener until the task is aborted, failing the requests that
+/// `faults` name.
+pub fn serve(
+    listener: TcpListener,
+    store: Arc<Store>,
+    faults: Arc<Faults>,
+) -> tokio::task::JoinHandle<()> {
     accepting::accept(listener, "simulated API", move |stream| {
-        let store = store.clone();
+        let (store, faults) = (store.clone(), faults.clone());
         async move {
             let service = hyper::service::service_fn(move |request: Request<Incoming>| {
-                let store = store.clone();
-                async move { Ok::<_, Infallible>(respond(&store, request).await) }
+                let (store, faults) = (store.clone(), faults.clone());
+                async move { Ok::<_, Infallible>(respond(&store, &faults, request).await) }
             });
             let _ = hyper::server::conn::http1::Builder::new()
                 .serve_connection(TokioIo::new(stream), service)
@@ -142,50 +148,86 @@ fn route(path: &str) -> Option<Route> {
     }
 }
 
-async fn respond(store: &Store, request: Request<Incoming>) -> Answer {
+async fn respond(store: &Store, faults: &Faults, request: Request<Incoming>) -> Answer {
+    let target = request.uri().path_and_query().map_or("", |p| p.as_str());
+    if let Some(fault) = faults.take(request.method().as_str(), target) {
+        return failure(&fault, target);
+    }
     let query = query(request.uri().query().unwrap_or_default());
-    let Some(route) = route(request.uri().path()) else {
-        return error(&ApiError {
+    let path = request.uri().path().to_owned();
+    let method = request.method().clone();
+    let content_type = (request.headers().get(http::header::CONTENT_TYPE))
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
+    let body = match request.into_body().collect().await {
+        Ok(collected) => collected.to_bytes(),
+        Err(e) => return error(&ApiError::bad_request(format!("the request's body: {e}"))),
+    };
+    match reply(store, &path, &method, &content_type, &body, &query) {
+        Ok(Reply::Document(status, value)) => document(status, &value),
+        Ok(Reply::Watch(events, timeout)) => watching(events, timeout),
+        Err(e) => error(&e),
+    }
+}
+
+/// A request answered without HTTP (a test's own reads and writes): its status code and
+/// document. A watch is served over HTTP only.
+pub fn answer(
+    store: &Store,
+    method: &str,
+    uri: &str,
+    content_type: &str,
+    body: &[u8],
+) -> (u16, Value) {
+    let (path, query_text) = uri.split_once('?').unwrap_or((uri, ""));
+    let Ok(method) = Method::from_bytes(method.as_bytes()) else {
+        let e = ApiError::bad_request(format!("not an HTTP method: {method:?}"));
+        return (e.code, e.status());
+    };
+    let body = Bytes::copy_from_slice(body);
+    match reply(
+        store,
+        path,
+        &method,
+        content_type,
+        &body,
+        &query(query_text),
+    ) {
+        Ok(Reply::Document(status, value)) => (status.as_u16(), value),
+        Ok(Reply::Watch(..)) => {
+            let e = ApiError::bad_request("a watch is served over HTTP only".into());
+            (e.code, e.status())
+        }
+        Err(e) => (e.code, e.status()),
+    }
+}
+
+fn reply(
+    store: &Store,
+    path: &str,
+    method: &Method,
+    content_type: &str,
+    body: &Bytes,
+    query: &BTreeMap<String, String>,
+) -> Result<Reply, ApiError> {
+    let Some(route) = route(path) else {
+        return Err(ApiError {
             code: 404,
             reason: "NotFound",
-            message: format!(
-                "the server could not find the requested resource ({})",
-                request.uri().path()
-            ),
+            message: format!("the server could not find the requested resource ({path})"),
         });
     };
+    let ok = |value: Value| Ok(Reply::Document(StatusCode::OK, value));
     match route {
-        Route::Version => document(
-            StatusCode::OK,
-            &json!({
-            "major": "1", "minor": "36", "gitVersion": VERSION, "platform": "simulated"}),
-        ),
-        Route::CoreVersions => document(
-            StatusCode::OK,
-            &json!({
+        Route::Version => ok(json!({
+            "major": "1", "minor": "36", "gitVersion": VERSION, "platform": "simulated"})),
+        Route::CoreVersions => ok(json!({
             "kind": "APIVersions", "versions": ["v1"],
-            "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": "127.0.0.1"}]}),
-        ),
-        Route::Groups => document(StatusCode::OK, &groups(&store.kinds())),
-        Route::Resources { group, version } => {
-            document(StatusCode::OK, &resources(&store.kinds(), &group, &version))
-        }
-        Route::Objects(target) => {
-            let method = request.method().clone();
-            let content_type = (request.headers().get(http::header::CONTENT_TYPE))
-                .and_then(|v| v.to_str().ok())
-                .unwrap_or_default()
-                .to_owned();
-            let body = match request.into_body().collect().await {
-                Ok(collected) => collected.to_bytes(),
-                Err(e) => return error(&ApiError::bad_request(format!("the request's body: {e}"))),
-            };
-            match objects(store, &target, &method, &content_type, &body, &query) {
-                Ok(Reply::Document(status, value)) => document(status, &value),
-                Ok(Reply::Watch(events, timeout)) => watching(events, timeout),
-                Err(e) => error(&e),
-            }
-        }
+            "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": "127.0.0.1"}]})),
+        Route::Groups => ok(groups(&store.kinds())),
+        Route::Resources { group, version } => ok(resources(&store.kinds(), &group, &version)),
+        Route::Objects(target) => objects(store, &target, method, content_type, body, query),
     }
 }
 
@@ -404,12 +446,39 @@ fn document(status: StatusCode, value: &Value) -> Answer {
         .expect("a valid response")
 }
 
+/// A failure asked for by a test, as the API server answers with that status.
+fn failure(fault: &Fault, target: &str) -> Answer {
+    let reason = match fault.status {
+        400 => "BadRequest",
+        401 => "Unauthorized",
+        403 => "Forbidden",
+        404 => "NotFound",
+        409 => "Conflict",
+        410 => "Expired",
+        422 => "Invalid",
+        429 => "TooManyRequests",
+        503 => "ServiceUnavailable",
+        504 => "Timeout",
+        _ => "InternalError",
+    };
+    let message = format!("a simulated failure of {target}");
+    let mut answer = error(&ApiError::new(fault.status, reason, message));
+    if let Some(seconds) = fault.retry_after {
+        answer
+            .headers_mut()
+            .insert(http::header::RETRY_AFTER, http::HeaderValue::from(seconds));
+    }
+    answer
+}
+
 fn error(error: &ApiError) -> Answer {
     let status = StatusCode::from_u16(error.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     document(status, &error.status())
 }
 
-/// A watch's answer: one JSON line per event, until the timeout asked for (if any).
+/// A watch's answer: one JSON line per event, until the timeout asked for (if any). Its
+/// connection is closed after it: the engine's next watch on a connection kept alive after
+/// a watch that the server had ended got its headers, but never a line (nor its timeout).
 fn watching(
     events: tokio::sync::mpsc::UnboundedReceiver<Watched>,
     timeout: Option<Duration>,
@@ -427,6 +496,7 @@ fn watching(
     Response::builder()
         .status(StatusCode::OK)
         .header(http::header::CONTENT_TYPE, "application/json")
+        .header(http::header::CONNECTION, "close")
         .body(BodyExt::boxed(body))
         .expect("a valid response")
 }

@@ -77,7 +77,8 @@ pub struct ApiError {
 }
 
 impl ApiError {
-    fn new(code: u16, reason: &'static str, message: String) -> Self {
+    /// An error of this status code, reason and message.
+    pub fn new(code: u16, reason: &'static str, message: String) -> Self {
         ApiError {
             code,
             reason,
@@ -405,6 +406,21 @@ impl Store {
         }
         objects.watchers.push(watcher);
         Ok(receiver)
+    }
+
+    /// End every watch now, as an API server does when a watch times out or the server
+    /// restarts; with `expire`, the history is compacted too: a watch from any version before
+    /// now is then answered with 410 Gone (the client must list again).
+    pub fn cut_watches(&self, expire: bool) {
+        let mut inner = self.inner();
+        let revision = inner.revision;
+        for objects in inner.resources.values_mut() {
+            objects.watchers.clear(); // their streams end
+            if expire {
+                objects.history.clear();
+                objects.compacted = revision;
+            }
+        }
     }
 
     /// Patch the object, or its status (`subresource`); as it is after.

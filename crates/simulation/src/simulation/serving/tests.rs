@@ -6,13 +6,19 @@ use hyper_util::rt::TokioExecutor;
 const GREETINGS: &str = "/apis/demo.kopf.dev/v1/namespaces/ns/greetings";
 
 async fn started() -> (String, tokio::task::JoinHandle<()>) {
+    let (url, server, _) = started_with_faults().await;
+    (url, server)
+}
+
+async fn started_with_faults() -> (String, tokio::task::JoinHandle<()>, Arc<Faults>) {
     let store = Arc::new(Store::default());
     for kind in builtins() {
         store.define(kind);
     }
+    let faults = Arc::new(Faults::default());
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
-    (url, serve(listener, store))
+    (url, serve(listener, store, faults.clone()), faults)
 }
 
 async fn call(
@@ -263,6 +269,78 @@ async fn a_watch_streams_json_lines_from_a_version_until_its_timeout() {
             lines[0]["object"]["metadata"]["name"].clone()
         ),
         (json!("ADDED"), json!("c2"))
+    );
+    server.abort();
+}
+
+#[tokio::test]
+async fn a_fault_is_answered_as_the_api_server_fails_and_then_served_again() {
+    let (url, server, faults) = started_with_faults().await;
+    faults.add(Fault {
+        method: Some("GET".into()),
+        path: "/configmaps".into(),
+        status: 429,
+        retry_after: Some(3),
+        times: Some(1),
+    });
+    let client = Client::builder(TokioExecutor::new()).build_http::<Full<Bytes>>();
+    let request = Request::get(format!("{url}/api/v1/namespaces/ns/configmaps"))
+        .body(Full::new(Bytes::new()))
+        .unwrap();
+    let response = client.request(request).await.unwrap();
+    assert_eq!(response.status().as_u16(), 429);
+    assert_eq!(response.headers()[http::header::RETRY_AFTER], "3");
+    let bytes = response.into_body().collect().await.unwrap().to_bytes();
+    let status: Value = serde_json::from_slice(&bytes).unwrap();
+    assert_eq!(status["reason"], "TooManyRequests");
+    let (code, list) = get(&url, "/api/v1/namespaces/ns/configmaps").await;
+    assert_eq!((code, list["items"].clone()), (200, json!([])));
+    server.abort();
+}
+
+#[tokio::test]
+async fn a_watch_opened_again_after_a_cut_gets_the_changes_that_follow() {
+    let store = Arc::new(Store::default());
+    for kind in builtins() {
+        store.define(kind);
+    }
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let server = serve(listener, store.clone(), Arc::default());
+    let client = Client::builder(TokioExecutor::new()).build_http::<Full<Bytes>>();
+    let watch = |version: &str| {
+        Request::get(format!(
+            "{url}/api/v1/namespaces/ns/configmaps?watch=true&resourceVersion={version}"
+        ))
+        .body(Full::new(Bytes::new()))
+        .unwrap()
+    };
+    let first = client.request(watch("0")).await.unwrap();
+    store.cut_watches(false);
+    let ended = first.into_body().collect().await.unwrap().to_bytes();
+    assert!(ended.is_empty());
+    // Opened again on the same connection (the client's pool), as a client resumes.
+    let again = client.request(watch("0")).await.unwrap();
+    let (status, _) = call(
+        &url,
+        Method::POST,
+        "/api/v1/namespaces/ns/configmaps",
+        "application/json",
+        json!({"metadata": {"name": "c1"}}),
+    )
+    .await;
+    assert_eq!(status, 201);
+    let mut body = again.into_body();
+    let frame = tokio::time::timeout(std::time::Duration::from_secs(5), body.frame()).await;
+    let chunk = frame
+        .expect("a change in time")
+        .unwrap()
+        .unwrap()
+        .into_data()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&chunk).contains("\"ADDED\""),
+        "{chunk:?}"
     );
     server.abort();
 }

@@ -354,3 +354,27 @@ fn a_watch_from_a_compacted_version_is_gone() {
         .unwrap();
     assert_eq!(drain(&mut kept).len(), HISTORY - 1);
 }
+
+#[test]
+fn cut_watches_end_and_expired_versions_are_gone() {
+    let store = store();
+    let first = greeting(&store, json!({"metadata": {"name": "g1"}}));
+    let mut watching = store.watch(G, None, None, Some(version(&first))).unwrap();
+    store.cut_watches(false);
+    assert!(matches!(
+        watching.try_recv(),
+        Err(mpsc::error::TryRecvError::Disconnected)
+    ));
+    // Cut only: a watch from the version seen goes on from there.
+    greeting(&store, json!({"metadata": {"name": "g2"}}));
+    let mut resumed = store.watch(G, None, None, Some(version(&first))).unwrap();
+    assert_eq!(drain(&mut resumed), [("ADDED", "g2".to_owned())]);
+    // Expired: that version is too old; a watch from now on is fine.
+    store.cut_watches(true);
+    let error = store
+        .watch(G, None, None, Some(version(&first)))
+        .unwrap_err();
+    assert_eq!((error.code, error.reason), (410, "Expired"));
+    let (_, now) = store.list(G, None, None).unwrap();
+    assert!(store.watch(G, None, None, Some(now)).is_ok());
+}
