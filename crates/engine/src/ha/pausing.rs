@@ -63,6 +63,11 @@ impl Pause {
         tokio::time::timeout(period, self.quiet()).await.is_ok()
     }
 
+    /// Whether the operator is paused now (by its voters; the lease's validity aside).
+    pub fn is_paused(&self) -> bool {
+        *self.switch.borrow()
+    }
+
     /// Follow the pause: `true` while paused.
     pub fn subscribe(&self) -> watch::Receiver<bool> {
         self.switch.subscribe()

@@ -128,8 +128,6 @@ pub struct Daemons {
     objects: Mutex<HashMap<String, Arc<ObjectDaemons>>>,
     /// The operator is exiting: nothing new is spawned.
     closing: AtomicBool,
-    /// The operator is paused (peering): nothing is spawned until it resumes.
-    paused: AtomicBool,
 }
 
 impl Daemons {
@@ -140,7 +138,6 @@ impl Daemons {
             pause,
             objects: Mutex::default(),
             closing: AtomicBool::new(false),
-            paused: AtomicBool::new(false),
         }
     }
 
@@ -195,7 +192,9 @@ impl Daemons {
         object: &Arc<ObjectDaemons>,
         matching: &[&Arc<SpawningHandler>],
     ) -> Vec<f64> {
-        if !self.closing.load(Ordering::SeqCst) && !self.paused.load(Ordering::SeqCst) {
+        // The pause itself, not a flag set by a task after it changes: the watch-streams
+        // resume and list the objects again at once, and may come before that task.
+        if !self.closing.load(Ordering::SeqCst) && !self.pause.is_paused() {
             for handler in matching {
                 self.spawn(object, handler);
             }
@@ -264,8 +263,8 @@ impl Daemons {
     /// The operator pauses (or resumes): stop all daemons; they are spawned again when
     /// their objects are seen after the pause (the watch-streams list them all again).
     pub async fn set_paused(&self, paused: bool) {
-        self.paused.store(paused, Ordering::SeqCst);
-        if paused {
+        // (not if it has resumed meanwhile: the daemons spawned since then stay)
+        if paused && self.pause.is_paused() {
             self.stop_everything(reasons::OPERATOR_PAUSING).await;
         }
     }
