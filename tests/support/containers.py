@@ -27,7 +27,9 @@ def run_options(name: str) -> list[str]:
     this process's own limits): modest ones below them are."""
     limits = {kind: min(4096, resource.getrlimit(number)[0])
               for kind, number in {"nofile": resource.RLIMIT_NOFILE, "nproc": resource.RLIMIT_NPROC}.items()}
-    return ["--rm", "--name", name, "--pull", "never", "--runtime", "runc", "--network", "host",
+    # `--replace`: a container of that name left running by a run that was killed (podman's
+    # process gone, the container not) refused every later run ("already in use").
+    return ["--rm", "--replace", "--name", name, "--pull", "never", "--runtime", "runc", "--network", "host",
             *(option for kind, value in limits.items() for option in ("--ulimit", f"{kind}={value}:{value}"))]
 
 
