@@ -51,32 +51,69 @@ pub fn serve(
 
 /// The resources that a new cluster serves, besides those of the CRDs created in it.
 pub fn builtins() -> Vec<Kind> {
-    let kind = |group: &str, version: &str, plural: &str, kind: &str, namespaced, status| Kind {
-        group: group.into(),
-        version: version.into(),
-        plural: plural.into(),
-        kind: kind.into(),
-        namespaced,
-        status,
-    };
+    // As a cluster of Kubernetes 1.36 serves them: their short names, and the `all` category.
+    let kind =
+        |group: &str, plural: &str, kind: &str, namespaced, status, short: &[&str], all| Kind {
+            group: group.into(),
+            version: "v1".into(),
+            plural: plural.into(),
+            kind: kind.into(),
+            namespaced,
+            status,
+            short_names: short.iter().map(|&name| name.into()).collect(),
+            categories: if all { vec!["all".into()] } else { vec![] },
+        };
     vec![
-        kind("", "v1", "namespaces", "Namespace", false, true),
-        kind("", "v1", "configmaps", "ConfigMap", true, false),
-        kind("", "v1", "secrets", "Secret", true, false),
-        kind("", "v1", "services", "Service", true, true),
-        kind("", "v1", "pods", "Pod", true, true),
-        kind("", "v1", "serviceaccounts", "ServiceAccount", true, false),
-        kind("", "v1", "events", "Event", true, false),
-        kind("events.k8s.io", "v1", "events", "Event", true, false),
-        kind("apps", "v1", "deployments", "Deployment", true, true),
-        kind("coordination.k8s.io", "v1", "leases", "Lease", true, false),
+        kind("", "namespaces", "Namespace", false, true, &["ns"], false),
+        kind("", "configmaps", "ConfigMap", true, false, &["cm"], false),
+        kind("", "secrets", "Secret", true, false, &[], false),
+        kind("", "services", "Service", true, true, &["svc"], true),
+        kind("", "pods", "Pod", true, true, &["po"], true),
+        kind(
+            "",
+            "serviceaccounts",
+            "ServiceAccount",
+            true,
+            false,
+            &["sa"],
+            false,
+        ),
+        kind("", "events", "Event", true, false, &["ev"], false),
+        kind(
+            "events.k8s.io",
+            "events",
+            "Event",
+            true,
+            false,
+            &["ev"],
+            false,
+        ),
+        kind(
+            "apps",
+            "deployments",
+            "Deployment",
+            true,
+            true,
+            &["deploy"],
+            true,
+        ),
+        kind(
+            "coordination.k8s.io",
+            "leases",
+            "Lease",
+            true,
+            false,
+            &[],
+            false,
+        ),
         kind(
             "apiextensions.k8s.io",
-            "v1",
             "customresourcedefinitions",
             "CustomResourceDefinition",
             false,
             true,
+            &["crd", "crds"],
+            false,
         ),
     ]
 }
@@ -375,6 +412,8 @@ fn established(store: &Store, crd: Value) -> Result<Value, ApiError> {
         kind: text(&spec["names"]["kind"]),
         namespaced: spec["scope"] != json!("Cluster"),
         status: version.pointer("/subresources/status").is_some(),
+        short_names: texts(&spec["names"]["shortNames"]),
+        categories: texts(&spec["names"]["categories"]),
     });
     let conditions = ["NamesAccepted", "Established"].map(|type_| json!({
         "type": type_, "status": "True", "reason": type_, "message": "",
@@ -382,6 +421,13 @@ fn established(store: &Store, crd: Value) -> Result<Value, ApiError> {
     let status = json!({"status": {"conditions": conditions, "acceptedNames": spec["names"],
                                    "storedVersions": [version["name"]]}});
     store.patch(CRDS, None, &name, PatchType::Merge, &status, Some("status"))
+}
+
+/// A list of strings in a document (none if it is not one).
+fn texts(value: &Value) -> Vec<String> {
+    (value.as_array().into_iter().flatten())
+        .filter_map(|item| item.as_str().map(str::to_owned))
+        .collect()
 }
 
 fn groups(kinds: &[Kind]) -> Value {
@@ -410,8 +456,16 @@ fn resources(kinds: &[Kind], group: &str, version: &str) -> Value {
         .filter(|k| k.group == group && k.version == version)
     {
         let singular = kind.kind.to_lowercase();
-        resources.push(json!({"name": kind.plural, "singularName": singular, "namespaced": kind.namespaced,
-            "kind": kind.kind, "verbs": ["create", "delete", "get", "list", "patch", "update", "watch"]}));
+        let mut resource = json!({"name": kind.plural, "singularName": singular,
+            "namespaced": kind.namespaced, "kind": kind.kind,
+            "verbs": ["create", "delete", "get", "list", "patch", "update", "watch"]});
+        if !kind.short_names.is_empty() {
+            resource["shortNames"] = json!(kind.short_names);
+        }
+        if !kind.categories.is_empty() {
+            resource["categories"] = json!(kind.categories);
+        }
+        resources.push(resource);
         if kind.status {
             resources.push(json!({"name": format!("{}/status", kind.plural), "singularName": "",
                 "namespaced": kind.namespaced, "kind": kind.kind, "verbs": ["get", "patch", "update"]}));

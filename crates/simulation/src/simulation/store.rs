@@ -40,6 +40,10 @@ pub struct Kind {
     pub namespaced: bool,
     /// Whether `status` is a subresource.
     pub status: bool,
+    /// The names besides the plural that kubectl and operators may use (`gr`, `cm`).
+    pub short_names: Vec<String>,
+    /// The groups of resources that it is in (`all`).
+    pub categories: Vec<String>,
 }
 
 impl Kind {

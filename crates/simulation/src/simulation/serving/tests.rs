@@ -57,7 +57,8 @@ fn crd() -> Value {
     json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
            "metadata": {"name": "greetings.demo.kopf.dev"},
            "spec": {"group": "demo.kopf.dev", "scope": "Namespaced",
-                    "names": {"plural": "greetings", "singular": "greeting", "kind": "Greeting"},
+                    "names": {"plural": "greetings", "singular": "greeting", "kind": "Greeting",
+                              "shortNames": ["gr"], "categories": ["demo"]},
                     "versions": [{"name": "v1", "served": true, "storage": true,
                                   "subresources": {"status": {}}}]}})
 }
@@ -144,6 +145,14 @@ async fn a_crd_created_serves_its_resource_in_discovery_and_by_its_paths() {
         .map(|r| r["name"].as_str().unwrap())
         .collect();
     assert_eq!(names, vec!["greetings", "greetings/status"]);
+    // Its short names and categories, by which operators and kubectl name it too.
+    assert_eq!(resources["resources"][0]["shortNames"], json!(["gr"]));
+    assert_eq!(resources["resources"][0]["categories"], json!(["demo"]));
+    let (_, core) = get(&url, "/api/v1").await;
+    let configmaps = (core["resources"].as_array().unwrap().iter())
+        .find(|r| r["name"] == "configmaps")
+        .unwrap();
+    assert_eq!(configmaps["shortNames"], json!(["cm"]));
     let (_, core) = get(&url, "/api").await;
     assert_eq!(core["versions"], json!(["v1"]));
     server.abort();

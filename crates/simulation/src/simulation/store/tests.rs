@@ -9,6 +9,8 @@ fn greetings() -> Kind {
         kind: "Greeting".into(),
         namespaced: true,
         status: true,
+        short_names: vec!["gr".into()],
+        categories: vec![],
     }
 }
 
@@ -20,6 +22,8 @@ fn configmaps() -> Kind {
         kind: "ConfigMap".into(),
         namespaced: true,
         status: false,
+        short_names: vec!["cm".into()],
+        categories: vec![],
     }
 }
 
