@@ -1,6 +1,6 @@
 """The Rust core (``src/binding/``): the operator's engine and the calls it makes into the loop."""
 
-from collections.abc import Awaitable, Generator
+from collections.abc import Awaitable, Callable, Generator
 from typing import Any, final
 
 __version__: str
@@ -196,11 +196,24 @@ class Simulation:
         """Fail the matching requests to come with this status (``times`` of them, or all)."""
     def heal(self) -> None:
         """Fail no more requests."""
+    def stuck(self, seconds: float) -> str | None:
+        """The daemon that has held the clock for longer than ``seconds`` of real time, by name."""
     def cut_watches(self, expire: bool) -> None:
         """End every watch; with ``expire``, the versions before now are gone (410)."""
     def request(self, method: str, uri: str, body: str | None = None,
                 content_type: str = "application/json") -> tuple[int, str]:
         """A request answered without HTTP: the status code and the document (JSON)."""
+
+@final
+class DaemonHold:
+    """A daemon's hold on a simulation's clock: held while its code runs, let go while it waits."""
+    def rename(self, what: str) -> None:
+        """Name the daemon, for the message if it holds the clock too long."""
+    def sleep(self, seconds: float | None, done: Callable[[], object]) -> bool:
+        """Let the clock go for ``seconds`` (for ever with None) or until the stop; then hold it
+        and call ``done()`` from another thread. False if stopped already: no wait, no call."""
+    def wake(self) -> None:
+        """The daemon is told to stop: it holds the clock while it exits."""
 
 def start_simulation(port: int) -> Simulation:
     """A simulated API with the built-in resources on 127.0.0.1 (port 0: a free one)."""

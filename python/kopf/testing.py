@@ -20,9 +20,9 @@ from kopf._structures.settings import OperatorSettings
 
 if TYPE_CHECKING:
     from kopf._operating.cluster.session import KopfCluster, LeftoverWarning
-    from kopf._operating.simulation import SimulatedApiError, Simulation
+    from kopf._operating.simulation import SimulatedApiError, Simulation, SyncSimulation
 
-__all__ = ['KopfRunner', 'KopfCluster', 'LeftoverWarning', 'Simulation', 'SimulatedApiError']
+__all__ = ['KopfRunner', 'KopfCluster', 'LeftoverWarning', 'Simulation', 'SimulatedApiError', 'SyncSimulation']
 
 
 def __getattr__(name: str) -> Any:
@@ -31,7 +31,7 @@ def __getattr__(name: str) -> Any:
     if name in ('KopfCluster', 'LeftoverWarning'):
         from kopf._operating.cluster import session
         return getattr(session, name)
-    if name in ('Simulation', 'SimulatedApiError'):
+    if name in ('Simulation', 'SimulatedApiError', 'SyncSimulation'):
         from kopf._operating import simulation
         return getattr(simulation, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

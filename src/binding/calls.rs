@@ -19,7 +19,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use tokio::sync::oneshot;
 
-use crate::simulation::settling::{Busy, Guard};
+use crate::simulation::settling::{Busy, Guard, Hold};
 
 type Argument = Box<dyn for<'py> FnOnce(Python<'py>) -> PyResult<Bound<'py, PyAny>> + Send>;
 type Completion = Box<dyn for<'py> FnOnce(Python<'py>, PyResult<Bound<'py, PyAny>>) + Send>;
@@ -139,6 +139,11 @@ impl Calls {
     /// A simulation's guard of its clock (none outside simulations).
     pub fn guard(&self) -> Option<Guard> {
         self.shared.busy.as_ref().map(Busy::enter)
+    }
+
+    /// A simulation's hold of its clock for a daemon's call (none outside simulations).
+    pub fn hold(&self) -> Option<Hold> {
+        (self.shared.busy.as_ref()).map(|busy| busy.hold("A daemon".into()))
     }
 
     /// How many notes have been queued so far: for [`Calls::written`].

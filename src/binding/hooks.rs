@@ -6,8 +6,8 @@ use super::bodies::CoreBody;
 use super::calls::{Calls, Closed, Target};
 use super::indices::Converter;
 use super::protocol::{
-    conversion_dict, invocation_dict, parse_converted, parse_invoked, plan_dict, selection_dict,
-    Said,
+    conversion_dict, hand_hold, invocation_dict, parse_converted, parse_invoked, plan_dict,
+    selection_dict, Said,
 };
 use super::storages::PyCustomStorages;
 use super::threads::HandlerThreads;
@@ -21,13 +21,14 @@ use crate::intents::hooks::{
     OperatorQueries, OperatorStorages, PlanRequest, Rejection,
 };
 use crate::settings::ServerSelectors;
+use crate::simulation::settling::Hold;
 use crate::state::bodies::CompactBody;
 use crate::state::progression::Outcome;
 use crate::state::storages::CustomStorages;
 use crate::util::logging::ObjectRef;
 use futures::future::BoxFuture;
 use pyo3::prelude::*;
-use pyo3::types::PyList;
+use pyo3::types::{PyDict, PyList};
 use serde_json::Value;
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -212,15 +213,18 @@ impl HandlerCalls for PyHooks {
         }
         let object = CallObject::of(&invocation);
         let endless = (invocation.daemon.as_ref()).is_some_and(|daemon| daemon.endless);
+        let hold = endless.then(|| self.calls.hold()).flatten();
+        let ending = hold.as_ref().map(Hold::ending);
         let answer = self.call_settling(
             "invoke",
             target,
             !endless,
-            move |py| Ok(invocation_dict(py, &invocation)?.into_any()),
+            move |py| Ok(daemon_dict(py, &invocation, hold)?.into_any()),
             move |_, answer| parse_answer(&answer, indexing.as_ref()),
             |message| (bridge_failure(message), None),
         );
         Box::pin(async move {
+            let _ending = ending; // the daemon's hold ends with its call, or as it is given up
             let (invoked, said) = answer.await;
             object.say(said);
             invoked
@@ -387,6 +391,19 @@ fn parse_answer(
     parse_invoked(answer, converter.as_ref())
 }
 
+/// The invocation's dict, with a daemon's hold on a simulation's clock if it has one.
+fn daemon_dict<'py>(
+    py: Python<'py>,
+    invocation: &Invocation,
+    hold: Option<Hold>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let dict = invocation_dict(py, invocation)?;
+    if let Some(hold) = hold {
+        hand_hold(&dict, hold)?;
+    }
+    Ok(dict)
+}
+
 /// The object of a call, for its "succeeded" line: a daemon's or timer's is in its own body.
 enum CallObject {
     Body(Arc<Value>),
@@ -458,15 +475,17 @@ impl PyHooks {
         let notes = calls.notes_queued();
         let endless = (invocation.daemon.as_ref()).is_some_and(|daemon| daemon.endless);
         let guard = calls.guard().filter(|_| !endless);
+        let hold = endless.then(|| calls.hold()).flatten();
+        let ending = hold.as_ref().map(Hold::ending);
         Box::pin(async move {
-            let _guard = guard;
+            let (_guard, _ending) = (guard, ending);
             calls.written(notes).await;
             let Ok(_slot) = slots.acquire_owned().await else {
                 return bridge_failure("the operator's threads are closed".into());
             };
             let answer = pool
                 .run(move |py| {
-                    let answer = invocation_dict(py, &invocation)
+                    let answer = daemon_dict(py, &invocation, hold)
                         .and_then(|call| bridge.call_method1(py, "invoke_in_thread", (call,)))
                         .and_then(|answer| parse_answer(answer.bind(py), indexing.as_ref()));
                     answer.inspect_err(|error| error.print(py))

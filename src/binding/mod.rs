@@ -43,6 +43,7 @@ fn _engine(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<listening::EventStream>()?;
     m.add_class::<recording::Recording>()?;
     m.add_class::<simulation::Simulation>()?;
+    m.add_class::<simulation::DaemonHold>()?;
     m.add_function(wrap_pyfunction!(commands::touch_peering, m)?)?;
     m.add_function(wrap_pyfunction!(commands::discover, m)?)?;
     m.add_function(wrap_pyfunction!(commands::review_access, m)?)?;

@@ -5,7 +5,7 @@
 
 use crate::simulation::faults::{Fault, Faults};
 use crate::simulation::serving;
-use crate::simulation::settling::{Busy, Guard};
+use crate::simulation::settling::{Busy, Guard, Hold};
 use crate::simulation::store::Store;
 use crate::util::clock;
 use chrono::{DateTime, SubsecRound, Utc};
@@ -115,6 +115,13 @@ impl Simulation {
         Ok(())
     }
 
+    /// The daemon that has held the clock for longer than `seconds` of real time, if any:
+    /// its name (a daemon that sleeps but by waiting for its stop holds it for ever).
+    fn stuck(&self, seconds: f64) -> Option<String> {
+        self.busy
+            .stuck(Duration::try_from_secs_f64(seconds).unwrap_or(Duration::ZERO))
+    }
+
     /// Fail no more requests.
     fn heal(&self) {
         self.faults.clear();
@@ -138,6 +145,38 @@ impl Simulation {
         let body = body.unwrap_or_default().as_bytes();
         let (status, document) = serving::answer(&self.store, method, uri, content_type, body);
         (status, document.to_string())
+    }
+}
+
+/// A daemon's hold on a simulation's clock (the `hold` of its call, kept by its stopper):
+/// held while the daemon's code runs, let go while it waits for its stop.
+#[pyclass(module = "kopf._engine", frozen)]
+pub struct DaemonHold(pub(super) Hold);
+
+#[pymethods]
+impl DaemonHold {
+    /// Name the daemon, for the message if it holds the clock too long.
+    fn rename(&self, what: String) {
+        self.0.rename(what);
+    }
+
+    /// Let the clock go for `seconds` of it (for ever with none), or until the daemon is told
+    /// to stop; then hold it again and call `done()` (from the simulation's thread). False if
+    /// the daemon is told to stop already: nothing to wait for, `done` is not called.
+    #[pyo3(signature = (seconds, done))]
+    fn sleep(&self, seconds: Option<f64>, done: Py<PyAny>) -> bool {
+        self.0.sleep(seconds, move || {
+            Python::attach(|py| {
+                if let Err(error) = done.call0(py) {
+                    error.print(py);
+                }
+            });
+        })
+    }
+
+    /// The daemon is told to stop (or cancelled): it holds the clock while it exits.
+    fn wake(&self) {
+        self.0.wake();
     }
 }
 

@@ -26,6 +26,12 @@ def greeting(name: str, **spec: Any) -> dict[str, Any]:
     return {"apiVersion": "demo.kopf.dev/v1", "kind": "Greeting", "metadata": {"name": name}, "spec": spec}
 
 
+def script_list(name: str) -> list[Any]:
+    """A list of the operator's script (loaded by the simulation under a name of its own)."""
+    [found] = [getattr(m, name) for n, m in sys.modules.items() if n.startswith("__kopf_script_") and hasattr(m, name)]
+    return found  # type: ignore[no-any-return]
+
+
 def simulate(tmp_path: Path, source: str, scenario: Callable[[Simulation], Awaitable[None]]) -> None:
     """Run the scenario with the operator of this source, its CRD created first."""
     async def run() -> None:
@@ -103,7 +109,7 @@ def slow(retry, **_):
 
 def test_an_hour_of_timers_and_delays_passes_at_once(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     async def scenario(sim: Simulation) -> None:
-        [ticks] = [m.TICKS for n, m in sys.modules.items() if n.startswith("__kopf_script_") and hasattr(m, "TICKS")]
+        ticks = script_list("TICKS")
         sim.create(greeting("g1"))
         await sim.settle()
         assert len(ticks) == 1  # a timer's first call is at once
@@ -225,3 +231,77 @@ def test_watches_that_the_server_ends_are_watched_again(tmp_path: Path) -> None:
         async with simulation:
             await scenario(simulation)
     asyncio.run(run())
+
+
+MONITORS = """
+import kopf
+
+WOKEN = []
+
+@kopf.daemon('greetings')
+def watch_sync(name, stopped, **_):
+    while not stopped:
+        WOKEN.append(('sync', name))
+        stopped.wait(60)
+
+@kopf.daemon('greetings')
+async def watch_async(name, stopped, **_):
+    while not stopped:
+        WOKEN.append(('async', name))
+        await stopped.wait(60)
+
+@kopf.daemon('greetings')
+async def stand_by(name, stopped, logger, **_):
+    await stopped.wait()
+    WOKEN.append(('stopped', name, str(stopped.reason)))
+"""
+
+
+def test_daemons_wait_for_their_stop_in_virtual_time(tmp_path: Path) -> None:
+    async def scenario(sim: Simulation) -> None:
+        woken = script_list("WOKEN")
+        sim.create(greeting("g1"))
+        await sim.settle()
+        assert sorted(woken) == [("async", "g1"), ("sync", "g1")]
+        await sim.advance(59.9)
+        assert len(woken) == 2, "woken before its time"
+        started = time.monotonic()
+        await sim.advance(3600 - 59.9)
+        real = time.monotonic() - started
+        assert woken.count(("sync", "g1")) == woken.count(("async", "g1")) == 61  # at 0, 60, ... 3600 s
+        assert real < 30, f"an hour took {real:.1f} s of real time"
+
+        sim.delete("greetings", "g1")
+        await sim.settle()
+        assert woken[-1] == ("stopped", "g1", str(kopf.DaemonStoppingReason.RESOURCE_DELETED))
+        assert sim.get("greetings", "g1") is None, "its daemons exited at once: the finalizer is gone"
+        assert sim.now < 3601, "the stop waited for the clock"
+    simulate(tmp_path, MONITORS, scenario)
+
+
+SLEEPER = """
+import time
+import kopf
+
+@kopf.daemon('greetings')
+def sleeper(stopped, **_):
+    while not stopped:
+        time.sleep(0.05)  # real time: the virtual clock cannot move meanwhile
+"""
+
+
+def test_a_daemon_that_sleeps_in_real_time_fails_the_test_by_name(tmp_path: Path) -> None:
+    async def scenario(sim: Simulation) -> None:
+        sim.create(greeting("g1"))
+        with pytest.raises(RuntimeError, match=r"The daemon 'sleeper' of default/g1 has held the virtual clock"
+                                               r" for 0.5 seconds of real time without waiting in stopped.wait\(\)"):
+            await sim.advance(60)
+
+    async def run() -> None:
+        simulation = Simulation(paths=[write_script(tmp_path, SLEEPER)], stuck_after=0.5)
+        simulation.create(CRD)
+        async with simulation:  # and it stops: the daemon holds the clock no more
+            await scenario(simulation)
+    asyncio.run(run())
+    with pytest.raises(ValueError, match="not for 0"):
+        Simulation(stuck_after=0)

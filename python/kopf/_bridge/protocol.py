@@ -8,7 +8,10 @@ fails there."""
 
 from __future__ import annotations
 
-from typing import Any, Literal, NotRequired, TypedDict
+from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypedDict
+
+if TYPE_CHECKING:
+    from kopf._engine import DaemonHold
 
 # The kinds of resource handlers, as the core names them (its `HandlerKind`).
 HandlerKind = Literal['changing', 'watching', 'spawning', 'indexing', 'admission', 'logging', 'reconciling',
@@ -48,6 +51,7 @@ class DaemonCall(TypedDict):
     token: int  # its stopper (the ``stopped`` kwarg)
     key: str  # the object, for the live body that long-running daemons see
     reason: int  # the stopping reasons so far (bits of ``kopf.DaemonStoppingReason``)
+    hold: DaemonHold | None  # a daemon's hold on a simulation's clock (None elsewhere, and for timers)
 
 
 class AdmissionCall(TypedDict):

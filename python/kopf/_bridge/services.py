@@ -3,6 +3,7 @@ function or type, named here once."""
 
 from kopf._engine import (
     CoreBody,  # a daemon's body as the core keeps it fresh (``kopf._running.calls``)
+    DaemonHold,  # a daemon's hold on a simulation's clock (``kopf._handling.daemons``)
     IndexView,  # one index of the core, read as it is now (``kopf._structures.indices``)
     Operator,  # the operator run on the core (``kopf._running.operator``)
     Simulation,  # a simulated API and its clock (``kopf._operating.simulation``)
@@ -20,6 +21,6 @@ from kopf._engine import (
 )
 from kopf._engine import __version__ as version  # the core's version (``kopf --version``)
 
-__all__ = ['CoreBody', 'IndexView', 'Operator', 'Simulation', 'check_cron', 'describe_certificate', 'discover',
-           'log_pattern_matches', 'parse_kubeconfig', 'read_crds', 'review_access', 'start_recording',
+__all__ = ['CoreBody', 'DaemonHold', 'IndexView', 'Operator', 'Simulation', 'check_cron', 'describe_certificate',
+           'discover', 'log_pattern_matches', 'parse_kubeconfig', 'read_crds', 'review_access', 'start_recording',
            'start_simulation', 'touch_peering', 'version', 'webhooks_for_manager']

@@ -2,6 +2,10 @@
 
 The core decides when a daemon stops and tells this side by the daemon's token:
 the flag's reasons, a cancellation of its call, and its end (see ``_running.calls``).
+
+In a simulation (``kopf.testing.Simulation``), a daemon's call carries a hold on the virtual
+clock: held while the daemon's code runs, let go while it waits in ``stopped.wait()``, so
+that its waits pass in virtual time.
 """
 
 from __future__ import annotations
@@ -10,7 +14,10 @@ import asyncio
 import enum
 import threading
 from collections.abc import Generator
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from kopf._bridge.services import DaemonHold
 
 
 class DaemonStoppingReason(enum.Flag):
@@ -52,6 +59,7 @@ class DaemonStopper:
         self.cancelled = False
         self.key: str | None = None  # the object whose live body the daemon uses
         self.kwargs: dict[str, Any] | None = None  # its calls' kwargs about that body (by the bridge)
+        self.hold: DaemonHold | None = None  # in a simulation: the daemon's hold on the clock
 
     def __repr__(self) -> str:
         return f'<{self.__class__.__name__}: {self.is_set()}, reason={self.reason}>'
@@ -82,6 +90,8 @@ class DaemonStopper:
         """Raise the flag with these reasons; callable from any thread."""
         self.reason = DaemonStoppingReason(bits) if bits else None
         self._raised = True  # before the lock: an event made after it sees the flag raised
+        if self.hold is not None:
+            self.hold.wake()
         with self._events_lock:
             sync_event = self._sync_event
         if sync_event is not None:
@@ -98,8 +108,38 @@ class DaemonStopper:
     def cancel(self) -> None:
         """Cancel the daemon's running call (now, or as soon as it starts)."""
         self.cancelled = True
+        if self.hold is not None:
+            self.hold.wake()
         if self.task is not None:
             self._call_in_loop(self.task.cancel)
+
+    def wait_in_thread(self, timeout: float | None) -> None:
+        """Block the thread until the flag is raised, or for ``timeout`` seconds."""
+        hold = self.hold
+        if hold is None:
+            self.sync_event.wait(timeout=timeout)
+            return
+        woken = threading.Event()
+        if not self._raised and hold.sleep(timeout, woken.set):
+            woken.wait()
+
+    async def wait_in_loop(self, timeout: float | None) -> None:
+        """Until the flag is raised, or for ``timeout`` seconds."""
+        hold = self.hold
+        if hold is None:
+            try:
+                await asyncio.wait_for(self.async_event.wait(), timeout=timeout)
+            except TimeoutError:
+                pass
+            return
+        woken = self._loop.create_future()
+
+        def wake() -> None:
+            if not woken.done():
+                woken.set_result(None)
+
+        if not self._raised and hold.sleep(timeout, lambda: self._call_in_loop(wake)):
+            await woken
 
     def _call_in_loop(self, fn: Any) -> None:
         try:
@@ -153,7 +193,7 @@ class SyncDaemonStopperChecker(DaemonStopped):
 
     def wait(self, timeout: float | None = None) -> SyncDaemonStopperChecker:
         """Sleep until stopped or for ``timeout`` seconds; returns itself (truthy if stopped)."""
-        self._stopper.sync_event.wait(timeout=timeout)
+        self._stopper.wait_in_thread(timeout)
         return self
 
 
@@ -177,8 +217,5 @@ class _StoppedPromise(DaemonStopped):
         return self._wait().__await__()
 
     async def _wait(self) -> AsyncDaemonStopperChecker:
-        try:
-            await asyncio.wait_for(self._stopper.async_event.wait(), timeout=self._timeout)
-        except TimeoutError:
-            pass
+        await self._stopper.wait_in_loop(self._timeout)
         return self._checker

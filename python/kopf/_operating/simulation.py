@@ -12,14 +12,17 @@ import os
 import tempfile
 import types
 import urllib.parse
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Awaitable, Collection, Coroutine, Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kopf._bridge import services
 from kopf._handling.handlers import OperatorRegistry, SmartOperatorRegistry, get_default_registry, set_default_registry
 from kopf._operating import loading
 from kopf._structures.settings import OperatorSettings
+
+if TYPE_CHECKING:
+    from kopf._bridge.services import Simulation as _EngineSimulation
 
 # How long (in real time) the operator may take to start: its startup and login activities,
 # the API's discovery, the first listings.
@@ -40,59 +43,11 @@ class SimulatedApiError(Exception):
         self.message = message
 
 
-class Simulation:
-    """An operator's handlers, run by the real engine against a simulated API on a virtual clock.
+class SimulatedObjects:
+    """The objects of a simulated API, read and written by a test without HTTP, and the
+    failures it asks for: what ``Simulation`` and ``SyncSimulation`` share."""
 
-    The API keeps its objects in memory and serves them as an API server does: versions,
-    generations, the status subresource, finalizers and deletion timestamps, owner references
-    and garbage collection, watches. The clock stands still while the test does its steps;
-    ``await sim.settle()`` lets all that is pending happen, ``await sim.advance(3600)`` lets an
-    hour pass (the timers, the retries' delays and backoffs due meanwhile fire in order), in
-    milliseconds of real time::
-
-        async with kopf.testing.Simulation(paths=['handlers.py']) as sim:
-            sim.create({'apiVersion': 'v1', 'kind': 'ConfigMap', 'metadata': {'name': 'c1'}})
-            await sim.settle()
-            assert sim.get('configmaps', 'c1', namespace='default')['metadata']['annotations']
-
-    The simulated API starts when the simulation is made; the operator starts when it is
-    entered (``async with``), and stops when it is left. Create the CRDs before entering.
-
-    While entered, ``KUBECONFIG`` names a kubeconfig of the simulated API, and a pod's API
-    server is not in the environment (both restored after): the login handlers, and the
-    handlers' own clients, find the simulated API as they find a cluster. An operator whose
-    login handlers connect elsewhere fails to start.
-
-    :param paths: the operator's files to load (as ``kopf run`` does), into ``registry``.
-    :param modules: the operator's modules to import, into ``registry``.
-    :param registry: the handlers; a fresh one for ``paths`` and ``modules``, or else the
-        default registry (the handlers imported by the test module itself).
-    :param settings: the operator's settings (a fresh ``OperatorSettings`` if not given).
-    :param namespaces: the namespaces to serve (patterns, as ``kopf run -n``).
-    :param clusterwide: serve all namespaces (the default if no namespaces are given).
-    """
-
-    def __init__(
-            self,
-            *,
-            paths: Iterable[str | os.PathLike[str]] = (),
-            modules: Iterable[str] = (),
-            registry: OperatorRegistry | None = None,
-            settings: OperatorSettings | None = None,
-            namespaces: Collection[str] = (),
-            clusterwide: bool = False,
-    ) -> None:
-        self._paths = [os.fspath(path) for path in paths]
-        self._modules = list(modules)
-        self._registry = registry
-        self._settings = settings if settings is not None else OperatorSettings()
-        self._namespaces = list(namespaces)
-        self._clusterwide = clusterwide or not namespaces
-        self._api = services.start_simulation(0)
-        self._stop: asyncio.Event | None = None
-        self._task: asyncio.Task[None] | None = None
-        self._folder: tempfile.TemporaryDirectory[str] | None = None
-        self._environ_before: dict[str, str | None] = {}
+    _api: _EngineSimulation
 
     @property
     def url(self) -> str:
@@ -103,98 +58,6 @@ class Simulation:
     def now(self) -> float:
         """Seconds of virtual time since the simulation started."""
         return self._api.now()
-
-    async def __aenter__(self) -> Simulation:
-        self._folder = tempfile.TemporaryDirectory(prefix='kopf-simulation-')
-        kubeconfig = Path(self._folder.name) / 'kubeconfig'
-        kubeconfig.write_text(json.dumps({
-            'apiVersion': 'v1', 'kind': 'Config', 'current-context': 'simulation',
-            'clusters': [{'name': 'simulation', 'cluster': {'server': self.url}}],
-            'users': [{'name': 'simulation', 'user': {}}],
-            'contexts': [{'name': 'simulation', 'context': {'cluster': 'simulation', 'user': 'simulation'}}]}))
-        # The handlers' clients find the simulated API, and no cluster of a pod the test runs in.
-        self._environ_before = {name: os.environ.get(name) for name in ENVIRON}
-        for name in ENVIRON:
-            os.environ.pop(name, None)
-        os.environ['KUBECONFIG'] = str(kubeconfig)
-        try:
-            registry = self._load()
-            await self._start(registry)
-        except BaseException:
-            await self._finish()
-            raise
-        return self
-
-    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                        tb: types.TracebackType | None) -> None:
-        await self._finish()
-
-    def _load(self) -> OperatorRegistry:
-        if not self._paths and not self._modules:
-            return self._registry if self._registry is not None else get_default_registry()
-        registry = self._registry if self._registry is not None else SmartOperatorRegistry()
-        default = get_default_registry()
-        set_default_registry(registry)
-        try:
-            loading.preload(self._paths, self._modules)
-        finally:
-            set_default_registry(default)
-        return registry
-
-    async def _start(self, registry: OperatorRegistry) -> None:
-        from kopf._running.operator import operator  # (the engine's run, loaded when needed)
-        self._stop = asyncio.Event()
-        ready = asyncio.Event()
-        self._task = asyncio.create_task(operator(
-            registry=registry, settings=self._settings, standalone=True,
-            clusterwide=self._clusterwide, namespaces=self._namespaces,
-            stop_flag=self._stop, ready_flag=ready, _simulation=self._api), name='simulated operator')
-        readiness = asyncio.create_task(ready.wait())
-        done, _ = await asyncio.wait({self._task, readiness}, timeout=STARTUP_TIMEOUT,
-                                     return_when=asyncio.FIRST_COMPLETED)
-        if self._task in done:
-            readiness.cancel()
-            self._task.result()  # its error, if any
-            raise RuntimeError("The simulated operator has exited during its startup.")
-        if not done:
-            readiness.cancel()
-            raise TimeoutError(f"The simulated operator has not started in {STARTUP_TIMEOUT} seconds.")
-        await self.settle()
-
-    async def _finish(self) -> None:
-        try:
-            if self._task is not None and self._stop is not None:
-                self._api.release()  # its stop's timeouts pass in virtual time, at once
-                self._stop.set()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await self._task
-        finally:
-            self._task = None
-            self._api.stop()
-            for name, value in self._environ_before.items():
-                if value is None:
-                    os.environ.pop(name, None)
-                else:
-                    os.environ[name] = value
-            self._environ_before = {}
-            if self._folder is not None:
-                self._folder.cleanup()
-                self._folder = None
-
-    async def settle(self) -> None:
-        """Let all that is pending happen: events, handlers, their patches and what those
-        cause, until nothing is left but to wait for a later time. The clock moves by its
-        resolution (a millisecond) at most."""
-        await self._api.settle()
-
-    async def advance(self, seconds: float) -> None:
-        """Let ``seconds`` of virtual time pass: the timers, the handlers' delays and the
-        retries due meanwhile run in order, each once what came before it is done; then
-        what is pending at the end settles (see ``settle()``).
-
-        :param seconds: how far to move the clock (not backwards).
-        """
-        await self._api.advance(seconds)
 
     def fail(self, path: str = '', *, method: str | None = None, status: int = 500,
              retry_after: int | None = None, times: int | None = 1) -> None:
@@ -333,6 +196,246 @@ class Simulation:
             if (resource.group, resource.version, resource.kind) == (group, version, kind):
                 return resource
         raise SimulatedApiError(404, 'NotFound', f"the simulated API serves no {kind!r} in {api_version!r}")
+
+
+class Simulation(SimulatedObjects):
+    """An operator's handlers, run by the real engine against a simulated API on a virtual clock.
+
+    The API keeps its objects in memory and serves them as an API server does: versions,
+    generations, the status subresource, finalizers and deletion timestamps, owner references
+    and garbage collection, watches. The clock stands still while the test does its steps;
+    ``await sim.settle()`` lets all that is pending happen, ``await sim.advance(3600)`` lets an
+    hour pass (the timers, the retries' delays and backoffs due meanwhile fire in order), in
+    milliseconds of real time::
+
+        async with kopf.testing.Simulation(paths=['handlers.py']) as sim:
+            sim.create({'apiVersion': 'v1', 'kind': 'ConfigMap', 'metadata': {'name': 'c1'}})
+            await sim.settle()
+            assert sim.get('configmaps', 'c1', namespace='default')['metadata']['annotations']
+
+    The simulated API starts when the simulation is made; the operator starts when it is
+    entered (``async with``), and stops when it is left. Create the CRDs before entering.
+
+    While entered, ``KUBECONFIG`` names a kubeconfig of the simulated API, and a pod's API
+    server is not in the environment (both restored after): the login handlers, and the
+    handlers' own clients, find the simulated API as they find a cluster. An operator whose
+    login handlers connect elsewhere fails to start.
+
+    :param paths: the operator's files to load (as ``kopf run`` does), into ``registry``.
+    :param modules: the operator's modules to import, into ``registry``.
+    :param registry: the handlers; a fresh one for ``paths`` and ``modules``, or else the
+        default registry (the handlers imported by the test module itself).
+    :param settings: the operator's settings (a fresh ``OperatorSettings`` if not given).
+    :param namespaces: the namespaces to serve (patterns, as ``kopf run -n``).
+    :param clusterwide: serve all namespaces (the default if no namespaces are given).
+    :param stuck_after: how many seconds of real time a daemon may run without waiting in
+        ``stopped.wait()`` (which lets the clock move) before ``settle()`` and ``advance()``
+        fail: a daemon that sleeps by ``time.sleep()`` or ``asyncio.sleep()`` holds the
+        virtual clock, and the test would wait for ever.
+    """
+
+    def __init__(
+            self,
+            *,
+            paths: Iterable[str | os.PathLike[str]] = (),
+            modules: Iterable[str] = (),
+            registry: OperatorRegistry | None = None,
+            settings: OperatorSettings | None = None,
+            namespaces: Collection[str] = (),
+            clusterwide: bool = False,
+            stuck_after: float = 10.0,
+    ) -> None:
+        if not stuck_after > 0:
+            raise ValueError(f"A daemon may hold the clock for some seconds, not for {stuck_after!r}.")
+        self._stuck_after = float(stuck_after)
+        self._paths = [os.fspath(path) for path in paths]
+        self._modules = list(modules)
+        self._registry = registry
+        self._settings = settings if settings is not None else OperatorSettings()
+        self._namespaces = list(namespaces)
+        self._clusterwide = clusterwide or not namespaces
+        self._api = services.start_simulation(0)
+        self._stop: asyncio.Event | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._folder: tempfile.TemporaryDirectory[str] | None = None
+        self._environ_before: dict[str, str | None] = {}
+
+    async def __aenter__(self) -> Simulation:
+        self._folder = tempfile.TemporaryDirectory(prefix='kopf-simulation-')
+        kubeconfig = Path(self._folder.name) / 'kubeconfig'
+        kubeconfig.write_text(json.dumps({
+            'apiVersion': 'v1', 'kind': 'Config', 'current-context': 'simulation',
+            'clusters': [{'name': 'simulation', 'cluster': {'server': self.url}}],
+            'users': [{'name': 'simulation', 'user': {}}],
+            'contexts': [{'name': 'simulation', 'context': {'cluster': 'simulation', 'user': 'simulation'}}]}))
+        # The handlers' clients find the simulated API, and no cluster of a pod the test runs in.
+        self._environ_before = {name: os.environ.get(name) for name in ENVIRON}
+        for name in ENVIRON:
+            os.environ.pop(name, None)
+        os.environ['KUBECONFIG'] = str(kubeconfig)
+        try:
+            registry = self._load()
+            await self._start(registry)
+        except BaseException:
+            await self._finish()
+            raise
+        return self
+
+    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                        tb: types.TracebackType | None) -> None:
+        await self._finish()
+
+    def _load(self) -> OperatorRegistry:
+        if not self._paths and not self._modules:
+            return self._registry if self._registry is not None else get_default_registry()
+        registry = self._registry if self._registry is not None else SmartOperatorRegistry()
+        default = get_default_registry()
+        set_default_registry(registry)
+        try:
+            loading.preload(self._paths, self._modules)
+        finally:
+            set_default_registry(default)
+        return registry
+
+    async def _start(self, registry: OperatorRegistry) -> None:
+        from kopf._running.operator import operator  # (the engine's run, loaded when needed)
+        self._stop = asyncio.Event()
+        ready = asyncio.Event()
+        self._task = asyncio.create_task(operator(
+            registry=registry, settings=self._settings, standalone=True,
+            clusterwide=self._clusterwide, namespaces=self._namespaces,
+            stop_flag=self._stop, ready_flag=ready, _simulation=self._api), name='simulated operator')
+        readiness = asyncio.create_task(ready.wait())
+        done, _ = await asyncio.wait({self._task, readiness}, timeout=STARTUP_TIMEOUT,
+                                     return_when=asyncio.FIRST_COMPLETED)
+        if self._task in done:
+            readiness.cancel()
+            self._task.result()  # its error, if any
+            raise RuntimeError("The simulated operator has exited during its startup.")
+        if not done:
+            readiness.cancel()
+            raise TimeoutError(f"The simulated operator has not started in {STARTUP_TIMEOUT} seconds.")
+        await self.settle()
+
+    async def _finish(self) -> None:
+        try:
+            if self._task is not None and self._stop is not None:
+                self._api.release()  # its stop's timeouts pass in virtual time, at once
+                self._stop.set()
+                with contextlib.suppress(asyncio.CancelledError):
+                    # A daemon that never waits for its stop is let go of (its test fails
+                    # in settle() or advance(), or has failed already): the stop goes on.
+                    while not (await asyncio.wait({self._task}, timeout=self._stuck_check))[0]:
+                        self._api.stuck(self._stuck_after)
+                    await self._task
+        finally:
+            self._task = None
+            self._api.stop()
+            for name, value in self._environ_before.items():
+                if value is None:
+                    os.environ.pop(name, None)
+                else:
+                    os.environ[name] = value
+            self._environ_before = {}
+            if self._folder is not None:
+                self._folder.cleanup()
+                self._folder = None
+
+    async def settle(self) -> None:
+        """Let all that is pending happen: events, handlers, their patches and what those
+        cause, until nothing is left but to wait for a later time. The clock moves by its
+        resolution (a millisecond) at most."""
+        await self._clocked(self._api.settle())
+
+    async def advance(self, seconds: float) -> None:
+        """Let ``seconds`` of virtual time pass: the timers, the handlers' delays and the
+        retries due meanwhile run in order, each once what came before it is done; then
+        what is pending at the end settles (see ``settle()``).
+
+        :param seconds: how far to move the clock (not backwards).
+        """
+        await self._clocked(self._api.advance(seconds))
+
+    @property
+    def _stuck_check(self) -> float:
+        return min(1.0, self._stuck_after / 4)
+
+    async def _clocked(self, moving: Awaitable[None]) -> None:
+        """Wait for the clock's move, unless a daemon holds the clock still too long."""
+        task = asyncio.ensure_future(moving)
+        while not (await asyncio.wait({task}, timeout=self._stuck_check))[0]:
+            stuck = self._api.stuck(self._stuck_after)
+            if stuck is not None:
+                # (The daemon is let go of: the clock moves again, the operator can still stop.)
+                raise RuntimeError(
+                    f"{stuck} has held the virtual clock for {self._stuck_after:g} seconds of real time"
+                    " without waiting in stopped.wait(). In a simulation, a daemon sleeps by"
+                    " stopped.wait(seconds); time.sleep() and asyncio.sleep() are real time,"
+                    " and the clock cannot move while they last.")
+        task.result()
+
+
+class SyncSimulation(SimulatedObjects):
+    """A ``Simulation`` for tests that are not coroutines (the ``kopf_simulation`` fixture):
+    ``settle()`` and ``advance()`` return when they are done. The operator runs on an event
+    loop of its own while they last; between them, the clock and the operator stand still.
+
+    Made started (``start()``) and stopped by the fixture; or, without it, ``with
+    SyncSimulation(Simulation(...)) as sim:``. Not for coroutines: there, use ``Simulation``.
+
+    :param simulation: the simulation to run (not entered yet): its operator, its settings.
+    """
+
+    def __init__(self, simulation: Simulation) -> None:
+        self.simulation = simulation
+        self._api = simulation._api
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def __enter__(self) -> SyncSimulation:
+        self.start()
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: types.TracebackType | None) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        """Start the operator (see ``Simulation``'s ``async with``): create the CRDs before."""
+        if self._loop is not None:
+            raise RuntimeError("The simulation has started already.")
+        self._loop = asyncio.new_event_loop()
+        try:
+            self._loop.run_until_complete(self.simulation.__aenter__())
+        except BaseException:
+            self._loop.close()
+            self._loop = None
+            raise
+
+    def stop(self) -> None:
+        """Stop the operator, and the simulated API with it (idempotent)."""
+        loop, self._loop = self._loop, None
+        if loop is not None:
+            try:
+                loop.run_until_complete(self.simulation.__aexit__(None, None, None))
+            finally:
+                loop.close()
+
+    def settle(self) -> None:
+        """As ``Simulation.settle()``, returning when it is done."""
+        self._run(self.simulation.settle())
+
+    def advance(self, seconds: float) -> None:
+        """As ``Simulation.advance()``, returning when it is done.
+
+        :param seconds: how far to move the clock (not backwards).
+        """
+        self._run(self.simulation.advance(seconds))
+
+    def _run(self, step: Coroutine[Any, Any, None]) -> None:
+        if self._loop is None:
+            step.close()
+            raise RuntimeError("The simulation is not started (start(), or the kopf_simulation fixture).")
+        self._loop.run_until_complete(step)
 
 
 class _Resource:

@@ -511,6 +511,10 @@ class Bridge:
                 checker = AsyncDaemonStopperChecker if is_async_fn(handler.fn) else SyncDaemonStopperChecker
                 stopper.kwargs['stopped'] = checker(stopper)  # one per daemon, as in Kopf
             kwargs = dict(stopper.kwargs)
+            if daemon['hold'] is not None:  # only a daemon's own call has it (a retry: a new one)
+                stopper.hold = daemon['hold']
+                where = '/'.join(filter(None, [kwargs['namespace'], kwargs['name']]))
+                stopper.hold.rename(f"The daemon {handler.id!r} of {where}")
         body, logger = kwargs['body'], kwargs['logger']
         patch = kwargs['patch'] = Patch(body=body)
         watching = call['kind'] == 'watching'

@@ -14,6 +14,7 @@ pub(super) use samples::{
 use super::bodies::CoreBody;
 use super::indices::Converter;
 use super::scopes::Scope;
+use super::simulation::DaemonHold;
 use super::values;
 use crate::client::resources::Resource;
 use crate::client::watching::EventType;
@@ -21,6 +22,7 @@ use crate::intents::handlers::Reason;
 use crate::intents::hooks::{
     ConversionRequest, Failure, HandlerKind, Invocation, Invoked, PlanRequest, Rejection,
 };
+use crate::simulation::settling::Hold;
 use crate::state::diffs::Diff;
 use crate::state::progression::Outcome;
 use pyo3::exceptions::PyValueError;
@@ -143,6 +145,15 @@ pub(super) fn selection_dict<'py>(
     Ok(request)
 }
 
+/// A daemon's call in a simulation carries the daemon's hold on the clock (`DaemonHold`).
+pub(super) fn hand_hold(dict: &Bound<'_, PyDict>, hold: Hold) -> PyResult<()> {
+    let py = dict.py();
+    if let Some(daemon) = dict.get_item(intern!(py, "daemon"))? {
+        daemon.set_item(intern!(py, "hold"), DaemonHold(hold))?;
+    }
+    Ok(())
+}
+
 /// The invocation as a dict for `Bridge.invoke()` (`kopf._bridge.protocol.Invocation`).
 pub(super) fn invocation_dict<'py>(
     py: Python<'py>,
@@ -192,6 +203,7 @@ pub(super) fn invocation_dict<'py>(
         stopper.set_item(intern!(py, "token"), daemon.token)?;
         stopper.set_item(intern!(py, "key"), &*daemon.key)?;
         stopper.set_item(intern!(py, "reason"), daemon.reason)?;
+        stopper.set_item(intern!(py, "hold"), py.None())?; // see `hand_hold`
         dict.set_item(intern!(py, "daemon"), stopper)?;
     }
     if let Some(admission) = &call.admission {
