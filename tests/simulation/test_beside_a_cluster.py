@@ -6,7 +6,7 @@ cluster, the test looks again). A scenario that passes in one and fails in the o
 difference of the simulation from a cluster.
 
 The operators are the examples' and the docs' own: greeter, children, daemons and timers,
-errors (docs/errors.md's ``flaky.py``).
+errors (docs/errors.md's ``flaky.py``); and a CRD's schema, which prunes what it does not name.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Protocol
 
+import kubernetes
 import pytest
 import yaml
 from kopf.testing import SimulatedApiError, Simulation, SyncSimulation
@@ -26,7 +27,21 @@ from support.cluster import EXAMPLES, ROOT, apply, kubectl
 from support.operators import OperatorProcess, write_script
 
 CRD = yaml.safe_load((EXAMPLES / "crd.yaml").read_text())
-PLURALS = {"Greeting": "greetings.demo.kopf.dev", "ConfigMap": "configmaps"}
+PLURALS = {"Greeting": "greetings.demo.kopf.dev", "ConfigMap": "configmaps",
+           "StrictGreeting": "strictgreetings.demo.kopf.dev"}
+
+# A CRD whose schema keeps only what it names (no x-kubernetes-preserve-unknown-fields): the
+# server prunes the rest, and a handler's result in the status is dropped. Kopf's users meet it.
+STRICT_CRD = {
+    "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+    "metadata": {"name": "strictgreetings.demo.kopf.dev"},
+    "spec": {"group": "demo.kopf.dev", "scope": "Namespaced",
+             "names": {"plural": "strictgreetings", "singular": "strictgreeting", "kind": "StrictGreeting"},
+             "versions": [{"name": "v1", "served": True, "storage": True, "subresources": {"status": {}},
+                           "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                               "spec": {"type": "object", "required": ["who"], "properties": {
+                                   "who": {"type": "string"}, "times": {"type": "integer", "default": 1}}},
+                               "status": {"type": "object", "properties": {"phase": {"type": "string"}}}}}}}]}}
 
 
 def docs_file(page: str, caption: str) -> str:
@@ -46,8 +61,12 @@ class World(Protocol):
     def get(self, kind: str, name: str) -> dict[str, Any] | None: ...
     def patch(self, kind: str, name: str, patch: dict[str, Any]) -> None: ...
     def delete(self, kind: str, name: str) -> None: ...
+    def refusal(self, kind: str, name: str, patch: dict[str, Any]) -> str: ...
     def log(self) -> str: ...
     def until(self, check: Callable[[], Any], within: float) -> Any: ...
+
+
+Starting = Callable[[str, list[dict[str, Any]]], World]  # an operator's source, and its CRDs
 
 
 class Simulated:
@@ -70,6 +89,11 @@ class Simulated:
     def delete(self, kind: str, name: str) -> None:
         self.sim.delete(PLURALS[kind], name)
 
+    def refusal(self, kind: str, name: str, patch: dict[str, Any]) -> str:
+        with pytest.raises(SimulatedApiError) as refused:
+            self.sim.patch(PLURALS[kind], name, patch)
+        return refused.value.message
+
     def log(self) -> str:
         return "\n".join(self.caplog.messages)
 
@@ -89,7 +113,10 @@ class Real:
         self.operator, self.namespace = operator, namespace
 
     def create(self, body: dict[str, Any]) -> None:
-        apply({**body, "metadata": {**body["metadata"], "namespace": self.namespace}})
+        # As the operators' clients send it: the fields a schema does not know are pruned (a
+        # kubectl that validates would refuse them instead).
+        body = {**body, "metadata": {**body["metadata"], "namespace": self.namespace}}
+        kubectl("create", "--validate=false", "-f", "-", input=json.dumps(body))
 
     def get(self, kind: str, name: str) -> dict[str, Any] | None:
         found = kubectl("get", PLURALS[kind], name, "-n", self.namespace, "-o", "json", "--ignore-not-found")
@@ -100,6 +127,15 @@ class Real:
 
     def delete(self, kind: str, name: str) -> None:
         kubectl("delete", PLURALS[kind], name, "-n", self.namespace, "--wait=false")
+
+    def refusal(self, kind: str, name: str, patch: dict[str, Any]) -> str:
+        # The server's own message (kubectl rewrites it), by a client as operators have it.
+        plural, _, group = PLURALS[kind].partition(".")
+        api = kubernetes.client.CustomObjectsApi(kubernetes.config.new_client_from_config())
+        with pytest.raises(kubernetes.client.ApiException) as refused:
+            api.patch_namespaced_custom_object(group, "v1", self.namespace, plural, name, patch)
+        message: str = json.loads(refused.value.body)["message"]
+        return message
 
     def log(self) -> str:
         return self.operator.output
@@ -175,22 +211,48 @@ def errors(world: World) -> None:
         world.until(lambda name=name: world.get("Greeting", name) is None, within=5)  # type: ignore[misc]
 
 
-SCENARIOS: dict[str, tuple[Callable[[World], None], Callable[[], str]]] = {
-    "greeter": (greeter, lambda: (EXAMPLES / "greeter" / "operator.py").read_text()),
-    "children": (children, lambda: (EXAMPLES / "children" / "operator.py").read_text()),
-    "daemons": (daemons, lambda: (EXAMPLES / "daemons" / "operator.py").read_text()),
-    "errors": (errors, lambda: docs_file("errors.md", "flaky.py")),
+STRICT = """
+import kopf
+
+@kopf.on.create('demo.kopf.dev', 'strictgreetings')
+def greet(spec, patch, **_):
+    patch.status['phase'] = 'Greeted'
+    return {'message': f"Hello, {spec['who']}!"}  # status.greet: not in the schema
+"""
+
+
+def schemas(world: World) -> None:
+    world.create({"apiVersion": "demo.kopf.dev/v1", "kind": "StrictGreeting", "metadata": {"name": "strict"},
+                  "spec": {"who": "Tess", "extra": "pruned"}})
+    body = world.until(lambda: (b := world.get("StrictGreeting", "strict")) and b.get("status", {}).get("phase") and b,
+                       within=5)
+    assert body["spec"] == {"who": "Tess", "times": 1}  # pruned, and defaulted
+    assert body["status"] == {"phase": "Greeted"}  # the handler's result is dropped by the server
+    assert "Handler 'greet' succeeded." in world.log()
+    refused = world.refusal("StrictGreeting", "strict", {"spec": {"who": 5}})
+    assert 'is invalid: spec.who: Invalid value: "integer": spec.who in body must be of type string: "integer"' \
+        in refused
+    assert 'StrictGreeting.demo.kopf.dev "strict"' in refused
+
+
+SCENARIOS: dict[str, tuple[Callable[[World], None], Callable[[], str], list[dict[str, Any]]]] = {
+    "greeter": (greeter, lambda: (EXAMPLES / "greeter" / "operator.py").read_text(), []),
+    "children": (children, lambda: (EXAMPLES / "children" / "operator.py").read_text(), []),
+    "daemons": (daemons, lambda: (EXAMPLES / "daemons" / "operator.py").read_text(), []),
+    "errors": (errors, lambda: docs_file("errors.md", "flaky.py"), []),
+    "schemas": (schemas, lambda: STRICT, [STRICT_CRD]),
 }
 
 
 @pytest.fixture()
-def simulated(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> Iterator[Callable[[str], World]]:
+def simulated(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> Iterator[Starting]:
     caplog.set_level(logging.DEBUG)  # as `kopf run --verbose`
     started: list[SyncSimulation] = []
 
-    def start(source: str) -> World:
+    def start(source: str, crds: list[dict[str, Any]]) -> World:
         simulation = Simulation(paths=[write_script(tmp_path, source)])
-        simulation.create(CRD)
+        for crd in [CRD, *crds]:
+            simulation.create(crd)
         sim = SyncSimulation(simulation)
         sim.start()
         started.append(sim)
@@ -204,10 +266,13 @@ def simulated(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> Iterator[Call
 
 
 @pytest.fixture()
-def real(tmp_path: Path, crd: None, namespace: str) -> Iterator[Callable[[str], World]]:
+def real(tmp_path: Path, crd: None, namespace: str) -> Iterator[Starting]:
     started: list[OperatorProcess] = []
 
-    def start(source: str) -> World:
+    def start(source: str, crds: list[dict[str, Any]]) -> World:
+        for crd in crds:
+            apply(crd)
+            kubectl("wait", "--for=condition=Established", f"crd/{crd['metadata']['name']}", "--timeout=30s")
         script = write_script(tmp_path, source)
         operator = OperatorProcess(["run", "--verbose", "-n", namespace, str(script)], cwd=tmp_path)
         started.append(operator)
@@ -224,15 +289,15 @@ def real(tmp_path: Path, crd: None, namespace: str) -> Iterator[Callable[[str], 
 @pytest.mark.parametrize("where", ["simulated", "real"])
 def test_a_scenario_passes_alike_on_the_simulation_and_on_a_cluster(
         name: str, where: str, request: pytest.FixtureRequest) -> None:
-    scenario, source = SCENARIOS[name]
+    scenario, source, crds = SCENARIOS[name]
     start = request.getfixturevalue(where)
-    world = start(source())
+    world = start(source(), crds)
     scenario(world)
 
 
 def test_a_scenario_step_that_the_cluster_refuses_is_refused_by_the_simulation_too(
-        simulated: Callable[[str], World], crd: None) -> None:
-    world = simulated("import kopf\n")
+        simulated: Starting, crd: None) -> None:
+    world = simulated("import kopf\n", [])
     assert isinstance(world, Simulated)
     with pytest.raises(SimulatedApiError, match="name or generateName is required"):
         world.sim.create({"apiVersion": "demo.kopf.dev/v1", "kind": "Greeting", "metadata": {}})

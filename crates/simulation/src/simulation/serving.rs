@@ -62,6 +62,7 @@ pub fn builtins() -> Vec<Kind> {
             status,
             short_names: short.iter().map(|&name| name.into()).collect(),
             categories: if all { vec!["all".into()] } else { vec![] },
+            schema: None, // what they hold is not checked: only the CRDs' schemas are
         };
     vec![
         kind("", "namespaces", "Namespace", false, true, &["ns"], false),
@@ -414,6 +415,7 @@ fn established(store: &Store, crd: Value) -> Result<Value, ApiError> {
         status: version.pointer("/subresources/status").is_some(),
         short_names: texts(&spec["names"]["shortNames"]),
         categories: texts(&spec["names"]["categories"]),
+        schema: (version.pointer("/schema/openAPIV3Schema").cloned()).map(Arc::new),
     });
     let conditions = ["NamesAccepted", "Established"].map(|type_| json!({
         "type": type_, "status": "True", "reason": type_, "message": "",

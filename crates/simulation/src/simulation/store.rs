@@ -13,6 +13,7 @@
 //!   from a compacted version answered with 410 Gone.
 
 use crate::simulation::patching::{self, PatchType};
+use crate::simulation::schemas;
 use crate::simulation::selectors::LabelSelector;
 use chrono::{DateTime, SecondsFormat, Utc};
 use rand::Rng;
@@ -44,12 +45,22 @@ pub struct Kind {
     pub short_names: Vec<String>,
     /// The groups of resources that it is in (`all`).
     pub categories: Vec<String>,
+    /// A CRD's structural schema of the version served (`openAPIV3Schema`), if it has one.
+    pub schema: Option<Arc<Value>>,
 }
 
 impl Kind {
     /// How the store names the resource: `plural.group`, or `plural` in the core group.
     pub fn key(&self) -> String {
         key(&self.group, &self.plural)
+    }
+
+    /// How the server names it in its refusals: `Greeting.demo.kopf.dev`, `ConfigMap`.
+    pub fn qualified(&self) -> String {
+        match self.group.as_str() {
+            "" => self.kind.clone(),
+            group => format!("{}.{group}", self.kind),
+        }
     }
 
     /// The objects' `apiVersion`.
@@ -290,7 +301,7 @@ impl Store {
             }
             _ => {
                 return Err(ApiError::invalid(
-                    &kind.key(),
+                    &kind.qualified(),
                     "",
                     "metadata.name: Required value: name or generateName is required",
                 ))
@@ -333,7 +344,11 @@ impl Store {
                 .into_iter()
                 .filter(|(k, _)| k != "apiVersion" && k != "kind"),
         );
-        let object = Value::Object(object);
+        let mut object = Value::Object(object);
+        if let Some(schema) = &kind.schema {
+            schemas::admit(schema, &mut object)
+                .map_err(|why| ApiError::invalid(&kind.qualified(), &name, &why))?;
+        }
         Ok(inner.store(resource, at, object, EventType::Added))
     }
 
@@ -541,6 +556,11 @@ impl Inner {
         }
         put(&mut new, "apiVersion", old.get("apiVersion").cloned());
         put(&mut new, "kind", old.get("kind").cloned());
+        if let Some(schema) = &kind.schema {
+            // Before the comparisons: a write of pruned fields alone changes nothing.
+            schemas::admit(schema, &mut new)
+                .map_err(|why| ApiError::invalid(&kind.qualified(), &name, &why))?;
+        }
         let deleting = old.pointer("/metadata/deletionTimestamp").is_some();
         let before: Vec<&str> = finalizers_of(old);
         if deleting && finalizers_of(&new).iter().any(|f| !before.contains(f)) {

@@ -11,6 +11,7 @@ fn greetings() -> Kind {
         status: true,
         short_names: vec!["gr".into()],
         categories: vec![],
+        schema: None,
     }
 }
 
@@ -24,6 +25,7 @@ fn configmaps() -> Kind {
         status: false,
         short_names: vec!["cm".into()],
         categories: vec![],
+        schema: None,
     }
 }
 
@@ -381,4 +383,47 @@ fn cut_watches_end_and_expired_versions_are_gone() {
     assert_eq!((error.code, error.reason), (410, "Expired"));
     let (_, now) = store.list(G, None, None).unwrap();
     assert!(store.watch(G, None, None, Some(now)).is_ok());
+}
+
+#[test]
+fn a_crds_schema_prunes_and_refuses_what_is_written_and_a_pruned_write_changes_nothing() {
+    let store = store();
+    let schema = json!({"type": "object", "properties": {
+        "spec": {"type": "object", "properties": {"who": {"type": "string"}}},
+        "status": {"type": "object", "properties": {"phase": {"type": "string"}}}}});
+    store.define(Kind {
+        schema: Some(Arc::new(schema)),
+        ..greetings()
+    });
+    let made = greeting(
+        &store,
+        json!({"metadata": {"name": "g1"}, "spec": {"who": "Tess", "extra": 1}}),
+    );
+    assert_eq!(made["spec"], json!({"who": "Tess"}));
+    let refused = merge(&store, "g1", json!({"spec": {"who": 5}}), None).unwrap_err();
+    assert_eq!(
+        refused.status()["message"],
+        "Greeting.demo.kopf.dev \"g1\" is invalid: spec.who: Invalid value: \"integer\": \
+         spec.who in body must be of type string: \"integer\""
+    );
+    let phased = merge(
+        &store,
+        "g1",
+        json!({"status": {"phase": "Ready"}}),
+        Some("status"),
+    )
+    .unwrap();
+    let pruned = merge(
+        &store,
+        "g1",
+        json!({"status": {"greet": "Hi"}}),
+        Some("status"),
+    )
+    .unwrap();
+    assert_eq!(pruned["status"], json!({"phase": "Ready"}));
+    assert_eq!(
+        version(&pruned),
+        version(&phased),
+        "nothing written: no new version"
+    );
 }
