@@ -305,3 +305,58 @@ def test_a_daemon_that_sleeps_in_real_time_fails_the_test_by_name(tmp_path: Path
     asyncio.run(run())
     with pytest.raises(ValueError, match="not for 0"):
         Simulation(stuck_after=0)
+
+
+CLIENTS = """
+import kopf
+import kr8s.asyncio
+import kubernetes_asyncio
+import lightkube
+import lightkube.resources.core_v1
+import lightkube.models.meta_v1
+import pykube
+
+
+def note(name, namespace, client):
+    return {'apiVersion': 'v1', 'kind': 'ConfigMap',
+            'metadata': {'name': f'{name}-{client}', 'namespace': namespace}, 'data': {'by': client}}
+
+
+@kopf.on.create('greetings')
+async def by_kubernetes_asyncio(name, namespace, **_):
+    await kubernetes_asyncio.config.load_kube_config()
+    async with kubernetes_asyncio.client.ApiClient() as client:
+        api = kubernetes_asyncio.client.CoreV1Api(client)
+        await api.create_namespaced_config_map(namespace, note(name, namespace, 'kubernetes-asyncio'))
+
+
+@kopf.on.create('greetings')
+def by_pykube(name, namespace, **_):
+    api = pykube.HTTPClient(pykube.KubeConfig.from_env())
+    pykube.ConfigMap(api, note(name, namespace, 'pykube')).create()
+
+
+@kopf.on.create('greetings')
+async def by_kr8s(name, namespace, **_):
+    api = await kr8s.asyncio.api()
+    made = await kr8s.asyncio.objects.ConfigMap(note(name, namespace, 'kr8s'), api=api)
+    await made.create()
+
+
+@kopf.on.create('greetings')
+def by_lightkube(name, namespace, **_):
+    client = lightkube.Client()
+    client.create(lightkube.resources.core_v1.ConfigMap(
+        metadata=lightkube.models.meta_v1.ObjectMeta(name=f'{name}-lightkube', namespace=namespace),
+        data={'by': 'lightkube'}))
+"""
+
+
+@pytest.mark.filterwarnings("ignore:Kubernetes version v1.36:UserWarning")  # kr8s's: it knows up to 1.35
+def test_the_handlers_clients_reach_the_simulated_api(tmp_path: Path) -> None:
+    async def scenario(sim: Simulation) -> None:
+        sim.create(greeting("g1"))
+        await sim.settle()
+        made = {c["metadata"]["name"]: c["data"]["by"] for c in sim.list("configmaps", namespace="default")}
+        assert made == {f"g1-{client}": client for client in ("kubernetes-asyncio", "pykube", "kr8s", "lightkube")}
+    simulate(tmp_path, CLIENTS, scenario)
