@@ -15,7 +15,7 @@ from typing import Any
 import kopf
 import pytest
 import yaml
-from kopf.testing import SimulatedApiError, Simulation
+from kopf.testing import SimulatedApiError, Simulation, SyncSimulation
 from support.cluster import EXAMPLES
 from support.operators import write_script
 
@@ -360,3 +360,22 @@ def test_the_handlers_clients_reach_the_simulated_api(tmp_path: Path) -> None:
         made = {c["metadata"]["name"]: c["data"]["by"] for c in sim.list("configmaps", namespace="default")}
         assert made == {f"g1-{client}": client for client in ("kubernetes-asyncio", "pykube", "kr8s", "lightkube")}
     simulate(tmp_path, CLIENTS, scenario)
+
+
+def test_a_sync_simulation_runs_steps_that_block_and_refuses_a_coroutine(tmp_path: Path) -> None:
+    simulation = Simulation(paths=[write_script(tmp_path, GREETER)])
+    simulation.create(CRD)
+    with SyncSimulation(simulation) as sim:
+        sim.create(greeting("g1", who="steps"))
+        sim.settle()
+        g1 = sim.get("greetings", "g1")
+        assert g1 is not None and g1["status"]["greet"] == "Hello, steps!"
+        sim.advance(60)
+        assert 60 <= sim.now < 61
+
+        async def in_a_coroutine() -> None:
+            sim.settle()
+        with pytest.raises(RuntimeError, match="for tests that are not coroutines"):
+            asyncio.run(in_a_coroutine())
+    with pytest.raises(RuntimeError, match="not started"):
+        sim.settle()

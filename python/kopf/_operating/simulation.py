@@ -403,6 +403,7 @@ class SyncSimulation(SimulatedObjects):
         """Start the operator (see ``Simulation``'s ``async with``): create the CRDs before."""
         if self._loop is not None:
             raise RuntimeError("The simulation has started already.")
+        _not_in_a_coroutine()
         self._loop = asyncio.new_event_loop()
         try:
             self._loop.run_until_complete(self.simulation.__aenter__())
@@ -435,7 +436,22 @@ class SyncSimulation(SimulatedObjects):
         if self._loop is None:
             step.close()
             raise RuntimeError("The simulation is not started (start(), or the kopf_simulation fixture).")
+        try:
+            _not_in_a_coroutine()
+        except RuntimeError:
+            step.close()
+            raise
         self._loop.run_until_complete(step)
+
+
+def _not_in_a_coroutine() -> None:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return  # no loop runs in this thread: its own can
+    raise RuntimeError("SyncSimulation (the kopf_simulation fixture) is for tests that are not coroutines: its"
+                       " steps run an event loop of their own. In a coroutine, use kopf.testing.Simulation:"
+                       " `async with Simulation(...) as sim:` and `await sim.settle()`.")
 
 
 class _Resource:
