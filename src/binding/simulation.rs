@@ -115,8 +115,9 @@ impl Simulation {
         Ok(())
     }
 
-    /// The daemon that has held the clock for longer than `seconds` of real time, if any:
-    /// its name (a daemon that sleeps but by waiting for its stop holds it for ever).
+    /// The daemon that has held the clock for longer than `seconds` of real time, if any: its
+    /// name; it holds the clock no more (one that sleeps other than by waiting for its stop
+    /// would hold it for ever).
     fn stuck(&self, seconds: f64) -> Option<String> {
         self.busy
             .stuck(Duration::try_from_secs_f64(seconds).unwrap_or(Duration::ZERO))
