@@ -421,6 +421,53 @@ def olm_generate(paths: Collection[str], modules: Collection[str], image: str, b
         raise SystemExit(1)
 
 
+@main.group()
+def deploy() -> None:
+    """ A Helm chart generated from the handlers: the Deployment, its RBAC, the CRDs (not in Kopf). """
+
+
+@deploy.command(name='generate')
+@click.option('--image', required=True, help="the operator's image: `kopf run` as its entrypoint, the handlers in it")
+@click.option('--chart', 'chart_name', type=str, default=None,
+              help="the chart's and the Deployment's name (default: the account's, --name)")
+@click.option('--version', 'chart_version', default='0.1.0', show_default=True, help="the chart's version")
+@click.option('--output', type=click.Path(file_okay=False), default='chart', show_default=True,
+              help="the chart's folder (its files are written, the CRDs' folder whole)")
+@click.option('--crd', 'crds', multiple=True, type=click.Path(exists=True, dir_okay=False),
+              help="a CRD file of a resource the handlers serve (installed by the chart)")
+@click.option('--in-image', 'in_image', multiple=True,
+              help="the handlers' paths in the image (default: /operator/ and each path's file name)")
+@_rbac_options
+def deploy_generate(paths: Collection[str], modules: Collection[str], image: str, chart_name: str | None,
+                    chart_version: str, output: str, crds: Collection[str], in_image: Collection[str],
+                    **options: Any) -> None:
+    """ Write a Helm chart of the operator: its Deployment, ServiceAccount and roles, CRDs, values. """
+    from pathlib import Path  # (not at the top: operators that never run this do not import it)
+
+    from kopf._operating import charts
+    entries = list(in_image) or [f"/operator/{Path(path).name}" for path in paths]
+    entries += [arg for module in modules for arg in ('-m', module)]
+    run_options = [arg for namespace in options['namespaces'] for arg in ('-n', namespace)]
+    run_options += ['--all-namespaces'] if options['clusterwide'] or not options['namespaces'] else []
+    run_options += ['--standalone'] if options['standalone'] else ['--peering', options['peering_name']]
+    if options['lease_name']:
+        run_options += ['--lease', options['lease_name']]
+    if options.get('shards'):
+        run_options += ['--shards', options['shards']]
+    chart = charts.Options(name=chart_name or options['account'], image=image, version=chart_version,
+                           output=Path(output), crds=[Path(crd) for crd in crds], entries=entries,
+                           run_options=run_options)
+    source = ', '.join([*paths, *(f"-m {m}" for m in modules)]) or 'no handlers'
+    try:
+        written, warnings = _rbac_run(charts.generate, paths=paths, modules=modules, options=chart, source=source,
+                                      **options)
+    except ValueError as e:
+        raise click.ClickException(str(e)) from None
+    _warn(warnings)
+    for path in written:
+        click.echo(path)
+
+
 @olm.command(name='verify')
 @click.argument('directory', type=click.Path(exists=True, file_okay=False))
 def olm_verify(directory: str) -> None:

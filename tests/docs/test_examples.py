@@ -102,8 +102,10 @@ def shell(cluster: dict[str, str], tmp_path: Path) -> Iterator[dict[str, str]]:
     """The reader's shell: the cluster's kubeconfig, our `kopf` first on the PATH; the repository's
     examples/ beside the page's files (pages name them as in a clone of the repository)."""
     (tmp_path / "examples").symlink_to(ROOT / "examples")
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
-           "PYTHONUNBUFFERED": "1"}
+    tools = [Path(sys.executable).parent]
+    if os.environ.get("KOPF_RS_HELM"):  # (built by checks/run; a reader installs helm as they like)
+        tools.append(Path(os.environ["KOPF_RS_HELM"]).parent)
+    env = {**os.environ, "PATH": os.pathsep.join([*map(str, tools), os.environ['PATH']]), "PYTHONUNBUFFERED": "1"}
     clean(env)  # (what an interrupted run left)
     yield env
     clean(env)

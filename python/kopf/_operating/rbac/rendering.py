@@ -4,6 +4,7 @@ bindings, each rule with comments saying who needs each verb."""
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 
 from kopf._operating.rbac.rules import Plan, Rule
 
@@ -12,9 +13,12 @@ GENERATED = ("by `kopf rbac generate` (kopf-rs): the engine's, its handlers' own
              "Discovery (/api, /apis) is allowed to every authenticated account by default.")
 
 
-def render(plan: Plan, *, source: str, heading: tuple[str, ...] = GENERATED) -> str:
+def render(plan: Plan, *, source: str, heading: tuple[str, ...] = GENERATED,
+           role_names: Mapping[str, str] | None = None) -> str:
     """The YAML documents: the account, its cluster-wide and namespaced roles, the bindings;
-    first, comments: the source, then the heading's lines."""
+    first, comments: the source, then the heading's lines. ``role_names``: the names of the
+    roles in some namespaces, instead of the account's (where another role of the account
+    may be in the same namespace once a template is rendered)."""
     name, namespace = plan.account, plan.account_namespace
     account = {'kind': 'ServiceAccount', 'name': name, 'namespace': namespace}
     comments = [f"# The permissions of {source},", *(f"# {line}" for line in heading)]
@@ -27,10 +31,11 @@ def render(plan: Plan, *, source: str, heading: tuple[str, ...] = GENERATED) -> 
             f"subjects: [{_flow(account)}]",
         ]))
     for where, rules in plan.namespaced_rules().items():
-        meta = {'name': name, 'namespace': where}
+        role = (role_names or {}).get(where, name)
+        meta = {'name': role, 'namespace': where}
         docs.append(_doc('rbac.authorization.k8s.io/v1', 'Role', meta, _rules(rules)))
         docs.append(_doc('rbac.authorization.k8s.io/v1', 'RoleBinding', meta, [
-            f"roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: {_q(name)}}}",
+            f"roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: {_q(role)}}}",
             f"subjects: [{_flow(account)}]",
         ]))
     return '---\n'.join(docs)

@@ -1,0 +1,230 @@
+"""``kopf deploy generate`` (not in Kopf): a Helm chart from what the operator's code says, the
+third form beside ``kopf rbac generate`` and ``kopf olm generate``. The chart holds:
+
+- the Deployment of the image (``kopf run`` as its entrypoint, the handlers in it) with the
+  options given, non-root, with a read-only root, probed by ``--liveness``;
+- the ServiceAccount and its roles, as ``kopf rbac generate`` writes them for those options
+  (the account in the release's namespace);
+- the CRDs of ``--crd`` files (Helm's ``crds/``: installed first, never upgraded or deleted
+  by Helm);
+- a PodDisruptionBudget once there is more than one replica (with peering or a Lease, one of
+  them handles the objects, the others wait);
+- ``values.yaml`` with what people change, and ``values.schema.json`` that Helm checks them by.
+
+The templates are plain YAML with a few ``{{ .Values.* }}`` and one ``if``: no helpers.
+
+Not yet (and refused with a message rather than charted wrongly): operators with admission or
+conversion webhooks (their Service, certificates and configurations).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from kopf._handling.handlers import OperatorRegistry
+from kopf._operating.olm import Crd, read_crd, served_crds
+from kopf._operating.rbac.commands import _connect, _plan
+from kopf._operating.rbac.rendering import render
+from kopf._structures.settings import OperatorSettings
+
+LIVENESS_PORT = 8080
+# The account's namespace in the roles' bindings: the release's, known when Helm renders.
+RELEASE_NAMESPACE = '{{ .Release.Namespace }}'
+# A chart's name, as Helm takes it (and as a Kubernetes name, since it names the objects).
+CHART_NAME = re.compile(r'[a-z0-9]([-a-z0-9]*[a-z0-9])?')
+
+
+@dataclasses.dataclass
+class Options:
+    """What the chart is made of, besides the handlers and the rules' options."""
+    name: str  # the chart's, and the Deployment's
+    image: str
+    version: str  # the chart's
+    output: Path
+    crds: list[Path]
+    entries: list[str]  # `kopf run`'s targets in the image: paths, or `-m MODULE`
+    run_options: list[str]  # `kopf run`'s options (namespaces, peering, Lease, shards)
+
+
+async def generate(*, registry: OperatorRegistry, options: Options, source: str,
+                   **plan_options: Any) -> tuple[list[str], list[str]]:
+    """Write the chart; the paths written, and the warnings about the handlers' requests."""
+    if not CHART_NAME.fullmatch(options.name) or len(options.name) > 53:
+        raise ValueError(f"The chart's name {options.name!r} is not a name that Helm and Kubernetes take: lower-case "
+                         f"letters, digits and dashes, at most 53 (give --chart NAME).")
+    if registry._webhooks or registry._conversions:
+        handlers = ', '.join(str(handler) for handler in [*registry._webhooks, *registry._conversions])
+        raise ValueError(f"The operator has webhooks ({handlers}): its chart would need their Service, certificates "
+                         f"and configurations, which `kopf deploy generate` does not write yet. Use `kopf olm "
+                         f"generate`, or a Deployment of your own.")
+    settings = OperatorSettings()
+    connection = await _connect(registry, settings)
+    # In the pod, the account and the Lease are in the release's namespace ($POD_NAMESPACE).
+    in_release = {'account_namespace': RELEASE_NAMESPACE}
+    if plan_options.get('lease_name'):
+        in_release['lease_namespace'] = RELEASE_NAMESPACE
+    plan = await _plan(registry, settings, connection, **{**plan_options, **in_release})
+    crds = [read_crd(path) for path in options.crds]
+    missing = sorted(set(served_crds(plan)) - {crd.name for crd in crds})
+    if missing:
+        plan.warnings.append(f"The handlers serve CRDs that no --crd file gives: {', '.join(missing)}; the chart "
+                             f"does not install them (they must exist in the cluster before the operator starts).")
+    # The release's namespace may be a served one too: its role is another, not a duplicate.
+    rbac = render(plan, source=f"the operator {source}", role_names={RELEASE_NAMESPACE: f"{plan.account}-release"})
+    files = chart(options, rbac=rbac, crds=crds)
+    written = []
+    for stale in (options.output / 'crds').glob('*.yaml'):
+        stale.unlink()  # a CRD since removed goes from the chart too
+    for relative, text in files.items():
+        path = options.output / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        written.append(str(path))
+    return written, plan.warnings
+
+
+def chart(options: Options, *, rbac: str, crds: list[Crd]) -> dict[str, str]:
+    """The chart's files (relative path → text)."""
+    files = {
+        'Chart.yaml': _dump({
+            'apiVersion': 'v2', 'name': options.name, 'version': options.version, 'type': 'application',
+            'description': f"The operator {options.name}, in Python (kopf), as `kopf deploy generate` made it.",
+            'appVersion': options.image.rpartition(':')[2] if ':' in options.image.rpartition('/')[2] else 'latest',
+        }),
+        'values.yaml': VALUES.format(image=json.dumps(options.image)),
+        'values.schema.json': json.dumps(SCHEMA, indent=2) + '\n',
+        'templates/rbac.yaml': rbac,
+        'templates/deployment.yaml': _deployment(options, account=_account(rbac)),
+        'templates/pdb.yaml': PDB.replace('NAME', options.name),
+        '.helmignore': '# Nothing of the chart folder is left out.\n',
+    }
+    for crd in crds:
+        files[f"crds/{crd.name}.yaml"] = crd.text
+    return files
+
+
+def _account(rbac: str) -> str:
+    account = next(doc for doc in yaml.safe_load_all(rbac) if doc and doc['kind'] == 'ServiceAccount')
+    return str(account['metadata']['name'])
+
+
+def _dump(document: dict[str, Any]) -> str:
+    return yaml.safe_dump(document, sort_keys=False, default_flow_style=False, width=120)
+
+
+# What people change, with what each does. The image's tag is the chart's appVersion.
+VALUES = """\
+# The operator's image: kopf-rs's (docker/Dockerfile) with the handlers in it.
+image: {image}
+imagePullPolicy: IfNotPresent
+# More than one: the others wait while one handles the objects (peering or --lease), and a
+# PodDisruptionBudget keeps one of them up.
+replicas: 1
+# The container's requests and limits. The engine itself needs 30-40 MiB for up to 100 000
+# objects (bench/results); the handlers need what they need on top.
+resources:
+  requests: {{cpu: 50m, memory: 96Mi}}
+  limits: {{memory: 256Mi}}
+# The log's format: plain, full or json (`kopf run --log-format`).
+logFormat: full
+# More environment variables for the handlers (a list of the container's `env` items).
+env: []
+"""
+
+SCHEMA: dict[str, Any] = {
+    '$schema': 'https://json-schema.org/draft-07/schema#',
+    'type': 'object',
+    'additionalProperties': False,
+    'required': ['image', 'replicas'],
+    'properties': {
+        'image': {'type': 'string', 'minLength': 1, 'description': "The operator's image."},
+        'imagePullPolicy': {'type': 'string', 'enum': ['Always', 'IfNotPresent', 'Never']},
+        'replicas': {'type': 'integer', 'minimum': 1, 'description': "How many pods: one handles the objects."},
+        'resources': {'type': 'object', 'description': "The container's requests and limits."},
+        'logFormat': {'type': 'string', 'enum': ['plain', 'full', 'json']},
+        'env': {'type': 'array', 'items': {'type': 'object', 'required': ['name']},
+                'description': "More environment variables (the container's `env` items)."},
+    },
+}
+
+PDB = """\
+{{- if gt (int .Values.replicas) 1 }}
+# One of the replicas stays up through a node's drain.
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata:
+  name: NAME
+  labels: {app.kubernetes.io/name: NAME, app.kubernetes.io/instance: {{ .Release.Name | quote }}}
+spec:
+  minAvailable: 1
+  selector:
+    matchLabels: {app.kubernetes.io/name: NAME, app.kubernetes.io/instance: {{ .Release.Name | quote }}}
+{{- end }}
+"""
+
+
+def _deployment(options: Options, *, account: str) -> str:
+    args = [*options.run_options, '--liveness', f'http://0.0.0.0:{LIVENESS_PORT}/healthz', *options.entries]
+    labels = f"{{app.kubernetes.io/name: {options.name}, app.kubernetes.io/instance: {{{{ .Release.Name | quote }}}}}}"
+    return f"""\
+# The operator: the image's `kopf run` with these arguments, as `kopf deploy generate` was given them.
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: {options.name}
+  labels: {labels}
+spec:
+  replicas: {{{{ .Values.replicas }}}}
+  selector:
+    matchLabels: {labels}
+  template:
+    metadata:
+      labels: {labels}
+    spec:
+      serviceAccountName: {json.dumps(account)}
+      # SIGTERM, then this long to finish the handlers and leave.
+      terminationGracePeriodSeconds: 30
+      securityContext:
+        runAsNonRoot: true
+        runAsUser: 1000  # the image's user `kopf`
+        seccompProfile: {{type: RuntimeDefault}}
+      containers:
+        - name: operator
+          image: {{{{ .Values.image | quote }}}}
+          imagePullPolicy: {{{{ .Values.imagePullPolicy }}}}
+          args: {json.dumps(args)}
+          env:
+            - name: KOPF_RUN_LOG_FORMAT
+              value: {{{{ .Values.logFormat | quote }}}}
+            # The pod is the Lease's holder and the peer; the Lease lives in its namespace.
+            - name: POD_ID
+              valueFrom: {{fieldRef: {{fieldPath: metadata.name}}}}
+            - name: POD_NAMESPACE
+              valueFrom: {{fieldRef: {{fieldPath: metadata.namespace}}}}
+            {{{{- with .Values.env }}}}
+            {{{{- toYaml . | nindent 12 }}}}
+            {{{{- end }}}}
+          ports:
+            - {{name: health, containerPort: {LIVENESS_PORT}}}
+          livenessProbe:
+            httpGet: {{path: /healthz, port: health}}
+            initialDelaySeconds: 10
+            periodSeconds: 20
+            timeoutSeconds: 5
+          resources:
+            {{{{- toYaml .Values.resources | nindent 12 }}}}
+          securityContext:
+            allowPrivilegeEscalation: false
+            readOnlyRootFilesystem: true
+            capabilities: {{drop: [ALL]}}
+          volumeMounts:
+            - {{name: tmp, mountPath: /tmp}}  # the clients' temporary files (certificates)
+      volumes:
+        - {{name: tmp, emptyDir: {{}}}}
+"""

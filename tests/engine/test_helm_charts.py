@@ -1,0 +1,145 @@
+"""`kopf deploy generate`: a Helm chart from the operator's code, used as a user would. The real
+`helm` (built from its Go module by checks/run: $KOPF_RS_HELM) lints it and installs it into the
+control plane; the operator then runs as the chart's Deployment says (its arguments and
+environment, on this machine, as its ServiceAccount: the plane's nodes run no containers) and
+handles its objects; an upgrade changes what the values say; uninstalling leaves nothing."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from support.cluster import EXAMPLES, kopf_cli, kubectl, kubectl_json
+from support.network import free_port
+from support.operators import OperatorProcess, account_kubeconfig, eventually, refused
+
+CHILDREN = EXAMPLES / "children" / "operator.py"
+CRD = EXAMPLES / "crd.yaml"
+
+
+def helm(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    program = os.environ.get("KOPF_RS_HELM")
+    assert program, "$KOPF_RS_HELM names no helm (checks/run builds it)"
+    result = subprocess.run([program, *args], capture_output=True, text=True, check=False, timeout=120)
+    assert not check or result.returncode == 0, f"helm {' '.join(args)}: {result.stdout}{result.stderr}"
+    return result
+
+
+def generate(tmp_path: Path, *args: str) -> Path:
+    chart = tmp_path / "chart"
+    result = kopf_cli("deploy", "generate", "--output", str(chart), *args)
+    assert result.returncode == 0, result.stderr
+    return chart
+
+
+def deployment(namespace: str, name: str) -> dict[str, Any]:
+    found: dict[str, Any] = kubectl_json("get", "deployment", name, "-n", namespace)
+    return found
+
+
+def run_as_the_deployment_does(found: dict[str, Any], script: Path, tmp_path: Path,
+                               env: dict[str, str]) -> OperatorProcess:
+    """The Deployment's `kopf run` (the image's entrypoint) with its arguments and environment,
+    the handlers' path in the image mapped to the script here, its probe on a free port."""
+    [container] = found["spec"]["template"]["spec"]["containers"]
+    args = [arg.replace(":8080/", f":{free_port()}/") for arg in container["args"]]
+    args = [str(script) if arg.startswith("/operator/") else arg for arg in args]
+    values = {item["name"]: item["value"] for item in container["env"] if "value" in item}
+    pod = {"POD_ID": "lantern-pod", "POD_NAMESPACE": found["metadata"]["namespace"]}
+    return OperatorProcess(["run", *args], cwd=tmp_path, env={**values, **pod, **env})
+
+
+def test_a_generated_chart_installs_and_its_operator_runs_under_it(crd: None, namespace: str, tmp_path: Path) -> None:
+    name = f"lantern-{namespace}"
+    chart = generate(tmp_path, str(CHILDREN), "--image", "registry.example/lantern:1.2.0", "--crd", str(CRD),
+                     "-n", namespace, "--standalone", "--lease", "lantern", "--name", name)
+    assert helm("lint", str(chart)).stdout.endswith("1 chart(s) linted, 0 chart(s) failed\n")
+    assert yaml.safe_load((chart / "Chart.yaml").read_text())["appVersion"] == "1.2.0"
+    release = "lantern"
+    helm("install", release, str(chart), "-n", namespace)
+    try:
+        found = deployment(namespace, name)
+        pod = found["spec"]["template"]["spec"]
+        [container] = pod["containers"]
+        assert container["image"] == "registry.example/lantern:1.2.0"
+        assert container["args"] == ["-n", namespace, "--standalone", "--lease", "lantern", "--liveness",
+                                     "http://0.0.0.0:8080/healthz", "/operator/operator.py"]
+        # The Lease is in the release's namespace (the pod's), here also the served one: two roles.
+        roles = kubectl("get", "role", "-n", namespace, "-o", "name").split()
+        assert sorted(roles) == [f"role.rbac.authorization.k8s.io/{name}",
+                                 f"role.rbac.authorization.k8s.io/{name}-release"]
+        assert pod["serviceAccountName"] == name and pod["securityContext"]["runAsNonRoot"] is True
+        assert container["securityContext"]["readOnlyRootFilesystem"] is True
+        assert found["spec"]["replicas"] == 1
+        assert kubectl("get", "pdb", "-n", namespace, "-o", "name") == "", "no budget for one replica"
+
+        # The operator as the Deployment runs it, as its ServiceAccount: the chart's roles suffice.
+        script = tmp_path / "operator.py"
+        shutil.copy(CHILDREN, script)
+        kubeconfig = account_kubeconfig(name, tmp_path, namespace)
+        operator = run_as_the_deployment_does(found, script, tmp_path, {"KUBECONFIG": str(kubeconfig)})
+        try:
+            kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(
+                {"apiVersion": "demo.kopf.dev/v1", "kind": "Greeting", "metadata": {"name": "lantern1"},
+                 "spec": {"who": "Helm"}}))
+            operator.wait_for(r"Handler 'light' succeeded", timeout=60)  # once it holds the Lease
+            glow = eventually(lambda: kubectl_json("get", "configmap", "lantern1-glow", "-n", namespace),
+                              what="the child ConfigMap")
+            assert glow["data"]["message"].startswith("Hello, Helm!")
+        finally:
+            operator.stop()
+        assert not refused(operator.output), operator.output
+
+        # The values: what the schema refuses fails the upgrade; what it takes is rolled out.
+        wrong = helm("upgrade", release, str(chart), "-n", namespace, "--set", "replicas=two", check=False)
+        assert wrong.returncode != 0 and "replicas" in wrong.stderr, wrong.stderr
+        helm("upgrade", release, str(chart), "-n", namespace, "--set", "replicas=2", "--set", "logFormat=json",
+             "--set-json", 'env=[{"name": "GREETERS_SIGNATURES", "value": "secrets"}]')
+        found = deployment(namespace, name)
+        [container] = found["spec"]["template"]["spec"]["containers"]
+        assert found["spec"]["replicas"] == 2
+        values = {item["name"]: item.get("value") for item in container["env"]}
+        assert values["KOPF_RUN_LOG_FORMAT"] == "json" and values["GREETERS_SIGNATURES"] == "secrets"
+        assert kubectl("get", "pdb", name, "-n", namespace, "-o", "jsonpath={.spec.minAvailable}") == "1"
+    finally:
+        helm("uninstall", release, "-n", namespace, "--wait")
+    # What the release made is gone; its CRD stays (Helm never deletes the CRDs of crds/).
+    left = kubectl("get", "deployment,serviceaccount,role,rolebinding,pdb", "-n", namespace, "-o", "name")
+    assert name not in left, left
+    assert kubectl("get", "clusterrole,clusterrolebinding", name, "--ignore-not-found", "-o", "name") == ""
+    assert kubectl("get", "crd", "greetings.demo.kopf.dev", "-o", "name").strip()
+
+
+def test_what_cannot_be_charted_is_refused_with_the_reason(crd: None, tmp_path: Path) -> None:
+    webhooks = tmp_path / "webhooks.py"
+    webhooks.write_text("import kopf\n\n@kopf.on.validate('greetings')\ndef check(**_):\n    pass\n")
+    refused_ = kopf_cli("deploy", "generate", "--output", str(tmp_path / "out"), "--image", "x:1", str(webhooks))
+    assert refused_.returncode != 0
+    assert "The operator has webhooks (" in refused_.stderr and "does not write yet" in refused_.stderr
+    named = kopf_cli("deploy", "generate", "--output", str(tmp_path / "out"), "--image", "x:1", "--chart", "Bad_Name",
+                     str(CHILDREN))
+    assert named.returncode != 0 and "is not a name that Helm and Kubernetes take" in named.stderr
+    assert not (tmp_path / "out").exists(), "nothing written for a refused chart"
+
+
+@pytest.mark.parametrize("mode", [["-A", "--standalone", "--lease", "lantern"],
+                                  ["-n", "ns1", "-n", "ns2", "--peering", "team"]])
+def test_the_deployment_runs_with_the_options_given(crd: None, tmp_path: Path, mode: list[str]) -> None:
+    chart = generate(tmp_path, str(CHILDREN), "--image", "lantern:1", "--name", "lantern-modes", *mode)
+    rendered = helm("template", "r1", str(chart), "-n", "ops").stdout
+    docs = [doc for doc in yaml.safe_load_all(rendered) if doc]
+    [found] = [doc for doc in docs if doc["kind"] == "Deployment"]
+    args = found["spec"]["template"]["spec"]["containers"][0]["args"]
+    expected = ["--all-namespaces", "--standalone", "--lease", "lantern"] if mode[0] == "-A" else \
+        ["-n", "ns1", "-n", "ns2", "--peering", "team"]
+    assert args[:len(expected)] == expected
+    account = [doc for doc in docs if doc["kind"] == "ServiceAccount"]
+    assert account[0]["metadata"]["namespace"] == "ops", "the account lives in the release's namespace"
+    bindings = [doc for doc in docs if doc["kind"] in ("RoleBinding", "ClusterRoleBinding")]
+    assert bindings and all(b["subjects"][0]["namespace"] == "ops" for b in bindings)
