@@ -228,6 +228,16 @@ def _rbac_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     return logging_options(fn)
 
 
+def _election_options(options: dict[str, Any]) -> list[str]:
+    """`kopf run`'s options of peering, the Lease and shards, as the rules were made for."""
+    found = ['--standalone'] if options['standalone'] else ['--peering', options['peering_name']]
+    if options['lease_name']:
+        found += ['--lease', options['lease_name']]
+    if options.get('shards'):
+        found += ['--shards', options['shards']]
+    return found
+
+
 def _rbac_run(coro_fn: Callable[..., Any], *, paths: Collection[str], modules: Collection[str],
               namespaces: Collection[str], clusterwide: bool, account: str, account_namespace: str | None,
               standalone: bool, peering_name: str, lease_name: str | None, **extra: Any) -> Any:
@@ -398,11 +408,7 @@ def olm_generate(paths: Collection[str], modules: Collection[str], image: str, b
                    f"or the options): OperatorHub shows them.", err=True)
     entries = list(in_image) or [f"/operator/{Path(path).name}" for path in paths]
     entries += [arg for module in modules for arg in ('-m', module)]
-    run_options = ['--standalone'] if options['standalone'] else ['--peering', options['peering_name']]
-    if options['lease_name']:
-        run_options += ['--lease', options['lease_name']]
-    if options.get('shards'):
-        run_options += ['--shards', options['shards']]
+    run_options = _election_options(options)
     bundle = _olm.Options(image=image, version=bundle_version, channel=channel, output=Path(output),
                           crds=[Path(crd) for crd in crds], previous_version=previous_version, package=meta,
                           entries=entries, run_options=run_options, examples=[Path(e) for e in examples],
@@ -432,31 +438,32 @@ def deploy() -> None:
               help="the chart's and the Deployment's name (default: the account's, --name)")
 @click.option('--version', 'chart_version', default='0.1.0', show_default=True, help="the chart's version")
 @click.option('--output', type=click.Path(file_okay=False), default='chart', show_default=True,
-              help="the chart's folder (its files are written, the CRDs' folder whole)")
+              help="the chart's folder (its files are written, the CRDs' and handlers' folders whole)")
 @click.option('--crd', 'crds', multiple=True, type=click.Path(exists=True, dir_okay=False),
               help="a CRD file of a resource the handlers serve (installed by the chart)")
 @click.option('--in-image', 'in_image', multiple=True,
               help="the handlers' paths in the image (default: /operator/ and each path's file name)")
+@click.option('--mount', is_flag=True,
+              help="the handlers' files in a ConfigMap mounted at /operator/ instead of in the image: "
+                   "a changed file rolls out at the next upgrade")
 @_rbac_options
 def deploy_generate(paths: Collection[str], modules: Collection[str], image: str, chart_name: str | None,
                     chart_version: str, output: str, crds: Collection[str], in_image: Collection[str],
-                    **options: Any) -> None:
+                    mount: bool, **options: Any) -> None:
     """ Write a Helm chart of the operator: its Deployment, ServiceAccount and roles, CRDs, values. """
     from pathlib import Path  # (not at the top: operators that never run this do not import it)
 
     from kopf._operating import charts
+    if mount and (modules or in_image):
+        raise click.UsageError("--mount mounts the handlers' files: not with --module or --in-image.")
     entries = list(in_image) or [f"/operator/{Path(path).name}" for path in paths]
     entries += [arg for module in modules for arg in ('-m', module)]
     run_options = [arg for namespace in options['namespaces'] for arg in ('-n', namespace)]
     run_options += ['--all-namespaces'] if options['clusterwide'] or not options['namespaces'] else []
-    run_options += ['--standalone'] if options['standalone'] else ['--peering', options['peering_name']]
-    if options['lease_name']:
-        run_options += ['--lease', options['lease_name']]
-    if options.get('shards'):
-        run_options += ['--shards', options['shards']]
+    run_options += _election_options(options)
     chart = charts.Options(name=chart_name or options['account'], image=image, version=chart_version,
                            output=Path(output), crds=[Path(crd) for crd in crds], entries=entries,
-                           run_options=run_options)
+                           run_options=run_options, mounted=[Path(path) for path in paths] if mount else [])
     source = ', '.join([*paths, *(f"-m {m}" for m in modules)]) or 'no handlers'
     try:
         written, warnings = _rbac_run(charts.generate, paths=paths, modules=modules, options=chart, source=source,

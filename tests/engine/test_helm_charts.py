@@ -143,3 +143,50 @@ def test_the_deployment_runs_with_the_options_given(crd: None, tmp_path: Path, m
     assert account[0]["metadata"]["namespace"] == "ops", "the account lives in the release's namespace"
     bindings = [doc for doc in docs if doc["kind"] in ("RoleBinding", "ClusterRoleBinding")]
     assert bindings and all(b["subjects"][0]["namespace"] == "ops" for b in bindings)
+
+
+GREETER = """
+import kopf
+
+@kopf.on.create('greetings')
+def greet(spec, **_):
+    return {'message': f"Hello, {spec.get('who', 'world')}!"}
+"""
+
+
+def test_mounted_handlers_roll_out_when_they_change(crd: None, namespace: str, tmp_path: Path) -> None:
+    name = f"mounted-{namespace}"
+    script = tmp_path / "handlers.py"
+    script.write_text(GREETER)
+    args = ["--image", "kopf-rs:1", "--mount", "-n", namespace, "--standalone", "--name", name, str(script)]
+    chart = generate(tmp_path, *args)
+    assert helm("lint", str(chart)).returncode == 0
+    helm("install", "mounted", str(chart), "-n", namespace)
+    try:
+        handlers = kubectl_json("get", "configmap", f"{name}-handlers", "-n", namespace)
+        assert handlers["data"] == {"handlers.py": GREETER}
+        found = deployment(namespace, name)
+        pod = found["spec"]["template"]
+        assert {"name": "handlers", "configMap": {"name": f"{name}-handlers", "defaultMode": 420}} \
+            in pod["spec"]["volumes"]
+        [container] = pod["spec"]["containers"]
+        assert container["args"][-1] == "/operator/handlers.py"
+        before = pod["metadata"]["annotations"]["checksum/handlers"]
+
+        # The handler changed, the chart generated again: the upgrade rolls the pods out.
+        changed = GREETER.replace("Hello", "Hello again")
+        script.write_text(changed)
+        generate(tmp_path, *args)
+        helm("upgrade", "mounted", str(chart), "-n", namespace)
+        handlers = kubectl_json("get", "configmap", f"{name}-handlers", "-n", namespace)
+        assert handlers["data"] == {"handlers.py": changed}
+        upgraded = deployment(namespace, name)
+        assert upgraded["spec"]["template"]["metadata"]["annotations"]["checksum/handlers"] != before
+        assert upgraded["metadata"]["generation"] == found["metadata"]["generation"] + 1, "a new template: a rollout"
+
+        # The same chart again: nothing changes, nothing rolls out.
+        generate(tmp_path, *args)
+        helm("upgrade", "mounted", str(chart), "-n", namespace)
+        assert deployment(namespace, name)["metadata"]["generation"] == upgraded["metadata"]["generation"]
+    finally:
+        helm("uninstall", "mounted", "-n", namespace, "--wait")

@@ -9,6 +9,8 @@ third form beside ``kopf rbac generate`` and ``kopf olm generate``. The chart ho
   by Helm);
 - a PodDisruptionBudget once there is more than one replica (with peering or a Lease, one of
   them handles the objects, the others wait);
+- with ``--mount``, the handlers' files (the chart's ``files/``) in a ConfigMap mounted at
+  ``/operator/``, their digest in the pod's template: a changed file rolls out at the upgrade;
 - ``values.yaml`` with what people change, and ``values.schema.json`` that Helm checks them by.
 
 The templates are plain YAML with a few ``{{ .Values.* }}`` and one ``if``: no helpers.
@@ -20,6 +22,7 @@ conversion webhooks (their Service, certificates and configurations).
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import re
 from pathlib import Path
@@ -50,6 +53,7 @@ class Options:
     crds: list[Path]
     entries: list[str]  # `kopf run`'s targets in the image: paths, or `-m MODULE`
     run_options: list[str]  # `kopf run`'s options (namespaces, peering, Lease, shards)
+    mounted: list[Path] = dataclasses.field(default_factory=list)  # the handlers' files, in a ConfigMap
 
 
 async def generate(*, registry: OperatorRegistry, options: Options, source: str,
@@ -58,6 +62,9 @@ async def generate(*, registry: OperatorRegistry, options: Options, source: str,
     if not CHART_NAME.fullmatch(options.name) or len(options.name) > 53:
         raise ValueError(f"The chart's name {options.name!r} is not a name that Helm and Kubernetes take: lower-case "
                          f"letters, digits and dashes, at most 53 (give --chart NAME).")
+    names = [path.name for path in options.mounted]
+    if len(set(names)) != len(names):
+        raise ValueError(f"--mount puts the handlers' files in one folder: their names repeat ({', '.join(names)}).")
     if registry._webhooks or registry._conversions:
         handlers = ', '.join(str(handler) for handler in [*registry._webhooks, *registry._conversions])
         raise ValueError(f"The operator has webhooks ({handlers}): its chart would need their Service, certificates "
@@ -79,8 +86,12 @@ async def generate(*, registry: OperatorRegistry, options: Options, source: str,
     rbac = render(plan, source=f"the operator {source}", role_names={RELEASE_NAMESPACE: f"{plan.account}-release"})
     files = chart(options, rbac=rbac, crds=crds)
     written = []
-    for stale in (options.output / 'crds').glob('*.yaml'):
-        stale.unlink()  # a CRD since removed goes from the chart too
+    # What an earlier generation wrote and this one does not (a CRD, a handlers' file) goes.
+    made = [*(options.output / 'crds').glob('*.yaml'), *(options.output / 'files').glob('*'),
+            options.output / 'templates' / 'handlers.yaml']
+    for stale in made:
+        if stale.is_file() and stale.relative_to(options.output).as_posix() not in files:
+            stale.unlink()
     for relative, text in files.items():
         path = options.output / relative
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -106,6 +117,10 @@ def chart(options: Options, *, rbac: str, crds: list[Crd]) -> dict[str, str]:
     }
     for crd in crds:
         files[f"crds/{crd.name}.yaml"] = crd.text
+    if options.mounted:
+        files['templates/handlers.yaml'] = HANDLERS.replace('NAME', options.name)
+        for path in options.mounted:
+            files[f"files/{path.name}"] = path.read_text()
     return files
 
 
@@ -169,9 +184,28 @@ spec:
 """
 
 
+HANDLERS = """\
+# The handlers' files (the chart's files/), mounted at /operator/ in the pod.
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: NAME-handlers
+  labels: {app.kubernetes.io/name: NAME, app.kubernetes.io/instance: {{ .Release.Name | quote }}}
+data:
+  {{- (.Files.Glob "files/*").AsConfig | nindent 2 }}
+"""
+
+
 def _deployment(options: Options, *, account: str) -> str:
     args = [*options.run_options, '--liveness', f'http://0.0.0.0:{LIVENESS_PORT}/healthz', *options.entries]
     labels = f"{{app.kubernetes.io/name: {options.name}, app.kubernetes.io/instance: {{{{ .Release.Name | quote }}}}}}"
+    mounts, volumes, annotations = "", "", ""
+    if options.mounted:
+        # The files' digest in the pod's template: a changed file is a new template, rolled out.
+        digest = hashlib.sha256(b''.join(p.name.encode() + b'\0' + p.read_bytes() for p in options.mounted))
+        annotations = f"\n      annotations: {{checksum/handlers: {digest.hexdigest()}}}"
+        mounts = "\n            - {name: handlers, mountPath: /operator, readOnly: true}"
+        volumes = f"\n        - {{name: handlers, configMap: {{name: {options.name}-handlers}}}}"
     return f"""\
 # The operator: the image's `kopf run` with these arguments, as `kopf deploy generate` was given them.
 apiVersion: apps/v1
@@ -185,7 +219,7 @@ spec:
     matchLabels: {labels}
   template:
     metadata:
-      labels: {labels}
+      labels: {labels}{annotations}
     spec:
       serviceAccountName: {json.dumps(account)}
       # SIGTERM, then this long to finish the handlers and leave.
@@ -224,7 +258,7 @@ spec:
             readOnlyRootFilesystem: true
             capabilities: {{drop: [ALL]}}
           volumeMounts:
-            - {{name: tmp, mountPath: /tmp}}  # the clients' temporary files (certificates)
+            - {{name: tmp, mountPath: /tmp}}  # the clients' temporary files (certificates){mounts}
       volumes:
-        - {{name: tmp, emptyDir: {{}}}}
+        - {{name: tmp, emptyDir: {{}}}}{volumes}
 """
