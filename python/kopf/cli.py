@@ -443,13 +443,16 @@ def deploy() -> None:
               help="a CRD file of a resource the handlers serve (installed by the chart)")
 @click.option('--in-image', 'in_image', multiple=True,
               help="the handlers' paths in the image (default: /operator/ and each path's file name)")
+@click.option('--metrics', type=click.IntRange(1, 65535), default=None, metavar='PORT',
+              help="serve Prometheus metrics on this port (`kopf run --metrics`), with a Service (and a "
+                   "ServiceMonitor if the values enable it)")
 @click.option('--mount', is_flag=True,
               help="the handlers' files in a ConfigMap mounted at /operator/ instead of in the image: "
                    "a changed file rolls out at the next upgrade")
 @_rbac_options
 def deploy_generate(paths: Collection[str], modules: Collection[str], image: str, chart_name: str | None,
                     chart_version: str, output: str, crds: Collection[str], in_image: Collection[str],
-                    mount: bool, **options: Any) -> None:
+                    mount: bool, metrics: int | None, **options: Any) -> None:
     """ Write a Helm chart of the operator: its Deployment, ServiceAccount and roles, CRDs, values. """
     from pathlib import Path  # (not at the top: operators that never run this do not import it)
 
@@ -463,7 +466,8 @@ def deploy_generate(paths: Collection[str], modules: Collection[str], image: str
     run_options += _election_options(options)
     chart = charts.Options(name=chart_name or options['account'], image=image, version=chart_version,
                            output=Path(output), crds=[Path(crd) for crd in crds], entries=entries,
-                           run_options=run_options, mounted=[Path(path) for path in paths] if mount else [])
+                           run_options=run_options, mounted=[Path(path) for path in paths] if mount else [],
+                           metrics=metrics)
     source = ', '.join([*paths, *(f"-m {m}" for m in modules)]) or 'no handlers'
     try:
         written, warnings = _rbac_run(charts.generate, paths=paths, modules=modules, options=chart, source=source,

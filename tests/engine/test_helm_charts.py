@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 import yaml
 from support.cluster import EXAMPLES, kopf_cli, kubectl, kubectl_json
+from support.metrics import scrape, value
 from support.network import free_port
 from support.operators import OperatorProcess, account_kubeconfig, eventually, refused
 
@@ -44,11 +45,13 @@ def deployment(namespace: str, name: str) -> dict[str, Any]:
 
 
 def run_as_the_deployment_does(found: dict[str, Any], script: Path, tmp_path: Path,
-                               env: dict[str, str]) -> OperatorProcess:
+                               env: dict[str, str], metrics: int = 0) -> OperatorProcess:
     """The Deployment's `kopf run` (the image's entrypoint) with its arguments and environment,
-    the handlers' path in the image mapped to the script here, its probe on a free port."""
+    the handlers' path in the image mapped to the script here, its probe on a free port, its
+    metrics (the pod's 9090) on `metrics`."""
     [container] = found["spec"]["template"]["spec"]["containers"]
     args = [arg.replace(":8080/", f":{free_port()}/") for arg in container["args"]]
+    args = [f"127.0.0.1:{metrics}" if arg == "0.0.0.0:9090" else arg for arg in args]
     args = [str(script) if arg.startswith("/operator/") else arg for arg in args]
     values = {item["name"]: item["value"] for item in container["env"] if "value" in item}
     pod = {"POD_ID": "lantern-pod", "POD_NAMESPACE": found["metadata"]["namespace"]}
@@ -58,7 +61,7 @@ def run_as_the_deployment_does(found: dict[str, Any], script: Path, tmp_path: Pa
 def test_a_generated_chart_installs_and_its_operator_runs_under_it(crd: None, namespace: str, tmp_path: Path) -> None:
     name = f"lantern-{namespace}"
     chart = generate(tmp_path, str(CHILDREN), "--image", "registry.example/lantern:1.2.0", "--crd", str(CRD),
-                     "-n", namespace, "--standalone", "--lease", "lantern", "--name", name)
+                     "-n", namespace, "--standalone", "--lease", "lantern", "--name", name, "--metrics", "9090")
     assert helm("lint", str(chart)).stdout.endswith("1 chart(s) linted, 0 chart(s) failed\n")
     assert yaml.safe_load((chart / "Chart.yaml").read_text())["appVersion"] == "1.2.0"
     release = "lantern"
@@ -69,7 +72,11 @@ def test_a_generated_chart_installs_and_its_operator_runs_under_it(crd: None, na
         [container] = pod["containers"]
         assert container["image"] == "registry.example/lantern:1.2.0"
         assert container["args"] == ["-n", namespace, "--standalone", "--lease", "lantern", "--liveness",
-                                     "http://0.0.0.0:8080/healthz", "/operator/operator.py"]
+                                     "http://0.0.0.0:8080/healthz", "--metrics", "0.0.0.0:9090",
+                                     "/operator/operator.py"]
+        service = kubectl_json("get", "service", f"{name}-metrics", "-n", namespace)
+        ports = [(p["name"], p["port"], p["targetPort"]) for p in service["spec"]["ports"]]
+        assert ports == [("metrics", 9090, "metrics")]
         # The Lease is in the release's namespace (the pod's), here also the served one: two roles.
         roles = kubectl("get", "role", "-n", namespace, "-o", "name").split()
         assert sorted(roles) == [f"role.rbac.authorization.k8s.io/{name}",
@@ -83,7 +90,8 @@ def test_a_generated_chart_installs_and_its_operator_runs_under_it(crd: None, na
         script = tmp_path / "operator.py"
         shutil.copy(CHILDREN, script)
         kubeconfig = account_kubeconfig(name, tmp_path, namespace)
-        operator = run_as_the_deployment_does(found, script, tmp_path, {"KUBECONFIG": str(kubeconfig)})
+        port = free_port()
+        operator = run_as_the_deployment_does(found, script, tmp_path, {"KUBECONFIG": str(kubeconfig)}, port)
         try:
             kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(
                 {"apiVersion": "demo.kopf.dev/v1", "kind": "Greeting", "metadata": {"name": "lantern1"},
@@ -92,6 +100,7 @@ def test_a_generated_chart_installs_and_its_operator_runs_under_it(crd: None, na
             glow = eventually(lambda: kubectl_json("get", "configmap", "lantern1-glow", "-n", namespace),
                               what="the child ConfigMap")
             assert glow["data"]["message"].startswith("Hello, Helm!")
+            assert value(scrape(port), "kopf_handler_calls_total", handler="light", outcome="success") == 1
         finally:
             operator.stop()
         assert not refused(operator.output), operator.output
@@ -139,6 +148,7 @@ def test_the_deployment_runs_with_the_options_given(crd: None, tmp_path: Path, m
     expected = ["--all-namespaces", "--standalone", "--lease", "lantern"] if mode[0] == "-A" else \
         ["-n", "ns1", "-n", "ns2", "--peering", "team"]
     assert args[:len(expected)] == expected
+    assert "ServiceMonitor" not in rendered and "kind: Service\n" not in rendered, "no metrics: no Service"
     account = [doc for doc in docs if doc["kind"] == "ServiceAccount"]
     assert account[0]["metadata"]["namespace"] == "ops", "the account lives in the release's namespace"
     bindings = [doc for doc in docs if doc["kind"] in ("RoleBinding", "ClusterRoleBinding")]
@@ -190,3 +200,19 @@ def test_mounted_handlers_roll_out_when_they_change(crd: None, namespace: str, t
         assert deployment(namespace, name)["metadata"]["generation"] == upgraded["metadata"]["generation"]
     finally:
         helm("uninstall", "mounted", "-n", namespace, "--wait")
+
+
+def test_a_service_monitor_is_rendered_when_the_values_ask_for_it(crd: None, tmp_path: Path) -> None:
+    chart = generate(tmp_path, str(CHILDREN), "--image", "lantern:1", "--name", "lantern-monitored", "-A",
+                     "--standalone", "--metrics", "9090")
+    plain = helm("template", "r1", str(chart)).stdout
+    assert "kind: ServiceMonitor" not in plain and "name: lantern-monitored-metrics" in plain
+    docs = [doc for doc in yaml.safe_load_all(helm("template", "r1", str(chart), "--set", "serviceMonitor.enabled=true",
+                                                   "--set", "serviceMonitor.interval=15s").stdout) if doc]
+    [monitor] = [doc for doc in docs if doc["kind"] == "ServiceMonitor"]
+    assert monitor["spec"]["endpoints"] == [{"port": "metrics", "path": "/metrics", "interval": "15s"}]
+    wrong = helm("template", "r1", str(chart), "--set", "serviceMonitor.interval=soon", check=False)
+    assert wrong.returncode != 0 and "interval" in wrong.stderr, wrong.stderr
+    taken = kopf_cli("deploy", "generate", "--output", str(tmp_path / "out"), "--image", "x:1", "--metrics", "8080",
+                     str(CHILDREN))
+    assert taken.returncode != 0 and "is the liveness probe's port" in taken.stderr

@@ -9,6 +9,8 @@ third form beside ``kopf rbac generate`` and ``kopf olm generate``. The chart ho
   by Helm);
 - a PodDisruptionBudget once there is more than one replica (with peering or a Lease, one of
   them handles the objects, the others wait);
+- with ``--metrics PORT``, ``kopf run --metrics`` on that port, a Service of it, and a
+  ServiceMonitor if the values ask for one;
 - with ``--mount``, the handlers' files (the chart's ``files/``) in a ConfigMap mounted at
   ``/operator/``, their digest in the pod's template: a changed file rolls out at the upgrade;
 - ``values.yaml`` with what people change, and ``values.schema.json`` that Helm checks them by.
@@ -54,6 +56,7 @@ class Options:
     entries: list[str]  # `kopf run`'s targets in the image: paths, or `-m MODULE`
     run_options: list[str]  # `kopf run`'s options (namespaces, peering, Lease, shards)
     mounted: list[Path] = dataclasses.field(default_factory=list)  # the handlers' files, in a ConfigMap
+    metrics: int | None = None  # the port of `kopf run --metrics`, with a Service (and a ServiceMonitor)
 
 
 async def generate(*, registry: OperatorRegistry, options: Options, source: str,
@@ -62,6 +65,8 @@ async def generate(*, registry: OperatorRegistry, options: Options, source: str,
     if not CHART_NAME.fullmatch(options.name) or len(options.name) > 53:
         raise ValueError(f"The chart's name {options.name!r} is not a name that Helm and Kubernetes take: lower-case "
                          f"letters, digits and dashes, at most 53 (give --chart NAME).")
+    if options.metrics == LIVENESS_PORT:
+        raise ValueError(f"--metrics {LIVENESS_PORT} is the liveness probe's port: choose another one.")
     names = [path.name for path in options.mounted]
     if len(set(names)) != len(names):
         raise ValueError(f"--mount puts the handlers' files in one folder: their names repeat ({', '.join(names)}).")
@@ -109,7 +114,7 @@ def chart(options: Options, *, rbac: str, crds: list[Crd]) -> dict[str, str]:
             'appVersion': options.image.rpartition(':')[2] if ':' in options.image.rpartition('/')[2] else 'latest',
         }),
         'values.yaml': VALUES.format(image=json.dumps(options.image)),
-        'values.schema.json': json.dumps(SCHEMA, indent=2) + '\n',
+        'values.schema.json': json.dumps(_schema(metrics=options.metrics is not None), indent=2) + '\n',
         'templates/rbac.yaml': rbac,
         'templates/deployment.yaml': _deployment(options, account=_account(rbac)),
         'templates/pdb.yaml': PDB.replace('NAME', options.name),
@@ -117,6 +122,9 @@ def chart(options: Options, *, rbac: str, crds: list[Crd]) -> dict[str, str]:
     }
     for crd in crds:
         files[f"crds/{crd.name}.yaml"] = crd.text
+    if options.metrics is not None:
+        files['values.yaml'] += METRICS_VALUES
+        files['templates/metrics.yaml'] = METRICS.replace('NAME', options.name).replace('PORT', str(options.metrics))
     if options.mounted:
         files['templates/handlers.yaml'] = HANDLERS.replace('NAME', options.name)
         for path in options.mounted:
@@ -168,6 +176,49 @@ SCHEMA: dict[str, Any] = {
     },
 }
 
+METRICS_VALUES = """\
+# A ServiceMonitor of the metrics Service, for the Prometheus operator (its CRD must exist).
+serviceMonitor:
+  enabled: false
+  interval: 30s
+"""
+
+
+def _schema(*, metrics: bool) -> dict[str, Any]:
+    if not metrics:
+        return SCHEMA
+    monitor = {'type': 'object', 'additionalProperties': False, 'properties': {
+        'enabled': {'type': 'boolean'},
+        'interval': {'type': 'string', 'pattern': '^[0-9]+(ms|s|m|h)$'}}}
+    return {**SCHEMA, 'properties': {**SCHEMA['properties'], 'serviceMonitor': monitor}}
+
+
+METRICS = """\
+# The metrics of `kopf run --metrics` (Prometheus' format, at /metrics).
+apiVersion: v1
+kind: Service
+metadata:
+  name: NAME-metrics
+  labels: {app.kubernetes.io/name: NAME, app.kubernetes.io/instance: {{ .Release.Name | quote }}}
+spec:
+  selector: {app.kubernetes.io/name: NAME, app.kubernetes.io/instance: {{ .Release.Name | quote }}}
+  ports:
+    - {name: metrics, port: PORT, targetPort: metrics}
+{{- if .Values.serviceMonitor.enabled }}
+---
+apiVersion: monitoring.coreos.com/v1
+kind: ServiceMonitor
+metadata:
+  name: NAME
+  labels: {app.kubernetes.io/name: NAME, app.kubernetes.io/instance: {{ .Release.Name | quote }}}
+spec:
+  selector:
+    matchLabels: {app.kubernetes.io/name: NAME, app.kubernetes.io/instance: {{ .Release.Name | quote }}}
+  endpoints:
+    - {port: metrics, path: /metrics, interval: {{ .Values.serviceMonitor.interval | quote }}}
+{{- end }}
+"""
+
 PDB = """\
 {{- if gt (int .Values.replicas) 1 }}
 # One of the replicas stays up through a node's drain.
@@ -197,9 +248,13 @@ data:
 
 
 def _deployment(options: Options, *, account: str) -> str:
-    args = [*options.run_options, '--liveness', f'http://0.0.0.0:{LIVENESS_PORT}/healthz', *options.entries]
+    metrics = [] if options.metrics is None else ['--metrics', f'0.0.0.0:{options.metrics}']
+    args = [*options.run_options, '--liveness', f'http://0.0.0.0:{LIVENESS_PORT}/healthz', *metrics,
+            *options.entries]
     labels = f"{{app.kubernetes.io/name: {options.name}, app.kubernetes.io/instance: {{{{ .Release.Name | quote }}}}}}"
-    mounts, volumes, annotations = "", "", ""
+    mounts, volumes, annotations, ports = "", "", "", ""
+    if options.metrics is not None:
+        ports = f"\n            - {{name: metrics, containerPort: {options.metrics}}}"
     if options.mounted:
         # The files' digest in the pod's template: a changed file is a new template, rolled out.
         digest = hashlib.sha256(b''.join(p.name.encode() + b'\0' + p.read_bytes() for p in options.mounted))
@@ -245,7 +300,7 @@ spec:
             {{{{- toYaml . | nindent 12 }}}}
             {{{{- end }}}}
           ports:
-            - {{name: health, containerPort: {LIVENESS_PORT}}}
+            - {{name: health, containerPort: {LIVENESS_PORT}}}{ports}
           livenessProbe:
             httpGet: {{path: /healthz, port: health}}
             initialDelaySeconds: 10
