@@ -450,10 +450,17 @@ def deploy() -> None:
               help="the handlers' files in a ConfigMap mounted at /operator/ instead of in the image: "
                    "a changed file rolls out at the next upgrade")
 @_rbac_options
-def deploy_generate(paths: Collection[str], modules: Collection[str], image: str, chart_name: str | None,
-                    chart_version: str, output: str, crds: Collection[str], in_image: Collection[str],
-                    mount: bool, metrics: int | None, **options: Any) -> None:
+def deploy_generate(**params: Any) -> None:
     """ Write a Helm chart of the operator: its Deployment, ServiceAccount and roles, CRDs, values. """
+    written, warnings = _chart_written(**params)
+    _warn(warnings)
+    for path in written:
+        click.echo(path)
+
+
+def _chart_written(*, paths: Collection[str], modules: Collection[str], image: str, chart_name: str | None,
+                   chart_version: str, output: str, crds: Collection[str], in_image: Collection[str],
+                   mount: bool, metrics: int | None, **options: Any) -> tuple[list[str], list[str]]:
     from pathlib import Path  # (not at the top: operators that never run this do not import it)
 
     from kopf._operating import charts
@@ -464,19 +471,49 @@ def deploy_generate(paths: Collection[str], modules: Collection[str], image: str
     run_options = [arg for namespace in options['namespaces'] for arg in ('-n', namespace)]
     run_options += ['--all-namespaces'] if options['clusterwide'] or not options['namespaces'] else []
     run_options += _election_options(options)
+    # How it was made (but where to): `kopf deploy verify` makes it again so, from the code as it is then.
+    recipe = {'paths': list(paths), 'modules': list(modules), 'image': image, 'chart_name': chart_name,
+              'chart_version': chart_version, 'crds': list(crds), 'in_image': list(in_image), 'mount': mount,
+              'metrics': metrics, **{key: list(v) if isinstance(v, tuple) else v for key, v in options.items()}}
     chart = charts.Options(name=chart_name or options['account'], image=image, version=chart_version,
                            output=Path(output), crds=[Path(crd) for crd in crds], entries=entries,
                            run_options=run_options, mounted=[Path(path) for path in paths] if mount else [],
-                           metrics=metrics)
+                           metrics=metrics, recipe=recipe)
     source = ', '.join([*paths, *(f"-m {m}" for m in modules)]) or 'no handlers'
     try:
+        written: list[str]
+        warnings: list[str]
         written, warnings = _rbac_run(charts.generate, paths=paths, modules=modules, options=chart, source=source,
                                       **options)
     except ValueError as e:
         raise click.ClickException(str(e)) from None
-    _warn(warnings)
-    for path in written:
-        click.echo(path)
+    return written, warnings
+
+
+@deploy.command(name='verify')
+@click.argument('chart', type=click.Path(exists=True, file_okay=False))
+@logging_options
+def deploy_verify(chart: str) -> None:
+    """ Check a chart against what `kopf deploy generate` makes of the code now; exit 1 on differences. """
+    import tempfile
+    from pathlib import Path  # (not at the top: operators that never run this do not import it)
+
+    from kopf._operating import charts
+    try:
+        recipe = charts.recipe_of(Path(chart))
+    except ValueError as e:
+        raise click.ClickException(str(e)) from None
+    with tempfile.TemporaryDirectory() as folder:
+        _, warnings = _chart_written(**recipe, output=folder)
+        _warn(warnings)
+        differences, extra = charts.compare(Path(chart), Path(folder))
+    for line in extra:
+        click.echo(f"Warning: {line}", err=True)
+    for line in differences:
+        click.echo(line)
+    if differences:
+        raise SystemExit(1)
+    click.echo(f"The chart in {chart} is what the code makes now.")
 
 
 @olm.command(name='verify')

@@ -10,6 +10,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -216,3 +217,36 @@ def test_a_service_monitor_is_rendered_when_the_values_ask_for_it(crd: None, tmp
     taken = kopf_cli("deploy", "generate", "--output", str(tmp_path / "out"), "--image", "x:1", "--metrics", "8080",
                      str(CHILDREN))
     assert taken.returncode != 0 and "is the liveness probe's port" in taken.stderr
+
+
+def test_verify_names_what_the_code_needs_now_and_the_chart_lacks(crd: None, tmp_path: Path) -> None:
+    script = tmp_path / "handlers.py"
+    script.write_text(GREETER)
+    kopf = Path(sys.executable).with_name("kopf")
+
+    def cli(*args: str, cwd: Path = tmp_path) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([str(kopf), "deploy", *args], capture_output=True, text=True, cwd=cwd, check=False,
+                              timeout=60)
+
+    made = cli("generate", "handlers.py", "--image", "greeter:1", "-A", "--standalone", "--name", "verified")
+    assert made.returncode == 0, made.stderr
+    (tmp_path / "chart" / "templates" / "notes.yaml").write_text("# a template of the user's own\n")
+    (tmp_path / "chart" / "values.yaml").write_text("image: greeter:2\nreplicas: 3\n")  # values are the user's
+    same = cli("verify", "chart")
+    assert same.returncode == 0, same.stdout + same.stderr
+    assert "The chart in chart is what the code makes now." in same.stdout
+    assert "templates/notes.yaml: not made by `kopf deploy generate`" in same.stderr
+
+    # The handlers now read ConfigMaps: the chart's roles are behind the code.
+    script.write_text(GREETER + "\n@kopf.on.event('configmaps')\ndef seen(**_):\n    pass\n")
+    behind = cli("verify", "chart")
+    assert behind.returncode == 1, behind.stdout + behind.stderr
+    assert "templates/rbac.yaml: not what the code makes now:" in behind.stdout
+    assert '+    resources: ["configmaps"]' in behind.stdout
+
+    elsewhere = cli("verify", str(tmp_path / "chart"), cwd=tmp_path.parent)
+    assert elsewhere.returncode != 0 and "run `kopf deploy verify` where `kopf deploy generate` ran" in elsewhere.stderr
+    (tmp_path / "plain").mkdir()
+    (tmp_path / "plain" / "Chart.yaml").write_text("apiVersion: v2\nname: plain\nversion: 1.0.0\n")
+    plain = cli("verify", "plain")
+    assert plain.returncode != 0 and "is not a chart of `kopf deploy generate`" in plain.stderr

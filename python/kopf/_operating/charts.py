@@ -15,7 +15,10 @@ third form beside ``kopf rbac generate`` and ``kopf olm generate``. The chart ho
   ``/operator/``, their digest in the pod's template: a changed file rolls out at the upgrade;
 - ``values.yaml`` with what people change, and ``values.schema.json`` that Helm checks them by.
 
-The templates are plain YAML with a few ``{{ .Values.* }}`` and one ``if``: no helpers.
+The templates are plain YAML with a few ``{{ .Values.* }}`` and ``if``s: no helpers.
+
+``kopf deploy verify`` makes the chart again from the code as it is now, with the options
+that ``Chart.yaml`` keeps (``kopf.dev/generated-with``), and names what differs.
 
 Not yet (and refused with a message rather than charted wrongly): operators with admission or
 conversion webhooks (their Service, certificates and configurations).
@@ -24,6 +27,7 @@ conversion webhooks (their Service, certificates and configurations).
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import hashlib
 import json
 import re
@@ -39,6 +43,10 @@ from kopf._operating.rbac.rendering import render
 from kopf._structures.settings import OperatorSettings
 
 LIVENESS_PORT = 8080
+# Chart.yaml's annotation with the options of `kopf deploy generate`, for `kopf deploy verify`.
+RECIPE = 'kopf.dev/generated-with'
+DIFF_LINES = 40  # of a file's differences shown
+MADE_TEMPLATES = ('deployment.yaml', 'rbac.yaml', 'pdb.yaml', 'metrics.yaml', 'handlers.yaml')
 # The account's namespace in the roles' bindings: the release's, known when Helm renders.
 RELEASE_NAMESPACE = '{{ .Release.Namespace }}'
 # A chart's name, as Helm takes it (and as a Kubernetes name, since it names the objects).
@@ -57,6 +65,7 @@ class Options:
     run_options: list[str]  # `kopf run`'s options (namespaces, peering, Lease, shards)
     mounted: list[Path] = dataclasses.field(default_factory=list)  # the handlers' files, in a ConfigMap
     metrics: int | None = None  # the port of `kopf run --metrics`, with a Service (and a ServiceMonitor)
+    recipe: dict[str, Any] = dataclasses.field(default_factory=dict)  # how to make it again (`verify`)
 
 
 async def generate(*, registry: OperatorRegistry, options: Options, source: str,
@@ -112,6 +121,7 @@ def chart(options: Options, *, rbac: str, crds: list[Crd]) -> dict[str, str]:
             'apiVersion': 'v2', 'name': options.name, 'version': options.version, 'type': 'application',
             'description': f"The operator {options.name}, in Python (kopf), as `kopf deploy generate` made it.",
             'appVersion': options.image.rpartition(':')[2] if ':' in options.image.rpartition('/')[2] else 'latest',
+            'annotations': {RECIPE: json.dumps(options.recipe, sort_keys=True)},
         }),
         'values.yaml': VALUES.format(image=json.dumps(options.image)),
         'values.schema.json': json.dumps(_schema(metrics=options.metrics is not None), indent=2) + '\n',
@@ -130,6 +140,50 @@ def chart(options: Options, *, rbac: str, crds: list[Crd]) -> dict[str, str]:
         for path in options.mounted:
             files[f"files/{path.name}"] = path.read_text()
     return files
+
+
+def recipe_of(folder: Path) -> dict[str, Any]:
+    """How the chart in the folder was made: the options of `kopf deploy generate`, its paths
+    relative to where it ran; a ValueError if it was not made so, or they are not here."""
+    try:
+        meta = yaml.safe_load((folder / 'Chart.yaml').read_text())
+        recipe: dict[str, Any] = json.loads(meta['annotations'][RECIPE])
+    except (OSError, yaml.YAMLError, TypeError, KeyError, json.JSONDecodeError) as e:
+        raise ValueError(f"{folder} is not a chart of `kopf deploy generate` (its Chart.yaml has no "
+                         f"{RECIPE} annotation): {e}") from None
+    absent = [path for path in [*recipe['paths'], *recipe['crds']] if not Path(path).is_file()]
+    if absent:
+        raise ValueError(f"The chart was made from files that are not here: {', '.join(absent)}; run `kopf deploy "
+                         f"verify` where `kopf deploy generate` ran.")
+    return recipe
+
+
+def compare(chart: Path, made: Path) -> tuple[list[str], list[str]]:
+    """What differs between the chart and the one made now (its values and version aside,
+    which people change): the differences, and the chart's files that no generation makes."""
+    def files(folder: Path) -> dict[str, str]:
+        return {path.relative_to(folder).as_posix(): path.read_text() for path in folder.rglob('*')
+                if path.is_file() and path.name not in ('values.yaml', 'Chart.yaml')}
+    ours, now = files(chart), files(made)
+    differences = []
+    for name in sorted(now):
+        if name not in ours:
+            differences.append(f"{name}: missing; the code needs it now.")
+        elif ours[name] != now[name]:
+            diff = difflib.unified_diff(ours[name].splitlines(), now[name].splitlines(), f"{name} (the chart)",
+                                        f"{name} (made now)", lineterm='', n=1)
+            lines = list(diff)
+            shown = lines[:DIFF_LINES] + ([f"... and {len(lines) - DIFF_LINES} more lines"]
+                                          if len(lines) > DIFF_LINES else [])
+            differences.append(f"{name}: not what the code makes now:\n" + '\n'.join(f"  {line}" for line in shown))
+    extra = []
+    for name in sorted(set(ours) - set(now)):
+        if name.startswith(('crds/', 'files/')) or name == 'templates/handlers.yaml' or \
+                name.startswith('templates/') and name.removeprefix('templates/') in MADE_TEMPLATES:
+            differences.append(f"{name}: the code does not make it any more.")
+        else:
+            extra.append(f"{name}: not made by `kopf deploy generate` (left as it is).")
+    return differences, extra
 
 
 def _account(rbac: str) -> str:
