@@ -250,3 +250,17 @@ def test_verify_names_what_the_code_needs_now_and_the_chart_lacks(crd: None, tmp
     (tmp_path / "plain" / "Chart.yaml").write_text("apiVersion: v2\nname: plain\nversion: 1.0.0\n")
     plain = cli("verify", "plain")
     assert plain.returncode != 0 and "is not a chart of `kopf deploy generate`" in plain.stderr
+
+
+def test_a_chart_generated_again_keeps_nothing_that_its_options_no_longer_make(crd: None, tmp_path: Path) -> None:
+    script = tmp_path / "handlers.py"
+    script.write_text(GREETER)
+    chart = generate(tmp_path, str(script), "--image", "g:1", "-A", "--standalone", "--name", "again",
+                     "--metrics", "9090", "--mount", "--crd", str(CRD))
+    assert {"templates/metrics.yaml", "templates/handlers.yaml", "files/handlers.py",
+            "crds/greetings.demo.kopf.dev.yaml"} <= {p.relative_to(chart).as_posix() for p in chart.rglob("*")}
+    generate(tmp_path, str(script), "--image", "g:1", "-A", "--standalone", "--name", "again")
+    left = {p.relative_to(chart).as_posix() for p in chart.rglob("*") if p.is_file()}
+    assert left == {"Chart.yaml", "values.yaml", "values.schema.json", ".helmignore", "templates/rbac.yaml",
+                    "templates/deployment.yaml", "templates/pdb.yaml"}
+    assert helm("lint", str(chart)).returncode == 0

@@ -102,7 +102,7 @@ async def generate(*, registry: OperatorRegistry, options: Options, source: str,
     written = []
     # What an earlier generation wrote and this one does not (a CRD, a handlers' file) goes.
     made = [*(options.output / 'crds').glob('*.yaml'), *(options.output / 'files').glob('*'),
-            options.output / 'templates' / 'handlers.yaml']
+            *(options.output / 'templates' / name for name in MADE_TEMPLATES)]
     for stale in made:
         if stale.is_file() and stale.relative_to(options.output).as_posix() not in files:
             stale.unlink()
