@@ -37,7 +37,7 @@ from typing import Any
 import yaml
 
 from kopf._handling.handlers import OperatorRegistry
-from kopf._operating.olm import Crd, read_crd, served_crds
+from kopf._operating.olm import Crd, read_crd, served_crds, write_files
 from kopf._operating.rbac.commands import _connect, _plan
 from kopf._operating.rbac.rendering import render
 from kopf._structures.settings import OperatorSettings
@@ -99,19 +99,13 @@ async def generate(*, registry: OperatorRegistry, options: Options, source: str,
     # The release's namespace may be a served one too: its role is another, not a duplicate.
     rbac = render(plan, source=f"the operator {source}", role_names={RELEASE_NAMESPACE: f"{plan.account}-release"})
     files = chart(options, rbac=rbac, crds=crds)
-    written = []
     # What an earlier generation wrote and this one does not (a CRD, a handlers' file) goes.
     made = [*(options.output / 'crds').glob('*.yaml'), *(options.output / 'files').glob('*'),
             *(options.output / 'templates' / name for name in MADE_TEMPLATES)]
     for stale in made:
         if stale.is_file() and stale.relative_to(options.output).as_posix() not in files:
             stale.unlink()
-    for relative, text in files.items():
-        path = options.output / relative
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-        written.append(str(path))
-    return written, plan.warnings
+    return write_files(options.output, files), plan.warnings
 
 
 def chart(options: Options, *, rbac: str, crds: list[Crd]) -> dict[str, str]:

@@ -464,13 +464,18 @@ async def generate(*, registry: OperatorRegistry, options: Options,
     for folder in ('manifests', 'metadata'):
         for stale in (options.output / folder).glob('*.yaml'):
             stale.unlink()
+    return write_files(options.output, files), the_plan.warnings
+
+
+def write_files(folder: Path, files: dict[str, str]) -> list[str]:
+    """Write the files (relative path → text) into the folder; their paths."""
     written = []
     for relative, text in files.items():
-        path = options.output / relative
+        path = folder / relative
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
         written.append(str(path))
-    return written, the_plan.warnings
+    return written
 
 
 # -- kopf olm verify ------------------------------------------------------------------------------
