@@ -5,6 +5,7 @@ test is an operator's whole life in a fraction of a second of real time."""
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import sys
 import time
@@ -310,6 +311,7 @@ def test_a_daemon_that_sleeps_in_real_time_fails_the_test_by_name(tmp_path: Path
 CLIENTS = """
 import kopf
 import kr8s.asyncio
+import kubernetes
 import kubernetes_asyncio
 import lightkube
 import lightkube.resources.core_v1
@@ -320,6 +322,12 @@ import pykube
 def note(name, namespace, client):
     return {'apiVersion': 'v1', 'kind': 'ConfigMap',
             'metadata': {'name': f'{name}-{client}', 'namespace': namespace}, 'data': {'by': client}}
+
+
+@kopf.on.create('greetings')
+def by_kubernetes(name, namespace, **_):
+    kubernetes.config.load_kube_config()  # its own login, not the one the engine made
+    kubernetes.client.CoreV1Api().create_namespaced_config_map(namespace, note(name, namespace, 'kubernetes'))
 
 
 @kopf.on.create('greetings')
@@ -353,13 +361,35 @@ def by_lightkube(name, namespace, **_):
 
 
 @pytest.mark.filterwarnings("ignore:Kubernetes version v1.36:UserWarning")  # kr8s's: it knows up to 1.35
-def test_the_handlers_clients_reach_the_simulated_api(tmp_path: Path) -> None:
+def test_the_handlers_clients_reach_the_simulated_api_and_never_another(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    # Another cluster, which the clients imported before would find: the kubernetes clients read
+    # $KUBECONFIG once, when imported, into the default of their load_kube_config().
+    import kubernetes
+    import kubernetes_asyncio
+    other = Simulation()
+    elsewhere = tmp_path / "elsewhere.kubeconfig"
+    elsewhere.write_text(json.dumps({
+        "apiVersion": "v1", "kind": "Config", "current-context": "c",
+        "clusters": [{"name": "c", "cluster": {"server": other.url}}], "users": [{"name": "u", "user": {}}],
+        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}]}))
+    monkeypatch.setenv("KUBECONFIG", str(elsewhere))
+    for module in (kubernetes.config, kubernetes.config.kube_config,
+                   kubernetes_asyncio.config, kubernetes_asyncio.config.kube_config):
+        monkeypatch.setattr(module, "KUBE_CONFIG_DEFAULT_LOCATION", str(elsewhere))
+
     async def scenario(sim: Simulation) -> None:
         sim.create(greeting("g1"))
         await sim.settle()
         made = {c["metadata"]["name"]: c["data"]["by"] for c in sim.list("configmaps", namespace="default")}
-        assert made == {f"g1-{client}": client for client in ("kubernetes-asyncio", "pykube", "kr8s", "lightkube")}
-    simulate(tmp_path, CLIENTS, scenario)
+        clients = ("kubernetes", "kubernetes-asyncio", "pykube", "kr8s", "lightkube")
+        assert made == {f"g1-{client}": client for client in clients}
+    try:
+        simulate(tmp_path, CLIENTS, scenario)
+        assert other.list("configmaps") == [], "a handler's client reached another cluster"
+        assert kubernetes.config.kube_config.KUBE_CONFIG_DEFAULT_LOCATION == str(elsewhere), "not restored"
+    finally:
+        other._api.stop()
 
 
 def test_a_sync_simulation_runs_steps_that_block_and_refuses_a_coroutine(tmp_path: Path) -> None:

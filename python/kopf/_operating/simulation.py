@@ -9,6 +9,7 @@ import builtins
 import contextlib
 import json
 import os
+import sys
 import tempfile
 import types
 import urllib.parse
@@ -30,6 +31,12 @@ STARTUP_TIMEOUT = 60.0
 
 # What the clients read to find a cluster: a kubeconfig, and a pod's API server.
 ENVIRON = ('KUBECONFIG', 'KUBERNETES_SERVICE_HOST', 'KUBERNETES_SERVICE_PORT')
+
+# Clients that read $KUBECONFIG once, when imported, into a default that `load_kube_config()`
+# uses: imported before the simulation, they would find another cluster (or a file gone).
+DEFAULTS = {module: 'KUBE_CONFIG_DEFAULT_LOCATION' for module in (
+    'kubernetes.config', 'kubernetes.config.kube_config',
+    'kubernetes_asyncio.config', 'kubernetes_asyncio.config.kube_config')}
 
 
 class SimulatedApiError(Exception):
@@ -259,6 +266,7 @@ class Simulation(SimulatedObjects):
         self._task: asyncio.Task[None] | None = None
         self._folder: tempfile.TemporaryDirectory[str] | None = None
         self._environ_before: dict[str, str | None] = {}
+        self._defaults_before: dict[str, Any] = {}
 
     async def __aenter__(self) -> Simulation:
         self._folder = tempfile.TemporaryDirectory(prefix='kopf-simulation-')
@@ -273,6 +281,10 @@ class Simulation(SimulatedObjects):
         for name in ENVIRON:
             os.environ.pop(name, None)
         os.environ['KUBECONFIG'] = str(kubeconfig)
+        self._defaults_before = {module: getattr(sys.modules[module], name) for module, name in DEFAULTS.items()
+                                 if hasattr(sys.modules.get(module), name)}
+        for module in self._defaults_before:
+            setattr(sys.modules[module], DEFAULTS[module], str(kubeconfig))
         try:
             registry = self._load()
             await self._start(registry)
@@ -336,7 +348,13 @@ class Simulation(SimulatedObjects):
                     os.environ.pop(name, None)
                 else:
                     os.environ[name] = value
-            self._environ_before = {}
+            if self._environ_before:
+                # Those imported meanwhile hold the simulation's: as if imported now, then.
+                for module, name in DEFAULTS.items():
+                    if hasattr(sys.modules.get(module), name):
+                        now = os.environ.get('KUBECONFIG', '~/.kube/config')
+                        setattr(sys.modules[module], name, self._defaults_before.get(module, now))
+            self._environ_before, self._defaults_before = {}, {}
             if self._folder is not None:
                 self._folder.cleanup()
                 self._folder = None
