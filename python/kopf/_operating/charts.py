@@ -98,7 +98,7 @@ async def generate(*, registry: OperatorRegistry, options: Options, source: str,
                              f"does not install them (they must exist in the cluster before the operator starts).")
     # The release's namespace may be a served one too: its role is another, not a duplicate.
     rbac = render(plan, source=f"the operator {source}", role_names={RELEASE_NAMESPACE: f"{plan.account}-release"})
-    files = chart(options, rbac=rbac, crds=crds)
+    files = chart(options, account=plan.account, rbac=rbac, crds=crds)
     # What an earlier generation wrote and this one does not (a CRD, a handlers' file) goes.
     made = [*(options.output / 'crds').glob('*.yaml'), *(options.output / 'files').glob('*'),
             *(options.output / 'templates' / name for name in MADE_TEMPLATES)]
@@ -108,7 +108,7 @@ async def generate(*, registry: OperatorRegistry, options: Options, source: str,
     return write_files(options.output, files), plan.warnings
 
 
-def chart(options: Options, *, rbac: str, crds: list[Crd]) -> dict[str, str]:
+def chart(options: Options, *, account: str, rbac: str, crds: list[Crd]) -> dict[str, str]:
     """The chart's files (relative path → text)."""
     files = {
         'Chart.yaml': _dump({
@@ -120,7 +120,7 @@ def chart(options: Options, *, rbac: str, crds: list[Crd]) -> dict[str, str]:
         'values.yaml': VALUES.format(image=json.dumps(options.image)),
         'values.schema.json': json.dumps(_schema(metrics=options.metrics is not None), indent=2) + '\n',
         'templates/rbac.yaml': rbac,
-        'templates/deployment.yaml': _deployment(options, account=_account(rbac)),
+        'templates/deployment.yaml': _deployment(options, account=account),
         'templates/pdb.yaml': PDB.replace('NAME', options.name),
         '.helmignore': '# Nothing of the chart folder is left out.\n',
     }
@@ -178,11 +178,6 @@ def compare(chart: Path, made: Path) -> tuple[list[str], list[str]]:
         else:
             extra.append(f"{name}: not made by `kopf deploy generate` (left as it is).")
     return differences, extra
-
-
-def _account(rbac: str) -> str:
-    account = next(doc for doc in yaml.safe_load_all(rbac) if doc and doc['kind'] == 'ServiceAccount')
-    return str(account['metadata']['name'])
 
 
 def _dump(document: dict[str, Any]) -> str:
