@@ -83,10 +83,23 @@ class Operator:
             names += [line.rpartition("/")[2] for line in applied.stdout.split()]
         # Only its own CRDs: other tests make and delete theirs meanwhile (some never established).
         if names:
-            subprocess.run(["kubectl", "wait", "--for=condition=Established", "--timeout=60s",
-                            *(f"crd/{name}" for name in names)], check=True, capture_output=True)
+            established(names)
         for name in names:
             served(name)
+
+
+def established(names: list[str]) -> None:
+    """Wait until the CRDs are established. A plane busy beside a build (CI) once took more than
+    60 s for four large ones; when it gives up, it says which CRD is not and its conditions."""
+    waited = subprocess.run(["kubectl", "wait", "--for=condition=Established", "--timeout=180s",
+                             *(f"crd/{name}" for name in names)], capture_output=True, text=True)
+    if waited.returncode != 0:
+        conditions = subprocess.run(
+            ["kubectl", "get", "crd", *names, "-o",
+             r'jsonpath={range .items[*]}{.metadata.name}: {.status.conditions}{"\n"}{end}'],
+            capture_output=True, text=True)
+        raise AssertionError(f"CRDs not established in 180 s: {waited.stderr.strip()}\n"
+                             f"{conditions.stdout}{conditions.stderr}")
 
 
 # -- fastflow: a workflow engine; Workflows make Tasks (children) and run them in-process ----
