@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support import certmanager
 from support.cluster import CLUSTER, EXAMPLES, apply, kubectl
 
 
@@ -65,6 +66,16 @@ def contacts(cluster: dict[str, str]) -> Iterator[None]:
     kubectl("wait", "--for=condition=Established", f"crd/{name}", "--timeout=30s")
     yield
     kubectl("delete", "crd", name, "--ignore-not-found", "--wait=false")
+
+
+@pytest.fixture(scope="session")
+def cert_manager(cluster: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """cert-manager running in the control plane (its controllers and cainjector), for this session."""
+    log = tmp_path_factory.mktemp("cert-manager") / "cert-manager.log"
+    process = certmanager.start(log)
+    yield
+    process.terminate()
+    process.wait(timeout=30)
 
 
 @pytest.fixture(scope="session")

@@ -429,7 +429,7 @@ def olm_generate(paths: Collection[str], modules: Collection[str], image: str, b
 
 @main.group()
 def deploy() -> None:
-    """ A Helm chart generated from the handlers: the Deployment, its RBAC, the CRDs (not in Kopf). """
+    """ A Helm chart generated from the handlers: the Deployment, its RBAC, the CRDs, the webhooks (not in Kopf). """
 
 
 @deploy.command(name='generate')
@@ -451,7 +451,7 @@ def deploy() -> None:
                    "a changed file rolls out at the next upgrade")
 @_rbac_options
 def deploy_generate(**params: Any) -> None:
-    """ Write a Helm chart of the operator: its Deployment, ServiceAccount and roles, CRDs, values. """
+    """ Write a Helm chart of the operator: its Deployment, ServiceAccount and roles, CRDs, webhooks, values. """
     written, warnings = _chart_written(**params)
     _warn(warnings)
     for path in written:

@@ -6,9 +6,11 @@ handles its objects; an upgrade changes what the values say; uninstalling leaves
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import shutil
+import ssl
 import subprocess
 import sys
 from pathlib import Path
@@ -16,6 +18,7 @@ from typing import Any
 
 import pytest
 import yaml
+from support import certmanager
 from support.cluster import EXAMPLES, kopf_cli, kubectl, kubectl_json
 from support.metrics import scrape, value
 from support.network import free_port
@@ -127,11 +130,15 @@ def test_a_generated_chart_installs_and_its_operator_runs_under_it(crd: None, na
 
 
 def test_what_cannot_be_charted_is_refused_with_the_reason(crd: None, tmp_path: Path) -> None:
-    webhooks = tmp_path / "webhooks.py"
-    webhooks.write_text("import kopf\n\n@kopf.on.validate('greetings')\ndef check(**_):\n    pass\n")
-    refused_ = kopf_cli("deploy", "generate", "--output", str(tmp_path / "out"), "--image", "x:1", str(webhooks))
+    conversions = tmp_path / "conversions.py"
+    shutil.copy(EXAMPLES / "conversion" / "operator.py", conversions)
+    refused_ = kopf_cli("deploy", "generate", "--output", str(tmp_path / "out"), "--image", "x:1", str(conversions))
     assert refused_.returncode != 0
-    assert "The operator has webhooks (" in refused_.stderr and "does not write yet" in refused_.stderr
+    assert "The operator has conversion handlers (" in refused_.stderr and "does not write yet" in refused_.stderr
+    unserved = tmp_path / "unserved.py"
+    unserved.write_text("import kopf\n\n@kopf.on.validate('nothings.example.com')\ndef check(**_):\n    pass\n")
+    refused_ = kopf_cli("deploy", "generate", "--output", str(tmp_path / "out"), "--image", "x:1", str(unserved))
+    assert refused_.returncode != 0 and "serves no resource that the cluster serves" in refused_.stderr
     named = kopf_cli("deploy", "generate", "--output", str(tmp_path / "out"), "--image", "x:1", "--chart", "Bad_Name",
                      str(CHILDREN))
     assert named.returncode != 0 and "is not a name that Helm and Kubernetes take" in named.stderr
@@ -264,3 +271,122 @@ def test_a_chart_generated_again_keeps_nothing_that_its_options_no_longer_make(c
     assert left == {"Chart.yaml", "values.yaml", "values.schema.json", ".helmignore", "templates/rbac.yaml",
                     "templates/deployment.yaml", "templates/pdb.yaml"}
     assert helm("lint", str(chart)).returncode == 0
+
+
+POLITE = """
+import kopf
+
+@kopf.on.startup()
+def configure(settings, **_):
+    # In development: a local server whose configuration the operator keeps. In the chart's pod,
+    # the chart's Service, certificate and configurations.
+    settings.admission.server = kopf.WebhookAutoServer()
+    settings.admission.managed = 'greeter.example.com'
+
+@kopf.on.validate('greetings', operations=['CREATE'])
+def polite(spec, **_):
+    if spec.get('greeting') == 'go away':
+        raise kopf.AdmissionError("Greetings are polite here.")
+
+@kopf.on.mutate('greetings', operations=['CREATE'])
+def signed(patch, **_):
+    patch.setdefault('metadata', {}).setdefault('labels', {})['signed'] = 'by-the-operator'
+"""
+
+
+def greeting(namespace: str, name: str, text: str) -> str:
+    return json.dumps({"apiVersion": "demo.kopf.dev/v1", "kind": "Greeting",
+                       "metadata": {"name": name, "namespace": namespace}, "spec": {"greeting": text}})
+
+
+def served_certificate(port: int) -> bytes:
+    """The certificate that the server on this machine's port presents, as DER."""
+    return ssl.PEM_cert_to_DER_cert(ssl.get_server_certificate(("127.0.0.1", port), timeout=5))
+
+
+def leaf(chain: bytes) -> bytes:
+    """The first certificate of a PEM chain (the server's own), as DER."""
+    end = "-----END CERTIFICATE-----"
+    return ssl.PEM_cert_to_DER_cert(chain.decode().split(end)[0] + end + "\n")
+
+
+def test_a_webhook_operators_chart_is_served_with_cert_managers_certificate(
+        crd: None, cert_manager: None, namespace: str, tmp_path: Path) -> None:
+    script = tmp_path / "operator.py"
+    script.write_text(POLITE)
+    name = f"greeter-{namespace}"
+    chart = generate(tmp_path, str(script), "--image", "registry.example/greeter:1.0.0", "--crd", str(CRD),
+                     "-n", namespace, "--standalone", "--name", name)
+    assert helm("lint", str(chart)).stdout.endswith("1 chart(s) linted, 0 chart(s) failed\n")
+    wrong = helm("install", "greeter", str(chart), "-n", namespace, "--set", "webhooks.issuer.name=ca", check=False)
+    assert wrong.returncode != 0 and "webhooks" in wrong.stderr, "an issuer without its kind is refused"
+    # The Service's port, free on this machine: the plane has no kube-proxy, so the Service is
+    # pointed at this machine (as kube-proxy would send it to the pod), where the operator listens.
+    port = free_port()
+    helm("install", "greeter", str(chart), "-n", namespace, "--set", f"webhooks.port={port}")
+    try:
+        # cert-manager issues the server's certificate, signed by the chart's own CA...
+        secret = f"{name}-webhooks-tls"
+        eventually(lambda: kubectl("get", "secret", secret, "-n", namespace, "--ignore-not-found"), timeout=60,
+                   what="cert-manager's Secret of the server's certificate")
+        certs = tmp_path / "webhooks"
+        issued = certmanager.mount(namespace, secret, certs)
+        assert issued["ca.crt"] != issued["tls.crt"], "signed by a CA, not self-signed"
+        # ... and its cainjector puts that CA into both configurations.
+        for kind in ("validatingwebhookconfiguration", "mutatingwebhookconfiguration"):
+            injected = eventually(lambda kind=kind: kubectl("get", kind, f"{name}-{namespace}", "-o",
+                                                            "jsonpath={.webhooks[0].clientConfig.caBundle}"),
+                                  what=f"the CA in the {kind}")
+            assert base64.b64decode(injected) == issued["ca.crt"]
+        kubectl("patch", "service", f"{name}-webhooks", "-n", namespace, "--type=merge", "-p",
+                json.dumps({"spec": {"type": "ExternalName", "externalName": "localhost"}}))
+
+        found = deployment(namespace, name)
+        [container] = found["spec"]["template"]["spec"]["containers"]
+        mounted = {mount["name"]: mount["mountPath"] for mount in container["volumeMounts"]}
+        assert mounted["webhooks"] == "/etc/kopf/webhooks"
+        kubeconfig = account_kubeconfig(name, tmp_path, namespace)
+        env = {"KUBECONFIG": str(kubeconfig), "KOPF_CHART_CERTIFICATES": str(certs),
+               "KOPF_CHART_WEBHOOK_PORT": str(port)}
+        operator = run_as_the_deployment_does(found, script, tmp_path, env)
+        try:
+            operator.wait_for(rf"Serving the webhooks on port {port} with the chart's certificate from {certs}; the "
+                              r"chart configures them .*; instead of settings.admission.server=.*WebhookAutoServer")
+            # The API server calls the operator through the chart's Service, trusting the injected CA.
+            refusal = eventually(lambda: "Greetings are polite here." in kubectl(
+                "create", "-f", "-", input=greeting(namespace, "rude", "go away"), check=False),
+                what="the webhook refuses", timeout=60)
+            assert refusal
+            kubectl("create", "-f", "-", input=greeting(namespace, "kind", "hello"))
+            labels = kubectl_json("get", "greeting", "kind", "-n", namespace)["metadata"]["labels"]
+            assert labels["signed"] == "by-the-operator"
+            assert served_certificate(port) == leaf(issued["tls.crt"])
+
+            # cert-manager renews the certificate (as `cmctl renew` asks it to); the kubelet updates
+            # the files; the operator serves the new one, without a restart.
+            kubectl("patch", "certificate", f"{name}-webhooks", "-n", namespace, "--subresource=status",
+                    "--type=json", "-p", json.dumps([{"op": "add", "path": "/status/conditions/-", "value": {
+                        "type": "Issuing", "status": "True", "reason": "ManuallyTriggered",
+                        "message": "Renewed by the test", "lastTransitionTime": "2026-01-01T00:00:00Z"}}]))
+            renewed = eventually(lambda: (data := certmanager.mount(namespace, secret, certs))["tls.crt"]
+                                 != issued["tls.crt"] and data, what="the renewed certificate", timeout=60)
+            assert renewed["ca.crt"] == issued["ca.crt"], "the CA stays: the configurations need no change"
+            eventually(lambda: served_certificate(port) == leaf(renewed["tls.crt"]), timeout=30,
+                       what="the renewed certificate served")
+            assert operator.process.poll() is None
+            assert "Greetings are polite here." in kubectl("create", "-f", "-", check=False,
+                                                           input=greeting(namespace, "rude2", "go away"))
+            # The operator configured nothing itself (the chart's RBAC grants no such rights).
+            assert "greeter.example.com" not in kubectl("get", "validatingwebhookconfigurations", "-o", "name")
+        finally:
+            operator.stop()
+        assert not refused(operator.output), operator.output
+    finally:
+        helm("uninstall", "greeter", "-n", namespace, "--wait")
+    for kind in ("validatingwebhookconfiguration", "mutatingwebhookconfiguration"):
+        assert kubectl("get", kind, f"{name}-{namespace}", "--ignore-not-found", "-o", "name") == ""
+    left = kubectl("get", "service,certificate,issuer", "-n", namespace, "-o", "name")
+    assert left == "", left
+    # cert-manager's Secrets stay (it never deletes them by default), labelled as the release's.
+    secrets = kubectl("get", "secret", "-n", namespace, "-l", "app.kubernetes.io/instance=greeter", "-o", "name")
+    assert sorted(secrets.split()) == [f"secret/{name}-ca", f"secret/{name}-webhooks-tls"]

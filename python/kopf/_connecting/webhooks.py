@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextvars
+import dataclasses
 import functools
 import hashlib
 import ipaddress
@@ -428,42 +429,69 @@ async def serve(server: Any, engine: Any) -> None:
             engine.webhooks_configured(json.dumps(client_config))
 
 
+@dataclasses.dataclass(frozen=True)
+class Installer:
+    """A way of installing the operator that configures its webhooks itself (the webhook
+    configurations, the CRDs' conversion) and mounts the server's certificate in the pod: the
+    pod has ``port_variable`` (the server's port) and the certificate in a folder."""
+    owner: str  # who configures the webhooks, in the log line: "OLM", "the chart"
+    pod: str  # what such a pod is
+    port_variable: str
+    folder_variable: str  # (overrides the folder, for tests)
+    folder: str
+    certfile: str
+    pkeyfile: str
+    file_check_interval: float  # how often the files are compared: a renewed certificate is served
+
+
 # An operator installed by OLM (the Operator Lifecycle Manager) from a bundle with webhook
-# definitions (`kopf olm generate`): its pod has this variable (the server's port), and OLM's
-# serving certificate mounted in this folder (overridable for tests).
-OLM_PORT_VARIABLE = 'KOPF_OLM_WEBHOOK_PORT'
-OLM_CERTIFICATES_VARIABLE = 'KOPF_OLM_CERTIFICATES'
-OLM_CERTIFICATES = '/apiserver.local.config/certificates'
+# definitions (`kopf olm generate`): OLM's Service sends the reviews to the port, OLM's certificate
+# is mounted in the folder.
+OLM = Installer(owner='OLM', pod='a pod of an OLM bundle', port_variable='KOPF_OLM_WEBHOOK_PORT',
+                folder_variable='KOPF_OLM_CERTIFICATES', folder='/apiserver.local.config/certificates',
+                certfile='apiserver.crt', pkeyfile='apiserver.key', file_check_interval=60.)
+# An operator installed by a chart of `kopf deploy generate`: the certificate is cert-manager's
+# (a Secret of type kubernetes.io/tls), renewed in place; the kubelet updates the mounted files.
+CHART = Installer(owner='the chart', pod='a pod of a chart of `kopf deploy generate`',
+                  port_variable='KOPF_CHART_WEBHOOK_PORT', folder_variable='KOPF_CHART_CERTIFICATES',
+                  folder='/etc/kopf/webhooks', certfile='tls.crt', pkeyfile='tls.key', file_check_interval=10.)
+INSTALLERS = (OLM, CHART)
 
 
-def serve_as_olm_configures(settings: Any, environ: Mapping[str, str] = os.environ) -> None:
-    """In an OLM bundle's pod: serve the webhooks where OLM's Service sends the reviews, with
-    OLM's certificate, and leave their configuration (the webhook configurations, the CRDs'
-    conversion) to OLM, whatever the startup handlers chose: two managers of the same
-    configuration would undo each other's changes, and the bundle grants no rights for it."""
-    port_text = environ.get(OLM_PORT_VARIABLE)
-    if port_text is None:
+def serve_as_installed(settings: Any, environ: Mapping[str, str] = os.environ) -> None:
+    """In a pod of an OLM bundle or of a generated chart: serve the webhooks where the installed
+    Service sends the reviews, with the mounted certificate, and leave their configuration to
+    the installer, whatever the startup handlers chose: two managers of the same configuration
+    would undo each other's changes, and the installed RBAC grants no rights for it."""
+    installers = [installer for installer in INSTALLERS if installer.port_variable in environ]
+    if len(installers) > 1:
+        raise OperatorError(f"Both ${OLM.port_variable} and ${CHART.port_variable} are set: a pod is installed by "
+                            f"one of OLM or a chart, which then configures its webhooks.")
+    if not installers:
         return
+    [installer] = installers
+    port_text = environ[installer.port_variable]
     if not port_text.isdigit() or not 0 < int(port_text) < 65536:
-        raise OperatorError(f"${OLM_PORT_VARIABLE}={port_text!r} is not a port number.")
-    folder = environ.get(OLM_CERTIFICATES_VARIABLE) or OLM_CERTIFICATES
-    certfile, pkeyfile = os.path.join(folder, 'apiserver.crt'), os.path.join(folder, 'apiserver.key')
+        raise OperatorError(f"${installer.port_variable}={port_text!r} is not a port number.")
+    folder = environ.get(installer.folder_variable) or installer.folder
+    certfile, pkeyfile = os.path.join(folder, installer.certfile), os.path.join(folder, installer.pkeyfile)
     absent = [path for path in (certfile, pkeyfile) if not os.path.isfile(path)]
+    owners = f"{installer.owner}'s"
     if absent:
-        raise OperatorError(f"${OLM_PORT_VARIABLE} is set (a pod of an OLM bundle), but OLM's serving "
+        raise OperatorError(f"${installer.port_variable} is set ({installer.pod}), but {owners} serving "
                             f"certificate is not mounted: {', '.join(absent)} absent.")
     chosen = {'settings.admission.server': settings.admission.server,
               'settings.admission.managed': settings.admission.managed,
               'settings.conversion.managed': settings.conversion.managed or None,
               'settings.conversion.cleanup': settings.conversion.cleanup or None}
-    settings.admission.server = WebhookServer(addr='0.0.0.0', port=int(port_text),
-                                              certfile=certfile, pkeyfile=pkeyfile)
+    settings.admission.server = WebhookServer(addr='0.0.0.0', port=int(port_text), certfile=certfile,
+                                              pkeyfile=pkeyfile, file_check_interval=installer.file_check_interval)
     settings.admission.managed = None
     settings.conversion.managed = False
     settings.conversion.cleanup = False
     overridden = ', '.join(f"{name}={value!r}" for name, value in chosen.items() if value is not None)
-    logger.info(f"Serving the webhooks on port {port_text} with OLM's certificate from {folder}; OLM "
-                f"configures them (${OLM_PORT_VARIABLE}: a pod of an OLM bundle)"
+    logger.info(f"Serving the webhooks on port {port_text} with {owners} certificate from {folder}; "
+                f"{installer.owner} configures them (${installer.port_variable}: {installer.pod})"
                 + (f"; instead of {overridden}" if overridden else "") + ".")
 
 

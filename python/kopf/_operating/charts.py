@@ -13,6 +13,12 @@ third form beside ``kopf rbac generate`` and ``kopf olm generate``. The chart ho
   ServiceMonitor if the values ask for one;
 - with ``--mount``, the handlers' files (the chart's ``files/``) in a ConfigMap mounted at
   ``/operator/``, their digest in the pod's template: a changed file rolls out at the upgrade;
+- with admission handlers, their webhooks: a Service of the operator's webhook server, its
+  certificate issued and renewed by cert-manager (by a CA of the chart's own, or an issuer named
+  in the values), and the WebhookConfigurations, into which cert-manager's cainjector puts the
+  CA. The operator serves with the mounted certificate and configures nothing itself
+  (``$KOPF_CHART_WEBHOOK_PORT``: ``kopf._connecting.webhooks.serve_as_installed``); a renewed
+  certificate is served within seconds of the kubelet updating the files, without a restart;
 - ``values.yaml`` with what people change, and ``values.schema.json`` that Helm checks them by.
 
 The templates are plain YAML with a few ``{{ .Values.* }}`` and ``if``s: no helpers.
@@ -20,8 +26,8 @@ The templates are plain YAML with a few ``{{ .Values.* }}`` and ``if``s: no help
 ``kopf deploy verify`` makes the chart again from the code as it is now, with the options
 that ``Chart.yaml`` keeps (``kopf.dev/generated-with``), and names what differs.
 
-Not yet (and refused with a message rather than charted wrongly): operators with admission or
-conversion webhooks (their Service, certificates and configurations).
+Not yet (and refused with a message rather than charted wrongly): operators with conversion
+handlers (their CRDs would need to be templates pointing at the release's Service).
 """
 
 from __future__ import annotations
@@ -31,14 +37,16 @@ import difflib
 import hashlib
 import json
 import re
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from kopf._handling.handlers import OperatorRegistry
-from kopf._operating.olm import Crd, read_crd, served_crds, write_files
-from kopf._operating.rbac.commands import _connect, _plan
+from kopf._connecting.webhooks import CHART
+from kopf._handling.handlers import OperatorRegistry, WebhookType
+from kopf._operating.olm import Crd, read_crd, served_crds, webhook_definitions, write_files
+from kopf._operating.rbac.commands import _connect, _discover, _plan
 from kopf._operating.rbac.rendering import render
 from kopf._structures.settings import OperatorSettings
 
@@ -46,7 +54,8 @@ LIVENESS_PORT = 8080
 # Chart.yaml's annotation with the options of `kopf deploy generate`, for `kopf deploy verify`.
 RECIPE = 'kopf.dev/generated-with'
 DIFF_LINES = 40  # of a file's differences shown
-MADE_TEMPLATES = ('deployment.yaml', 'rbac.yaml', 'pdb.yaml', 'metrics.yaml', 'handlers.yaml')
+MADE_TEMPLATES = ('deployment.yaml', 'rbac.yaml', 'pdb.yaml', 'metrics.yaml', 'handlers.yaml', 'webhooks.yaml')
+WEBHOOK_PORT = 9443  # the webhook server's, in the pod (the Service's port is a value: 443)
 # The account's namespace in the roles' bindings: the release's, known when Helm renders.
 RELEASE_NAMESPACE = '{{ .Release.Namespace }}'
 # A chart's name, as Helm takes it (and as a Kubernetes name, since it names the objects).
@@ -79,26 +88,32 @@ async def generate(*, registry: OperatorRegistry, options: Options, source: str,
     names = [path.name for path in options.mounted]
     if len(set(names)) != len(names):
         raise ValueError(f"--mount puts the handlers' files in one folder: their names repeat ({', '.join(names)}).")
-    if registry._webhooks or registry._conversions:
-        handlers = ', '.join(str(handler) for handler in [*registry._webhooks, *registry._conversions])
-        raise ValueError(f"The operator has webhooks ({handlers}): its chart would need their Service, certificates "
-                         f"and configurations, which `kopf deploy generate` does not write yet. Use `kopf olm "
-                         f"generate`, or a Deployment of your own.")
+    if registry._conversions:
+        handlers = ', '.join(str(handler) for handler in registry._conversions)
+        raise ValueError(f"The operator has conversion handlers ({handlers}): their CRDs would point at the "
+                         f"release's webhook Service, which `kopf deploy generate` does not write yet. Use `kopf "
+                         f"olm generate`, or a Deployment of your own.")
     settings = OperatorSettings()
     connection = await _connect(registry, settings)
     # In the pod, the account and the Lease are in the release's namespace ($POD_NAMESPACE).
     in_release = {'account_namespace': RELEASE_NAMESPACE}
     if plan_options.get('lease_name'):
         in_release['lease_namespace'] = RELEASE_NAMESPACE
-    plan = await _plan(registry, settings, connection, **{**plan_options, **in_release})
+    # With webhooks, the chart configures them (cert-manager injects the CA), not the operator.
+    installed = bool(registry._webhooks)
+    plan = await _plan(registry, settings, connection, installed=installed, **{**plan_options, **in_release})
+    webhooks: list[dict[str, Any]] = []
+    webhook_crds: set[str] = set()
+    if registry._webhooks:
+        webhooks, webhook_crds = webhook_definitions(registry, await _discover(connection), options.name)
     crds = [read_crd(path) for path in options.crds]
-    missing = sorted(set(served_crds(plan)) - {crd.name for crd in crds})
+    missing = sorted({*served_crds(plan), *webhook_crds} - {crd.name for crd in crds})
     if missing:
         plan.warnings.append(f"The handlers serve CRDs that no --crd file gives: {', '.join(missing)}; the chart "
                              f"does not install them (they must exist in the cluster before the operator starts).")
     # The release's namespace may be a served one too: its role is another, not a duplicate.
     rbac = render(plan, source=f"the operator {source}", role_names={RELEASE_NAMESPACE: f"{plan.account}-release"})
-    files = chart(options, account=plan.account, rbac=rbac, crds=crds)
+    files = chart(options, account=plan.account, rbac=rbac, crds=crds, webhooks=webhooks, namespaces=plan.namespaces)
     # What an earlier generation wrote and this one does not (a CRD, a handlers' file) goes.
     made = [*(options.output / 'crds').glob('*.yaml'), *(options.output / 'files').glob('*'),
             *(options.output / 'templates' / name for name in MADE_TEMPLATES)]
@@ -108,8 +123,10 @@ async def generate(*, registry: OperatorRegistry, options: Options, source: str,
     return write_files(options.output, files), plan.warnings
 
 
-def chart(options: Options, *, account: str, rbac: str, crds: list[Crd]) -> dict[str, str]:
-    """The chart's files (relative path → text)."""
+def chart(options: Options, *, account: str, rbac: str, crds: list[Crd], webhooks: Sequence[dict[str, Any]] = (),
+          namespaces: tuple[str, ...] = ()) -> dict[str, str]:
+    """The chart's files (relative path → text); ``webhooks``: OLM's definitions of the admission
+    webhooks (``olm.webhook_definitions``); ``namespaces``: the operator's own (none: all)."""
     files = {
         'Chart.yaml': _dump({
             'apiVersion': 'v2', 'name': options.name, 'version': options.version, 'type': 'application',
@@ -118,9 +135,10 @@ def chart(options: Options, *, account: str, rbac: str, crds: list[Crd]) -> dict
             'annotations': {RECIPE: json.dumps(options.recipe, sort_keys=True)},
         }),
         'values.yaml': VALUES.format(image=json.dumps(options.image)),
-        'values.schema.json': json.dumps(_schema(metrics=options.metrics is not None), indent=2) + '\n',
+        'values.schema.json': json.dumps(_schema(metrics=options.metrics is not None, webhooks=bool(webhooks)),
+                                         indent=2) + '\n',
         'templates/rbac.yaml': rbac,
-        'templates/deployment.yaml': _deployment(options, account=account),
+        'templates/deployment.yaml': _deployment(options, account=account, webhooks=bool(webhooks)),
         'templates/pdb.yaml': PDB.replace('NAME', options.name),
         '.helmignore': '# Nothing of the chart folder is left out.\n',
     }
@@ -129,6 +147,9 @@ def chart(options: Options, *, account: str, rbac: str, crds: list[Crd]) -> dict
     if options.metrics is not None:
         files['values.yaml'] += METRICS_VALUES
         files['templates/metrics.yaml'] = METRICS.replace('NAME', options.name).replace('PORT', str(options.metrics))
+    if webhooks:
+        files['values.yaml'] += WEBHOOK_VALUES
+        files['templates/webhooks.yaml'] = _webhooks(options.name, webhooks, namespaces)
     if options.mounted:
         files['templates/handlers.yaml'] = HANDLERS.replace('NAME', options.name)
         for path in options.mounted:
@@ -227,13 +248,37 @@ serviceMonitor:
 """
 
 
-def _schema(*, metrics: bool) -> dict[str, Any]:
-    if not metrics:
-        return SCHEMA
-    monitor = {'type': 'object', 'additionalProperties': False, 'properties': {
-        'enabled': {'type': 'boolean'},
-        'interval': {'type': 'string', 'pattern': '^[0-9]+(ms|s|m|h)$'}}}
-    return {**SCHEMA, 'properties': {**SCHEMA['properties'], 'serviceMonitor': monitor}}
+WEBHOOK_VALUES = """\
+# The admission webhooks: their Service's port (the pod serves on 9443), and the server's
+# certificate, which cert-manager issues and renews (its controller and its cainjector must run in
+# the cluster). The issuer: an Issuer or ClusterIssuer of one's own, e.g. {name: my-ca, kind:
+# ClusterIssuer}; empty: a CA of the chart's own, self-signed (renewing the server's certificate
+# keeps this CA, which the API server trusts).
+webhooks:
+  port: 443
+  issuer: {}
+  duration: 2160h  # the server's certificate is valid for 90 days,
+  renewBefore: 360h  # and renewed 15 days before it expires
+"""
+
+DURATION = {'type': 'string', 'pattern': '^([0-9]+(ms|s|m|h))+$'}
+
+
+def _schema(*, metrics: bool, webhooks: bool) -> dict[str, Any]:
+    properties = dict(SCHEMA['properties'])
+    if metrics:
+        properties['serviceMonitor'] = {'type': 'object', 'additionalProperties': False, 'properties': {
+            'enabled': {'type': 'boolean'}, 'interval': DURATION}}
+    if webhooks:
+        issuer = {'type': 'object', 'additionalProperties': False, 'properties': {
+            'name': {'type': 'string', 'minLength': 1}, 'kind': {'type': 'string', 'enum': ['Issuer', 'ClusterIssuer']},
+            'group': {'type': 'string'}}, 'description': "cert-manager's issuer of the server's certificate "
+                                                          "(empty: a CA of the chart's own)."}
+        properties['webhooks'] = {'type': 'object', 'additionalProperties': False, 'required': ['port'], 'properties': {
+            'port': {'type': 'integer', 'minimum': 1, 'maximum': 65535, 'description': "The webhook Service's port."},
+            'issuer': {**issuer, 'anyOf': [{'maxProperties': 0}, {'required': ['name', 'kind']}]},
+            'duration': DURATION, 'renewBefore': DURATION}}
+    return {**SCHEMA, 'properties': properties}
 
 
 METRICS = """\
@@ -290,20 +335,138 @@ data:
 """
 
 
-def _deployment(options: Options, *, account: str) -> str:
+# Placeholders in the webhook configurations as dumped, for what Helm fills in.
+SERVICE_NAMESPACE, SERVICE_PORT = 'SERVICE-NAMESPACE', 987654321
+
+WEBHOOKS = """\
+# The admission webhooks: the operator serves them on its port 9443 ($KOPF_CHART_WEBHOOK_PORT) with
+# the certificate of the Secret NAME-webhooks-tls, which cert-manager issues and renews.
+apiVersion: v1
+kind: Service
+metadata:
+  name: NAME-webhooks
+  labels: LABELS
+spec:
+  selector: LABELS
+  ports:
+    - {name: webhooks, port: {{ .Values.webhooks.port }}, targetPort: webhooks}
+{{- if not .Values.webhooks.issuer }}
+---
+# A CA of the chart's own: self-signed, it signs the server's certificate.
+apiVersion: cert-manager.io/v1
+kind: Issuer
+metadata:
+  name: NAME-selfsigned
+  labels: LABELS
+spec:
+  selfSigned: {}
+---
+apiVersion: cert-manager.io/v1
+kind: Certificate
+metadata:
+  name: NAME-ca
+  labels: LABELS
+spec:
+  isCA: true
+  commonName: NAME-ca
+  duration: 87600h  # 10 years: a renewed CA would need all its certificates renewed with it
+  secretName: NAME-ca
+  secretTemplate: {labels: LABELS}
+  privateKey: {algorithm: ECDSA, size: 256}
+  issuerRef: {name: NAME-selfsigned, kind: Issuer}
+---
+apiVersion: cert-manager.io/v1
+kind: Issuer
+metadata:
+  name: NAME-ca
+  labels: LABELS
+spec:
+  ca: {secretName: NAME-ca}
+{{- end }}
+---
+# The server's certificate, for the Service's names.
+apiVersion: cert-manager.io/v1
+kind: Certificate
+metadata:
+  name: NAME-webhooks
+  labels: LABELS
+spec:
+  secretName: NAME-webhooks-tls
+  # (cert-manager leaves its Secrets when the release is uninstalled: by these labels, they can go too.)
+  secretTemplate: {labels: LABELS}
+  dnsNames:
+    - NAME-webhooks.{{ .Release.Namespace }}.svc
+    - NAME-webhooks.{{ .Release.Namespace }}.svc.cluster.local
+  privateKey: {algorithm: ECDSA, size: 256, rotationPolicy: Always}
+  duration: {{ .Values.webhooks.duration | quote }}
+  renewBefore: {{ .Values.webhooks.renewBefore | quote }}
+  issuerRef:
+    {{- if .Values.webhooks.issuer }}
+    {{- toYaml .Values.webhooks.issuer | nindent 4 }}
+    {{- else }}
+    {name: NAME-ca, kind: Issuer}
+    {{- end }}
+"""
+
+
+def _webhooks(name: str, definitions: Sequence[dict[str, Any]], namespaces: tuple[str, ...]) -> str:
+    """The Service, the certificates and the WebhookConfigurations (with cainjector's annotation),
+    from OLM's definitions of the webhooks (``olm.webhook_definitions``)."""
+    labels = f"{{app.kubernetes.io/name: {name}, app.kubernetes.io/instance: {{{{ .Release.Name | quote }}}}}}"
+    text = WEBHOOKS.replace('NAME', name).replace('LABELS', labels)
+    # Only the operator's namespaces are reviewed by it (Kopf's own configurations have no selector;
+    # with --namespace, the objects of the other namespaces are not the operator's to refuse).
+    selector = {'namespaceSelector': {'matchExpressions': [
+        {'key': 'kubernetes.io/metadata.name', 'operator': 'In', 'values': sorted(namespaces)}]}} if namespaces else {}
+    for kind in (WebhookType.VALIDATING, WebhookType.MUTATING):
+        typename = 'ValidatingAdmissionWebhook' if kind == WebhookType.VALIDATING else 'MutatingAdmissionWebhook'
+        chosen = [definition for definition in definitions if definition['type'] == typename]
+        if not chosen:
+            continue
+        configuration = {
+            'apiVersion': 'admissionregistration.k8s.io/v1',
+            'kind': 'ValidatingWebhookConfiguration' if kind == WebhookType.VALIDATING else
+                    'MutatingWebhookConfiguration',
+            'metadata': {'name': f"{name}-{SERVICE_NAMESPACE}", 'labels': 'LABELS',
+                         'annotations': {'cert-manager.io/inject-ca-from': f"{SERVICE_NAMESPACE}/{name}-webhooks"}},
+            'webhooks': [{
+                'name': definition['generateName'],
+                'clientConfig': {'service': {'name': f"{name}-webhooks", 'namespace': SERVICE_NAMESPACE,
+                                             'port': SERVICE_PORT, 'path': definition['webhookPath']}},
+                **{key: definition[key] for key in ('rules', 'sideEffects', 'failurePolicy', 'matchPolicy',
+                                                    'timeoutSeconds', 'admissionReviewVersions')},
+                **({'objectSelector': definition['objectSelector']} if 'objectSelector' in definition else {}),
+                **selector,
+            } for definition in chosen],
+        }
+        text += "---\n" + _dump(configuration)
+    return (text.replace(SERVICE_NAMESPACE, '{{ .Release.Namespace }}')
+            .replace(str(SERVICE_PORT), '{{ .Values.webhooks.port }}')
+            .replace("labels: LABELS", f"labels: {labels}"))
+
+
+def _deployment(options: Options, *, account: str, webhooks: bool = False) -> str:
     metrics = [] if options.metrics is None else ['--metrics', f'0.0.0.0:{options.metrics}']
     args = [*options.run_options, '--liveness', f'http://0.0.0.0:{LIVENESS_PORT}/healthz', *metrics,
             *options.entries]
     labels = f"{{app.kubernetes.io/name: {options.name}, app.kubernetes.io/instance: {{{{ .Release.Name | quote }}}}}}"
     mounts, volumes, annotations, ports = "", "", "", ""
+    environment = ""
     if options.metrics is not None:
         ports = f"\n            - {{name: metrics, containerPort: {options.metrics}}}"
+    if webhooks:
+        ports += f"\n            - {{name: webhooks, containerPort: {WEBHOOK_PORT}}}"
+        # (kopf._connecting.webhooks.serve_as_installed: the certificate's files are compared now and then.)
+        environment = (f"\n            # The webhooks are served on this port with the mounted certificate; the chart "
+                       f"configures them.\n            - {{name: {CHART.port_variable}, value: \"{WEBHOOK_PORT}\"}}")
+        mounts += f"\n            - {{name: webhooks, mountPath: {CHART.folder}, readOnly: true}}"
+        volumes += f"\n        - {{name: webhooks, secret: {{secretName: {options.name}-webhooks-tls}}}}"
     if options.mounted:
         # The files' digest in the pod's template: a changed file is a new template, rolled out.
         digest = hashlib.sha256(b''.join(p.name.encode() + b'\0' + p.read_bytes() for p in options.mounted))
         annotations = f"\n      annotations: {{checksum/handlers: {digest.hexdigest()}}}"
-        mounts = "\n            - {name: handlers, mountPath: /operator, readOnly: true}"
-        volumes = f"\n        - {{name: handlers, configMap: {{name: {options.name}-handlers}}}}"
+        mounts += "\n            - {name: handlers, mountPath: /operator, readOnly: true}"
+        volumes += f"\n        - {{name: handlers, configMap: {{name: {options.name}-handlers}}}}"
     return f"""\
 # The operator: the image's `kopf run` with these arguments, as `kopf deploy generate` was given them.
 apiVersion: apps/v1
@@ -338,7 +501,7 @@ spec:
             - name: POD_ID
               valueFrom: {{fieldRef: {{fieldPath: metadata.name}}}}
             - name: POD_NAMESPACE
-              valueFrom: {{fieldRef: {{fieldPath: metadata.namespace}}}}
+              valueFrom: {{fieldRef: {{fieldPath: metadata.namespace}}}}{environment}
             {{{{- with .Values.env }}}}
             {{{{- toYaml . | nindent 12 }}}}
             {{{{- end }}}}

@@ -15,7 +15,7 @@ installed for all namespaces only, as OLM requires of conversion webhooks.
 Webhooks: OLM creates their configurations (and the CRDs' conversion) from the CSV's webhook
 definitions, a Service in front of the Deployment, and the serving certificate it mounts in the
 pod; the pod's ``$KOPF_OLM_WEBHOOK_PORT`` makes the engine serve there with that certificate
-and leave the configuration to OLM (``kopf._connecting.webhooks.serve_as_olm_configures``).
+and leave the configuration to OLM (``kopf._connecting.webhooks.serve_as_installed``).
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ import yaml
 
 from kopf._bridge import services
 from kopf._bridge.protocol import ResourceInfo
-from kopf._connecting.webhooks import OLM_PORT_VARIABLE
+from kopf._connecting.webhooks import OLM
 from kopf._handling.handlers import OperatorRegistry, WebhookType
 from kopf._operating.rbac.commands import _connect, _discover
 from kopf._operating.rbac.planning import plan
@@ -271,8 +271,8 @@ def _csv(plan: Plan, options: Options, crds: Sequence[Crd], clusterwide: bool,
             'fieldRef': {'fieldPath': "metadata.annotations['olm.targetNamespaces']"}}})
     if webhooks:
         # OLM's Service sends the reviews to this port; the engine serves them there (see
-        # `kopf._connecting.webhooks.serve_as_olm_configures`) with the certificate OLM mounts.
-        container['env'].append({'name': OLM_PORT_VARIABLE, 'value': str(WEBHOOK_PORT)})
+        # `kopf._connecting.webhooks.serve_as_installed`) with the certificate OLM mounts.
+        container['env'].append({'name': OLM.port_variable, 'value': str(WEBHOOK_PORT)})
         container['ports'].append({'name': 'webhooks', 'containerPort': WEBHOOK_PORT})
     labels = {'app.kubernetes.io/name': package.name}
     deployment = {
@@ -439,7 +439,7 @@ async def generate(*, registry: OperatorRegistry, options: Options,
     connection = await _connect(registry, settings)
     found = await _discover(connection)
     resources = [Resource.from_engine(info) for info in found]
-    the_plan = plan(registry=registry, resources=resources, settings=settings, olm=True, **plan_options)
+    the_plan = plan(registry=registry, resources=resources, settings=settings, installed=True, **plan_options)
     for rule in _elsewhere(the_plan):
         the_plan.warnings.append(f"{', '.join(sorted(rule.verbs))} {rule.resource} ({rule.group or 'core'}) in the "
                                  f"namespace {rule.namespace!r}: OLM grants permissions in the target namespaces "

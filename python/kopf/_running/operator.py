@@ -258,7 +258,7 @@ class _Life:
             logger.warning("Startup activity is only partially executed due to cancellation.")
             return False  # (no cleanup activity after a startup that has not finished, as in Kopf)
         self.started = True
-        _webhooks.serve_as_olm_configures(self.settings)
+        _webhooks.serve_as_installed(self.settings)
         return True
 
     async def _login(self) -> Any:

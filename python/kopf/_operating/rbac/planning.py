@@ -25,9 +25,10 @@ from kopf._structures.settings import OperatorSettings
 def plan(*, registry: OperatorRegistry, resources: list[Resource], namespaces: Collection[str],
          clusterwide: bool, standalone: bool, peering_name: str, lease_name: str | None,
          lease_namespace: str, account: str, account_namespace: str, shards: str | None = None,
-         settings: OperatorSettings | None = None, olm: bool = False) -> Plan:
-    """The rules, as the engine started with these options would need them (``olm``: in a pod
-    of an OLM bundle, where OLM configures the webhooks and the CRDs' conversion)."""
+         settings: OperatorSettings | None = None, installed: bool = False) -> Plan:
+    """The rules, as the engine started with these options would need them (``installed``: in a
+    pod of an OLM bundle or of a generated chart, whose installer configures the webhooks and the
+    CRDs' conversion: ``kopf._connecting.webhooks.serve_as_installed``)."""
     settings = settings if settings is not None else OperatorSettings()
     specific = None if clusterwide else specific_namespaces(namespaces)
     result = Plan(account=account, account_namespace=account_namespace, namespaces=tuple(specific or ()))
@@ -99,7 +100,7 @@ def plan(*, registry: OperatorRegistry, resources: list[Resource], namespaces: C
                     f"automatic sharding: the replicas' Leases of the group {group!r} "
                     f"(or the Lease {group}-leader where the API server cannot shard)")
 
-    kinds = {h.reason for h in registry._webhooks} if not olm else set()
+    kinds = {h.reason for h in registry._webhooks} if not installed else set()
     for kind in sorted(kinds):
         plural = 'validatingwebhookconfigurations' if kind == WebhookType.VALIDATING else \
             'mutatingwebhookconfigurations'
@@ -108,7 +109,7 @@ def plan(*, registry: OperatorRegistry, resources: list[Resource], namespaces: C
                     f"admission handlers {ids} (the configuration kept by settings.admission.managed)")
     if registry._conversions:
         ids = ', '.join(repr(h.id) for h in registry._conversions)
-        managed = settings.conversion.managed and not olm
+        managed = settings.conversion.managed and not installed
         verbs = ['get', 'patch'] if managed else ['get']
         why = " and their spec.conversion kept by settings.conversion.managed" if managed else ""
         result.need('apiextensions.k8s.io', 'customresourcedefinitions', [None], verbs,
