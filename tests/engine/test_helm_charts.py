@@ -13,6 +13,7 @@ import shutil
 import ssl
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -125,8 +126,30 @@ def test_a_generated_chart_installs_and_its_operator_runs_under_it(crd: None, na
     # What the release made is gone; its CRD stays (Helm never deletes the CRDs of crds/).
     left = kubectl("get", "deployment,serviceaccount,role,rolebinding,pdb", "-n", namespace, "-o", "name")
     assert name not in left, left
-    assert kubectl("get", "clusterrole,clusterrolebinding", name, "--ignore-not-found", "-o", "name") == ""
+    assert kubectl("get", "clusterrole,clusterrolebinding", f"{name}-{namespace}", "--ignore-not-found",
+                   "-o", "name") == ""
     assert kubectl("get", "crd", "greetings.demo.kopf.dev", "-o", "name").strip()
+
+
+def test_one_chart_installs_in_two_namespaces_side_by_side(crd: None, tmp_path: Path) -> None:
+    """Two releases of one chart (as two teams would have): each its own cluster-wide role."""
+    chart = generate(tmp_path, str(CHILDREN), "--image", "lantern:1", "-A", "--standalone", "--name", "twin")
+    namespaces = [f"twin-{uuid.uuid4().hex[:8]}" for _ in range(2)]
+    for namespace in namespaces:
+        kubectl("create", "namespace", namespace)
+    try:
+        for namespace in namespaces:
+            helm("install", "twin", str(chart), "-n", namespace)
+        for namespace in namespaces:
+            role = kubectl_json("get", "clusterrolebinding", f"twin-{namespace}")
+            assert role["roleRef"]["name"] == f"twin-{namespace}"
+            assert role["subjects"] == [{"kind": "ServiceAccount", "name": "twin", "namespace": namespace}]
+    finally:
+        for namespace in namespaces:
+            helm("uninstall", "twin", "-n", namespace, check=False)
+            kubectl("delete", "namespace", namespace, "--wait=false", check=False)
+    left = kubectl("get", "clusterrole", "-o", "name")
+    assert not [namespace for namespace in namespaces if f"twin-{namespace}" in left], left
 
 
 def test_what_cannot_be_charted_is_refused_with_the_reason(crd: None, tmp_path: Path) -> None:

@@ -112,7 +112,10 @@ async def generate(*, registry: OperatorRegistry, options: Options, source: str,
         plan.warnings.append(f"The handlers serve CRDs that no --crd file gives: {', '.join(missing)}; the chart "
                              f"does not install them (they must exist in the cluster before the operator starts).")
     # The release's namespace may be a served one too: its role is another, not a duplicate.
-    rbac = render(plan, source=f"the operator {source}", role_names={RELEASE_NAMESPACE: f"{plan.account}-release"})
+    # Cluster-wide objects are named by the release's namespace too: the chart installed in two
+    # namespaces (two releases) makes two of them, not one that both claim.
+    rbac = render(plan, source=f"the operator {source}", role_names={RELEASE_NAMESPACE: f"{plan.account}-release"},
+                  cluster_role_name=f"{plan.account}-{RELEASE_NAMESPACE}")
     files = chart(options, account=plan.account, rbac=rbac, crds=crds, webhooks=webhooks, namespaces=plan.namespaces)
     # What an earlier generation wrote and this one does not (a CRD, a handlers' file) goes.
     made = [*(options.output / 'crds').glob('*.yaml'), *(options.output / 'files').glob('*'),

@@ -14,20 +14,23 @@ GENERATED = ("by `kopf rbac generate` (kopf-rs): the engine's, its handlers' own
 
 
 def render(plan: Plan, *, source: str, heading: tuple[str, ...] = GENERATED,
-           role_names: Mapping[str, str] | None = None) -> str:
+           role_names: Mapping[str, str] | None = None, cluster_role_name: str | None = None) -> str:
     """The YAML documents: the account, its cluster-wide and namespaced roles, the bindings;
     first, comments: the source, then the heading's lines. ``role_names``: the names of the
     roles in some namespaces, instead of the account's (where another role of the account
-    may be in the same namespace once a template is rendered)."""
+    may be in the same namespace once a template is rendered); ``cluster_role_name``: the
+    ClusterRole's and its binding's, instead of the account's (where the same account may be
+    in several namespaces: a chart's releases)."""
     name, namespace = plan.account, plan.account_namespace
     account = {'kind': 'ServiceAccount', 'name': name, 'namespace': namespace}
     comments = [f"# The permissions of {source},", *(f"# {line}" for line in heading)]
     docs = ['\n'.join(comments) + '\n' + _doc('v1', 'ServiceAccount', {'name': name, 'namespace': namespace}, [])]
     cluster = plan.cluster_rules()
     if cluster:
-        docs.append(_doc('rbac.authorization.k8s.io/v1', 'ClusterRole', {'name': name}, _rules(cluster)))
-        docs.append(_doc('rbac.authorization.k8s.io/v1', 'ClusterRoleBinding', {'name': name}, [
-            f"roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: {_q(name)}}}",
+        cluster_role = cluster_role_name or name
+        docs.append(_doc('rbac.authorization.k8s.io/v1', 'ClusterRole', {'name': cluster_role}, _rules(cluster)))
+        docs.append(_doc('rbac.authorization.k8s.io/v1', 'ClusterRoleBinding', {'name': cluster_role}, [
+            f"roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: {_q(cluster_role)}}}",
             f"subjects: [{_flow(account)}]",
         ]))
     for where, rules in plan.namespaced_rules().items():
