@@ -152,8 +152,8 @@ def discover(connection: str) -> Awaitable[str]: ...
 def review_access(connection: str, attributes: str) -> Awaitable[str]: ...
 def metrics_described() -> str:
     """Every metric's ``# HELP`` and ``# TYPE`` lines, as the exposition writes them."""
-def read_crds(connection: str, names: list[str]) -> Awaitable[str]:
-    """The CRDs of these names as JSON, ``null`` for an absent one."""
+def read_objects(connection: str, paths: list[str]) -> Awaitable[str]:
+    """The objects at these API paths as JSON, ``null`` for an absent one."""
 def webhooks_for_manager(handlers: str, conversion_crds: list[str], name_suffix: str) -> str:
     """The webhooks as another manager (OLM) writes them: JSON ``{admission: [webhook], conversion: {crd: path}}``
     of the admission handlers ``[[handler, [resources]], ...]`` and the CRDs with conversions."""

@@ -491,29 +491,48 @@ def _chart_written(*, paths: Collection[str], modules: Collection[str], image: s
 
 
 @deploy.command(name='verify')
-@click.argument('chart', type=click.Path(exists=True, file_okay=False))
+@click.argument('chart', type=click.Path(exists=True, file_okay=False), required=False)
+@click.option('--release', help="a release in the cluster instead of a folder: the chart that Helm keeps of it")
+@click.option('-n', '--namespace', 'namespace', help="the release's namespace (default: the context's)")
 @logging_options
-def deploy_verify(chart: str) -> None:
-    """ Check a chart against what `kopf deploy generate` makes of the code now; exit 1 on differences. """
+def deploy_verify(chart: str | None, release: str | None, namespace: str | None) -> None:
+    """ Check a chart or a release against what `kopf deploy generate` makes of the code now; exit 1 on differences. """
     import tempfile
     from pathlib import Path  # (not at the top: operators that never run this do not import it)
 
     from kopf._operating import charts
-    try:
-        recipe = charts.recipe_of(Path(chart))
-    except ValueError as e:
-        raise click.ClickException(str(e)) from None
+    if (chart is None) == (release is None):
+        raise click.UsageError("Give either a chart's folder or --release NAME.")
+    if namespace is not None and release is None:
+        raise click.UsageError("-n/--namespace is the release's: give --release NAME too.")
     with tempfile.TemporaryDirectory() as folder:
-        _, warnings = _chart_written(**recipe, output=folder)
+        checked = Path(folder) / 'checked'
+        what = f"The chart in {chart}"
+        if release is not None:
+            try:
+                namespace, files = asyncio.run(charts.read_release(get_default_registry(), release, namespace))
+            except (ValueError, OperatorError, LoginError) as e:
+                raise click.ClickException(str(e)) from None
+            from kopf._operating.olm import write_files
+            write_files(checked, files)
+            what = f"The release {release} in {namespace}"
+        else:
+            checked = Path(str(chart))
+        try:
+            recipe = charts.recipe_of(checked)
+        except ValueError as e:
+            raise click.ClickException(str(e)) from None
+        made = Path(folder) / 'made'
+        _, warnings = _chart_written(**recipe, output=str(made))
         _warn(warnings)
-        differences, extra = charts.compare(Path(chart), Path(folder))
+        differences, extra = charts.compare(checked, made)
     for line in extra:
         click.echo(f"Warning: {line}", err=True)
     for line in differences:
         click.echo(line)
     if differences:
         raise SystemExit(1)
-    click.echo(f"The chart in {chart} is what the code makes now.")
+    click.echo(f"{what} is what the code makes now.")
 
 
 @olm.command(name='verify')

@@ -73,25 +73,24 @@ pub fn review_access<'py>(
     })
 }
 
-/// The CRDs of these names as the server has them (`kopf olm generate` without `--crd`
-/// files); an awaitable of their JSON list, `null` for one that is absent.
+/// The objects at these API paths as the server has them (e.g. CRDs that no `--crd` file gives,
+/// a Helm release's Secrets); an awaitable of their JSON list, `null` for one that is absent.
 #[pyfunction]
-pub fn read_crds<'py>(
+pub fn read_objects<'py>(
     py: Python<'py>,
     connection: &str,
-    names: Vec<String>,
+    paths: Vec<String>,
 ) -> PyResult<Bound<'py, PyAny>> {
     let info = connection_info(connection)?;
     super::awaiting::awaitable(py, async move {
         let client =
             connection::client(&info, None).map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
         let credentials = Credentials::fixed(client);
-        let mut found = Vec::with_capacity(names.len());
-        for name in names {
-            let url = format!("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}");
-            let crd = (credentials.get_if_present(&url).await)
-                .map_err(|e| PyRuntimeError::new_err(format!("GET {url}: {e}")))?;
-            found.push(crd.unwrap_or_default());
+        let mut found = Vec::with_capacity(paths.len());
+        for path in paths {
+            let object = (credentials.get_if_present(&path).await)
+                .map_err(|e| PyRuntimeError::new_err(format!("GET {path}: {e}")))?;
+            found.push(object.unwrap_or_default());
         }
         Ok(serde_json::to_string(&found).expect("objects serialise"))
     })

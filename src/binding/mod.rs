@@ -49,7 +49,7 @@ fn _engine(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(commands::review_access, m)?)?;
     m.add_function(wrap_pyfunction!(webhooks::describe_certificate, m)?)?;
     m.add_function(wrap_pyfunction!(webhooks::webhooks_for_manager, m)?)?;
-    m.add_function(wrap_pyfunction!(commands::read_crds, m)?)?;
+    m.add_function(wrap_pyfunction!(commands::read_objects, m)?)?;
     m.add_function(wrap_pyfunction!(recording::start_recording, m)?)?;
     m.add_function(wrap_pyfunction!(simulation::start_simulation, m)?)?;
     m.add_function(wrap_pyfunction!(check_cron, m)?)?;

@@ -21,6 +21,8 @@ import pytest
 import yaml
 from support import certmanager
 from support.cluster import EXAMPLES, kopf_cli, kubectl, kubectl_json
+from support.contacts import CRD as CONTACTS
+from support.contacts import contact, conversion, create, read, read_ok
 from support.metrics import scrape, value
 from support.network import free_port
 from support.operators import OperatorProcess, account_kubeconfig, eventually, refused
@@ -131,6 +133,44 @@ def test_a_generated_chart_installs_and_its_operator_runs_under_it(crd: None, na
     assert kubectl("get", "crd", "greetings.demo.kopf.dev", "-o", "name").strip()
 
 
+def test_the_served_namespaces_are_a_value(crd: None, namespace: str, tmp_path: Path) -> None:
+    """Generated for one namespace, installed for another: the roles and `-n` follow the values."""
+    name = f"moved-{namespace}"
+    chart = generate(tmp_path, str(CHILDREN), "--image", "lantern:1", "-n", "generated-for", "--standalone",
+                     "--name", name)
+    assert yaml.safe_load((chart / "values.yaml").read_text())["namespaces"] == ["generated-for"]
+    served = f"served-{uuid.uuid4().hex[:8]}"
+    kubectl("create", "namespace", served)
+    wrong = helm("install", "moved", str(chart), "-n", namespace, "--set-json", 'namespaces=["Not A Name"]',
+                 check=False)
+    assert wrong.returncode != 0 and "namespaces" in wrong.stderr, wrong.stderr
+    helm("install", "moved", str(chart), "-n", namespace, "--set-json", f'namespaces=["{served}"]')
+    try:
+        found = deployment(namespace, name)
+        [container] = found["spec"]["template"]["spec"]["containers"]
+        assert container["args"][:2] == ["-n", served] and "generated-for" not in container["args"]
+        role = kubectl("get", "role", name, "-n", served, "-o", "name").strip()
+        assert role == f"role.rbac.authorization.k8s.io/{name}"
+        assert kubectl("get", "role", name, "-n", namespace, "--ignore-not-found", "-o", "name") == ""
+
+        script = tmp_path / "operator.py"
+        shutil.copy(CHILDREN, script)
+        kubeconfig = account_kubeconfig(name, tmp_path, namespace)
+        operator = run_as_the_deployment_does(found, script, tmp_path, {"KUBECONFIG": str(kubeconfig)})
+        try:
+            kubectl("apply", "-n", served, "-f", "-", input=json.dumps(
+                {"apiVersion": "demo.kopf.dev/v1", "kind": "Greeting", "metadata": {"name": "moved1"},
+                 "spec": {"who": "values"}}))
+            eventually(lambda: kubectl_json("get", "configmap", "moved1-glow", "-n", served), timeout=60,
+                       what="the child ConfigMap in the values' namespace")
+        finally:
+            operator.stop()
+        assert not refused(operator.output), operator.output
+    finally:
+        helm("uninstall", "moved", "-n", namespace)
+        kubectl("delete", "namespace", served, "--wait=false", check=False)
+
+
 def test_one_chart_installs_in_two_namespaces_side_by_side(crd: None, tmp_path: Path) -> None:
     """Two releases of one chart (as two teams would have): each its own cluster-wide role."""
     chart = generate(tmp_path, str(CHILDREN), "--image", "lantern:1", "-A", "--standalone", "--name", "twin")
@@ -152,12 +192,12 @@ def test_one_chart_installs_in_two_namespaces_side_by_side(crd: None, tmp_path: 
     assert not [namespace for namespace in namespaces if f"twin-{namespace}" in left], left
 
 
-def test_what_cannot_be_charted_is_refused_with_the_reason(crd: None, tmp_path: Path) -> None:
+def test_what_cannot_be_charted_is_refused_with_the_reason(crd: None, contacts: None, tmp_path: Path) -> None:
     conversions = tmp_path / "conversions.py"
     shutil.copy(EXAMPLES / "conversion" / "operator.py", conversions)
     refused_ = kopf_cli("deploy", "generate", "--output", str(tmp_path / "out"), "--image", "x:1", str(conversions))
     assert refused_.returncode != 0
-    assert "The operator has conversion handlers (" in refused_.stderr and "does not write yet" in refused_.stderr
+    assert (f"The conversion handlers convert {CONTACTS}: give its CRD with --crd FILE" in refused_.stderr)
     unserved = tmp_path / "unserved.py"
     unserved.write_text("import kopf\n\n@kopf.on.validate('nothings.example.com')\ndef check(**_):\n    pass\n")
     refused_ = kopf_cli("deploy", "generate", "--output", str(tmp_path / "out"), "--image", "x:1", str(unserved))
@@ -356,6 +396,9 @@ def test_a_webhook_operators_chart_is_served_with_cert_managers_certificate(
         issued = certmanager.mount(namespace, secret, certs)
         assert issued["ca.crt"] != issued["tls.crt"], "signed by a CA, not self-signed"
         # ... and its cainjector puts that CA into both configurations.
+        configured = kubectl_json("get", "validatingwebhookconfiguration", f"{name}-{namespace}")
+        assert configured["webhooks"][0]["namespaceSelector"]["matchExpressions"] == [
+            {"key": "kubernetes.io/metadata.name", "operator": "In", "values": [namespace]}], "the values' namespaces"
         for kind in ("validatingwebhookconfiguration", "mutatingwebhookconfiguration"):
             injected = eventually(lambda kind=kind: kubectl("get", kind, f"{name}-{namespace}", "-o",
                                                             "jsonpath={.webhooks[0].clientConfig.caBundle}"),
@@ -413,3 +456,80 @@ def test_a_webhook_operators_chart_is_served_with_cert_managers_certificate(
     # cert-manager's Secrets stay (it never deletes them by default), labelled as the release's.
     secrets = kubectl("get", "secret", "-n", namespace, "-l", "app.kubernetes.io/instance=greeter", "-o", "name")
     assert sorted(secrets.split()) == [f"secret/{name}-ca", f"secret/{name}-webhooks-tls"]
+
+
+def test_a_release_is_verified_against_the_code(crd: None, namespace: str, tmp_path: Path) -> None:
+    script = tmp_path / "handlers.py"
+    script.write_text(GREETER)
+    name = f"checked-{namespace}"
+    chart = generate(tmp_path, "--image", "kopf-rs:1", "--mount", "-n", namespace, "--standalone", "--name", name,
+                     str(script))
+    helm("install", "checked", str(chart), "-n", namespace)
+    try:
+        same = kopf_cli("deploy", "verify", "--release", "checked", "-n", namespace)
+        assert same.returncode == 0, same.stdout + same.stderr
+        assert f"The release checked in {namespace} is what the code makes now." in same.stdout
+        # The code goes on and the folder is generated again, but the release is not upgraded:
+        # the folder passes, the release does not.
+        script.write_text(GREETER.replace("Hello", "Hello again"))
+        generate(tmp_path, "--image", "kopf-rs:1", "--mount", "-n", namespace, "--standalone", "--name", name,
+                 str(script))
+        assert kopf_cli("deploy", "verify", str(chart)).returncode == 0
+        behind = kopf_cli("deploy", "verify", "--release", "checked", "-n", namespace)
+        assert behind.returncode == 1, behind.stdout + behind.stderr
+        assert "files/handlers.py: not what the code makes now:" in behind.stdout
+        assert "templates/deployment.yaml: not what the code makes now:" in behind.stdout  # (the files' digest)
+    finally:
+        helm("uninstall", "checked", "-n", namespace)
+    absent = kopf_cli("deploy", "verify", "--release", "checked", "-n", namespace)
+    assert absent.returncode != 0
+    assert f"No deployed release 'checked' in the namespace {namespace!r}" in absent.stderr
+    both = kopf_cli("deploy", "verify", str(chart), "--release", "checked")
+    assert both.returncode == 2 and "Give either a chart's folder or --release NAME." in both.stderr
+
+
+def test_a_conversion_operators_chart_points_its_crd_at_the_release(cert_manager: None, namespace: str,
+                                                                    tmp_path: Path) -> None:
+    kubectl("delete", "crd", CONTACTS, "--ignore-not-found", "--timeout=60s")  # (the chart's to install)
+    script = tmp_path / "operator.py"
+    shutil.copy(EXAMPLES / "conversion" / "operator.py", script)
+    kubectl("apply", "-f", str(EXAMPLES / "conversion" / "crd.yaml"))  # (for the discovery of its versions)
+    kubectl("wait", "--for=condition=Established", f"crd/{CONTACTS}", "--timeout=30s")
+    name = f"contacts-{namespace}"
+    chart = generate(tmp_path, str(script), "--image", "contacts:1", "--crd", str(EXAMPLES / "conversion" / "crd.yaml"),
+                     "-n", namespace, "--standalone", "--name", name)
+    assert not (chart / "crds").exists(), "a converted CRD is a template: it names the release's Service"
+    kubectl("delete", "crd", CONTACTS, "--timeout=60s")
+    port = free_port()
+    helm("install", "contacts", str(chart), "-n", namespace, "--set", f"webhooks.port={port}")
+    try:
+        secret = f"{name}-webhooks-tls"
+        eventually(lambda: kubectl("get", "secret", secret, "-n", namespace, "--ignore-not-found"), timeout=60,
+                   what="cert-manager's Secret of the server's certificate")
+        certs = tmp_path / "webhooks"
+        issued = certmanager.mount(namespace, secret, certs)
+        webhook = eventually(lambda: conversion().get("webhook", {}).get("clientConfig", {}).get("caBundle") and
+                             conversion()["webhook"], what="the CA in the CRD's conversion")
+        assert base64.b64decode(webhook["clientConfig"]["caBundle"]) == issued["ca.crt"]
+        assert webhook["clientConfig"]["service"] == {"name": f"{name}-webhooks", "namespace": namespace,
+                                                      "port": port, "path": f"/conversion/{CONTACTS}"}
+        kubectl("patch", "service", f"{name}-webhooks", "-n", namespace, "--type=merge", "-p",
+                json.dumps({"spec": {"type": "ExternalName", "externalName": "localhost"}}))
+        kubeconfig = account_kubeconfig(name, tmp_path, namespace)
+        env = {"KUBECONFIG": str(kubeconfig), "KOPF_CHART_CERTIFICATES": str(certs),
+               "KOPF_CHART_WEBHOOK_PORT": str(port)}
+        operator = run_as_the_deployment_does(deployment(namespace, name), script, tmp_path, env)
+        try:
+            operator.wait_for(r"the chart configures them .*; instead of .*settings.conversion.managed=True")
+            create(contact("ada", namespace, name="Ada Lovelace"))  # stored as v1
+            read_v2 = eventually(lambda: read("ada", namespace, "v2").returncode == 0
+                                 and read_ok("ada", namespace, "v2"), what="the contact read as v2", timeout=60)
+            assert read_v2["spec"] == {"first": "Ada", "last": "Lovelace"}
+        finally:
+            operator.stop()
+        assert not refused(operator.output), operator.output
+    finally:
+        helm("uninstall", "contacts", "-n", namespace, "--wait")
+        # Helm keeps the CRD (and its objects); it is the test's to delete.
+        assert kubectl("get", "crd", CONTACTS, "--ignore-not-found", "-o", "name").strip()
+        kubectl("delete", "crd", CONTACTS, "--ignore-not-found", "--wait=false")

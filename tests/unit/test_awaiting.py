@@ -23,7 +23,7 @@ def test_a_value_comes_back_through_await() -> None:
 
 
 async def _test_a_value_comes_back_through_await() -> None:
-    assert json.loads(await _engine.read_crds(connection(closed_port()), [])) == []
+    assert json.loads(await _engine.read_objects(connection(closed_port()), [])) == []
 
 
 def test_an_error_of_the_core_is_raised_by_await() -> None:
@@ -40,7 +40,7 @@ def test_a_result_is_refused_before_the_end_and_after_it_was_taken() -> None:
 
 
 async def _test_a_result_is_refused_before_the_end_and_after_it_was_taken() -> None:
-    pending = _engine.read_crds(connection(closed_port()), [])
+    pending = _engine.read_objects(connection(closed_port()), [])
     assert isinstance(pending, _engine.Pending)
     await asyncio.sleep(0.1)  # the core has finished by now; the loop was not asked to take it
     assert json.loads(pending.result()) == []

@@ -12,7 +12,7 @@ from kopf._engine import (
     discover,  # ``kopf rbac``: the resources the server serves (``kopf._operating.rbac``)
     log_pattern_matches,  # log handlers' patterns, as the core matches them (``kopf.on.log``)
     parse_kubeconfig,  # kubeconfig files for the login handlers (``kopf._connecting.credentials``)
-    read_crds,  # ``kopf olm generate``: the CRDs that no file gives (``kopf._operating.olm``)
+    read_objects,  # ``kopf olm generate``, ``kopf crd``, ``kopf deploy verify --release``: objects read
     review_access,  # ``kopf rbac verify``: access reviews (``kopf._operating.rbac``)
     start_recording,  # ``kopf rbac record``: the recording proxy (``kopf._operating.rbac.recording``)
     start_simulation,  # ``kopf.testing.Simulation``: the simulated API and clock (``kopf._operating.simulation``)
@@ -22,5 +22,5 @@ from kopf._engine import (
 from kopf._engine import __version__ as version  # the core's version (``kopf --version``)
 
 __all__ = ['CoreBody', 'DaemonHold', 'IndexView', 'Operator', 'Simulation', 'check_cron', 'describe_certificate',
-           'discover', 'log_pattern_matches', 'parse_kubeconfig', 'read_crds', 'review_access', 'start_recording',
+           'discover', 'log_pattern_matches', 'parse_kubeconfig', 'read_objects', 'review_access', 'start_recording',
            'start_simulation', 'touch_peering', 'version', 'webhooks_for_manager']

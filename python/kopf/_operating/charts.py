@@ -13,30 +13,33 @@ third form beside ``kopf rbac generate`` and ``kopf olm generate``. The chart ho
   ServiceMonitor if the values ask for one;
 - with ``--mount``, the handlers' files (the chart's ``files/``) in a ConfigMap mounted at
   ``/operator/``, their digest in the pod's template: a changed file rolls out at the upgrade;
-- with admission handlers, their webhooks: a Service of the operator's webhook server, its
-  certificate issued and renewed by cert-manager (by a CA of the chart's own, or an issuer named
-  in the values), and the WebhookConfigurations, into which cert-manager's cainjector puts the
-  CA. The operator serves with the mounted certificate and configures nothing itself
-  (``$KOPF_CHART_WEBHOOK_PORT``: ``kopf._connecting.webhooks.serve_as_installed``); a renewed
-  certificate is served within seconds of the kubelet updating the files, without a restart;
+- with admission or conversion handlers, their webhooks: a Service of the operator's webhook
+  server, its certificate issued and renewed by cert-manager (by a CA of the chart's own, or an
+  issuer named in the values), the WebhookConfigurations, and the CRDs whose versions it
+  converts (templates pointing at that Service, kept when the release is uninstalled), into
+  which cert-manager's cainjector puts the CA. The operator serves with the mounted certificate
+  and configures nothing itself (``$KOPF_CHART_WEBHOOK_PORT``:
+  ``kopf._connecting.webhooks.serve_as_installed``); a renewed certificate is served within
+  seconds of the kubelet updating the files, without a restart;
 - ``values.yaml`` with what people change, and ``values.schema.json`` that Helm checks them by.
 
 The templates are plain YAML with a few ``{{ .Values.* }}`` and ``if``s: no helpers.
 
 ``kopf deploy verify`` makes the chart again from the code as it is now, with the options
-that ``Chart.yaml`` keeps (``kopf.dev/generated-with``), and names what differs.
-
-Not yet (and refused with a message rather than charted wrongly): operators with conversion
-handlers (their CRDs would need to be templates pointing at the release's Service).
+that ``Chart.yaml`` keeps (``kopf.dev/generated-with``), and names what differs: of a chart's
+folder, or of a release in the cluster (the chart that Helm keeps of it).
 """
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import difflib
+import gzip
 import hashlib
 import json
 import re
+import urllib.parse
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -46,18 +49,22 @@ import yaml
 from kopf._connecting.webhooks import CHART
 from kopf._handling.handlers import OperatorRegistry, WebhookType
 from kopf._operating.olm import Crd, read_crd, served_crds, webhook_definitions, write_files
-from kopf._operating.rbac.commands import _connect, _discover, _plan
+from kopf._operating.rbac.commands import _connect, _discover, _plan, _read
 from kopf._operating.rbac.rendering import render
+from kopf._running.operator import specific_namespaces
 from kopf._structures.settings import OperatorSettings
 
 LIVENESS_PORT = 8080
 # Chart.yaml's annotation with the options of `kopf deploy generate`, for `kopf deploy verify`.
 RECIPE = 'kopf.dev/generated-with'
 DIFF_LINES = 40  # of a file's differences shown
-MADE_TEMPLATES = ('deployment.yaml', 'rbac.yaml', 'pdb.yaml', 'metrics.yaml', 'handlers.yaml', 'webhooks.yaml')
+MADE_TEMPLATES = ('deployment.yaml', 'rbac.yaml', 'pdb.yaml', 'metrics.yaml', 'handlers.yaml', 'webhooks.yaml',
+                  'conversions.yaml')
 WEBHOOK_PORT = 9443  # the webhook server's, in the pod (the Service's port is a value: 443)
 # The account's namespace in the roles' bindings: the release's, known when Helm renders.
 RELEASE_NAMESPACE = '{{ .Release.Namespace }}'
+# The served namespaces in the plan when they are a value (the templates name them).
+SERVED = 'kopf-served-namespace'
 # A chart's name, as Helm takes it (and as a Kubernetes name, since it names the objects).
 CHART_NAME = re.compile(r'[a-z0-9]([-a-z0-9]*[a-z0-9])?')
 
@@ -74,6 +81,7 @@ class Options:
     run_options: list[str]  # `kopf run`'s options (namespaces, peering, Lease, shards)
     mounted: list[Path] = dataclasses.field(default_factory=list)  # the handlers' files, in a ConfigMap
     metrics: int | None = None  # the port of `kopf run --metrics`, with a Service (and a ServiceMonitor)
+    namespaces: list[str] = dataclasses.field(default_factory=list)  # served, as a value (set by `generate`)
     recipe: dict[str, Any] = dataclasses.field(default_factory=dict)  # how to make it again (`verify`)
 
 
@@ -88,25 +96,30 @@ async def generate(*, registry: OperatorRegistry, options: Options, source: str,
     names = [path.name for path in options.mounted]
     if len(set(names)) != len(names):
         raise ValueError(f"--mount puts the handlers' files in one folder: their names repeat ({', '.join(names)}).")
-    if registry._conversions:
-        handlers = ', '.join(str(handler) for handler in registry._conversions)
-        raise ValueError(f"The operator has conversion handlers ({handlers}): their CRDs would point at the "
-                         f"release's webhook Service, which `kopf deploy generate` does not write yet. Use `kopf "
-                         f"olm generate`, or a Deployment of your own.")
     settings = OperatorSettings()
     connection = await _connect(registry, settings)
+    # Namespaces by name (not globs, which need cluster-wide watching) are a value: planned as one
+    # placeholder namespace, whose roles the templates make in each namespace of the values.
+    namespaces = list(plan_options.get('namespaces') or [])
+    if not plan_options.get('clusterwide') and namespaces and specific_namespaces(namespaces) is not None:
+        options.namespaces = namespaces
+        plan_options = {**plan_options, 'namespaces': [SERVED]}
     # In the pod, the account and the Lease are in the release's namespace ($POD_NAMESPACE).
     in_release = {'account_namespace': RELEASE_NAMESPACE}
     if plan_options.get('lease_name'):
         in_release['lease_namespace'] = RELEASE_NAMESPACE
     # With webhooks, the chart configures them (cert-manager injects the CA), not the operator.
-    installed = bool(registry._webhooks)
+    installed = bool(registry._webhooks or registry._conversions)
     plan = await _plan(registry, settings, connection, installed=installed, **{**plan_options, **in_release})
     webhooks: list[dict[str, Any]] = []
     webhook_crds: set[str] = set()
-    if registry._webhooks:
+    if registry._webhooks or registry._conversions:
         webhooks, webhook_crds = webhook_definitions(registry, await _discover(connection), options.name)
     crds = [read_crd(path) for path in options.crds]
+    converted = {crd for webhook in webhooks for crd in webhook.get('conversionCRDs', [])}
+    if unfiled := sorted(converted - {crd.name for crd in crds}):
+        raise ValueError(f"The conversion handlers convert {', '.join(unfiled)}: give its CRD with --crd FILE (the "
+                         f"chart installs it, pointing its conversion at the release's webhook Service).")
     missing = sorted({*served_crds(plan), *webhook_crds} - {crd.name for crd in crds})
     if missing:
         plan.warnings.append(f"The handlers serve CRDs that no --crd file gives: {', '.join(missing)}; the chart "
@@ -114,8 +127,9 @@ async def generate(*, registry: OperatorRegistry, options: Options, source: str,
     # The release's namespace may be a served one too: its role is another, not a duplicate.
     # Cluster-wide objects are named by the release's namespace too: the chart installed in two
     # namespaces (two releases) makes two of them, not one that both claim.
-    rbac = render(plan, source=f"the operator {source}", role_names={RELEASE_NAMESPACE: f"{plan.account}-release"},
-                  cluster_role_name=f"{plan.account}-{RELEASE_NAMESPACE}")
+    rbac = _in_served_namespaces(render(plan, source=f"the operator {source}",
+                                        role_names={RELEASE_NAMESPACE: f"{plan.account}-release"},
+                                        cluster_role_name=f"{plan.account}-{RELEASE_NAMESPACE}"))
     files = chart(options, account=plan.account, rbac=rbac, crds=crds, webhooks=webhooks, namespaces=plan.namespaces)
     # What an earlier generation wrote and this one does not (a CRD, a handlers' file) goes.
     made = [*(options.output / 'crds').glob('*.yaml'), *(options.output / 'files').glob('*'),
@@ -138,18 +152,25 @@ def chart(options: Options, *, account: str, rbac: str, crds: list[Crd], webhook
             'annotations': {RECIPE: json.dumps(options.recipe, sort_keys=True)},
         }),
         'values.yaml': VALUES.format(image=json.dumps(options.image)),
-        'values.schema.json': json.dumps(_schema(metrics=options.metrics is not None, webhooks=bool(webhooks)),
-                                         indent=2) + '\n',
+        'values.schema.json': json.dumps(_schema(metrics=options.metrics is not None, webhooks=bool(webhooks),
+                                                 namespaces=bool(options.namespaces)), indent=2) + '\n',
         'templates/rbac.yaml': rbac,
         'templates/deployment.yaml': _deployment(options, account=account, webhooks=bool(webhooks)),
         'templates/pdb.yaml': PDB.replace('NAME', options.name),
         '.helmignore': '# Nothing of the chart folder is left out.\n',
     }
+    converted = {crd: webhook['webhookPath'] for webhook in webhooks for crd in webhook.get('conversionCRDs', [])}
     for crd in crds:
-        files[f"crds/{crd.name}.yaml"] = crd.text
+        if crd.name not in converted:
+            files[f"crds/{crd.name}.yaml"] = crd.text
+    if converted:
+        files['templates/conversions.yaml'] = _conversions(options.name, [crd for crd in crds if crd.name in converted],
+                                                           converted)
     if options.metrics is not None:
         files['values.yaml'] += METRICS_VALUES
         files['templates/metrics.yaml'] = METRICS.replace('NAME', options.name).replace('PORT', str(options.metrics))
+    if options.namespaces:
+        files['values.yaml'] += NAMESPACES_VALUES.format(namespaces=json.dumps(options.namespaces))
     if webhooks:
         files['values.yaml'] += WEBHOOK_VALUES
         files['templates/webhooks.yaml'] = _webhooks(options.name, webhooks, namespaces)
@@ -174,6 +195,36 @@ def recipe_of(folder: Path) -> dict[str, Any]:
         raise ValueError(f"The chart was made from files that are not here: {', '.join(absent)}; run `kopf deploy "
                          f"verify` where `kopf deploy generate` ran.")
     return recipe
+
+
+async def read_release(registry: OperatorRegistry, release: str, namespace: str | None) -> tuple[str, dict[str, str]]:
+    """The chart of a release's deployed revision, as Helm keeps it in the release's Secret
+    (``sh.helm.release.v1.NAME.vN``: the release as gzipped JSON, base64-encoded): its
+    namespace, and its files (relative path → text). Read with the registry's login."""
+    connection = await _connect(registry, OperatorSettings())
+    namespace = namespace or json.loads(connection).get('default_namespace') or 'default'
+    selector = urllib.parse.quote(f"owner=helm,name={release},status=deployed")
+    try:
+        [listed] = await _read(connection, [f"/api/v1/namespaces/{namespace}/secrets?labelSelector={selector}"])
+    except RuntimeError as e:
+        raise ValueError(f"The release {release!r} in {namespace!r} cannot be read: {e}") from None
+    items = (listed or {}).get('items') or []
+    if not items:
+        raise ValueError(f"No deployed release {release!r} in the namespace {namespace!r}: Helm's Secret of it "
+                         f"(labelled owner=helm, name={release}) is not there.")
+    latest = max(items, key=lambda item: int(item['metadata'].get('labels', {}).get('version', 0)))
+    try:
+        stored = base64.b64decode(base64.b64decode(latest['data']['release']))
+        chart = json.loads(gzip.decompress(stored) if stored[:2] == b'\x1f\x8b' else stored)['chart']
+        files = {'Chart.yaml': _dump(chart['metadata'])}
+        for entry in [*(chart.get('templates') or []), *(chart.get('files') or [])]:
+            files[entry['name']] = base64.b64decode(entry['data']).decode()
+        if chart.get('schema'):
+            files['values.schema.json'] = base64.b64decode(chart['schema']).decode()
+    except (KeyError, TypeError, ValueError, OSError) as e:  # (binascii.Error and JSON's are ValueErrors)
+        raise ValueError(f"The release {release!r} in {namespace!r} is not stored as Helm stores releases "
+                         f"({latest['metadata']['name']}): {e!r}") from None
+    return namespace, files
 
 
 def compare(chart: Path, made: Path) -> tuple[list[str], list[str]]:
@@ -251,8 +302,14 @@ serviceMonitor:
 """
 
 
+NAMESPACES_VALUES = """\
+# The namespaces whose objects the operator serves (`kopf run -n` of each): its roles are made
+# in each of them.
+namespaces: {namespaces}
+"""
+
 WEBHOOK_VALUES = """\
-# The admission webhooks: their Service's port (the pod serves on 9443), and the server's
+# The webhooks (admission, conversion): their Service's port (the pod serves on 9443), and the server's
 # certificate, which cert-manager issues and renews (its controller and its cainjector must run in
 # the cluster). The issuer: an Issuer or ClusterIssuer of one's own, e.g. {name: my-ca, kind:
 # ClusterIssuer}; empty: a CA of the chart's own, self-signed (renewing the server's certificate
@@ -267,8 +324,14 @@ webhooks:
 DURATION = {'type': 'string', 'pattern': '^([0-9]+(ms|s|m|h))+$'}
 
 
-def _schema(*, metrics: bool, webhooks: bool) -> dict[str, Any]:
+def _schema(*, metrics: bool, webhooks: bool, namespaces: bool) -> dict[str, Any]:
     properties = dict(SCHEMA['properties'])
+    required = list(SCHEMA['required'])
+    if namespaces:
+        required.append('namespaces')
+        properties['namespaces'] = {'type': 'array', 'minItems': 1, 'uniqueItems': True, 'items': {
+            'type': 'string', 'maxLength': 63, 'pattern': '^[a-z0-9]([-a-z0-9]*[a-z0-9])?$'},
+            'description': "The namespaces whose objects the operator serves."}
     if metrics:
         properties['serviceMonitor'] = {'type': 'object', 'additionalProperties': False, 'properties': {
             'enabled': {'type': 'boolean'}, 'interval': DURATION}}
@@ -281,7 +344,7 @@ def _schema(*, metrics: bool, webhooks: bool) -> dict[str, Any]:
             'port': {'type': 'integer', 'minimum': 1, 'maximum': 65535, 'description': "The webhook Service's port."},
             'issuer': {**issuer, 'anyOf': [{'maxProperties': 0}, {'required': ['name', 'kind']}]},
             'duration': DURATION, 'renewBefore': DURATION}}
-    return {**SCHEMA, 'properties': properties}
+    return {**SCHEMA, 'required': required, 'properties': properties}
 
 
 METRICS = """\
@@ -339,11 +402,26 @@ data:
 
 
 # Placeholders in the webhook configurations as dumped, for what Helm fills in.
-SERVICE_NAMESPACE, SERVICE_PORT = 'SERVICE-NAMESPACE', 987654321
+SERVICE_NAMESPACE, SERVICE_PORT, SERVED_LIST = 'SERVICE-NAMESPACE', 987654321, 'SERVED-NAMESPACES'
+
+
+def _in_served_namespaces(rbac: str) -> str:
+    """The roles planned for the placeholder namespace, made in each namespace of the values."""
+    docs = rbac.split('---\n')
+    served = [doc for doc in docs if f'namespace: "{SERVED}"' in doc]
+    text = '---\n'.join(doc for doc in docs if doc not in served)
+    if not served:
+        return text
+    # (In a range, `.` is the namespace: the release is `$`'s.)
+    block = '---\n'.join(doc.replace(f'"{SERVED}"', '"{{ . }}"').replace('{{ .Release.', '{{ $.Release.')
+                         for doc in served)
+    return text + "# In each namespace that the values name:\n{{- range .Values.namespaces }}\n---\n" + block + \
+        "{{- end }}\n"
 
 WEBHOOKS = """\
-# The admission webhooks: the operator serves them on its port 9443 ($KOPF_CHART_WEBHOOK_PORT) with
-# the certificate of the Secret NAME-webhooks-tls, which cert-manager issues and renews.
+# The webhooks (admission, conversion): the operator serves them on its port 9443
+# ($KOPF_CHART_WEBHOOK_PORT) with the certificate of the Secret NAME-webhooks-tls, which
+# cert-manager issues and renews.
 apiVersion: v1
 kind: Service
 metadata:
@@ -419,8 +497,9 @@ def _webhooks(name: str, definitions: Sequence[dict[str, Any]], namespaces: tupl
     text = WEBHOOKS.replace('NAME', name).replace('LABELS', labels)
     # Only the operator's namespaces are reviewed by it (Kopf's own configurations have no selector;
     # with --namespace, the objects of the other namespaces are not the operator's to refuse).
+    values: Any = SERVED_LIST if SERVED in namespaces else sorted(namespaces)
     selector = {'namespaceSelector': {'matchExpressions': [
-        {'key': 'kubernetes.io/metadata.name', 'operator': 'In', 'values': sorted(namespaces)}]}} if namespaces else {}
+        {'key': 'kubernetes.io/metadata.name', 'operator': 'In', 'values': values}]}} if namespaces else {}
     for kind in (WebhookType.VALIDATING, WebhookType.MUTATING):
         typename = 'ValidatingAdmissionWebhook' if kind == WebhookType.VALIDATING else 'MutatingAdmissionWebhook'
         chosen = [definition for definition in definitions if definition['type'] == typename]
@@ -445,13 +524,43 @@ def _webhooks(name: str, definitions: Sequence[dict[str, Any]], namespaces: tupl
         text += "---\n" + _dump(configuration)
     return (text.replace(SERVICE_NAMESPACE, '{{ .Release.Namespace }}')
             .replace(str(SERVICE_PORT), '{{ .Values.webhooks.port }}')
+            .replace(SERVED_LIST, '{{ .Values.namespaces | toJson }}')
             .replace("labels: LABELS", f"labels: {labels}"))
+
+
+def _conversions(name: str, crds: list[Crd], paths: dict[str, str]) -> str:
+    """The CRDs whose conversion the operator serves: pointed at the release's webhook Service,
+    with cainjector's annotation; templates rather than crds/ (where Helm fills nothing in), and
+    kept when the release is uninstalled (deleting a CRD deletes all its objects)."""
+    text = ("# The CRDs whose versions the operator converts: the API server asks its webhook Service. Helm\n"
+            "# keeps them when the release is uninstalled (their objects with them); their conversion then\n"
+            "# fails until the operator is installed again.\n")
+    for crd in crds:
+        body = json.loads(json.dumps(crd.body))
+        metadata = body.setdefault('metadata', {})
+        metadata.setdefault('annotations', {}).update({
+            'cert-manager.io/inject-ca-from': f"{SERVICE_NAMESPACE}/{name}-webhooks",
+            'helm.sh/resource-policy': 'keep',
+        })
+        body['spec']['conversion'] = {'strategy': 'Webhook', 'webhook': {
+            'conversionReviewVersions': ['v1'],
+            'clientConfig': {'service': {'name': f"{name}-webhooks", 'namespace': SERVICE_NAMESPACE,
+                                         'port': SERVICE_PORT, 'path': paths[crd.name]}}}}
+        text += "---\n" + _dump(body)
+    return (text.replace(SERVICE_NAMESPACE, '{{ .Release.Namespace }}')
+            .replace(str(SERVICE_PORT), '{{ .Values.webhooks.port }}'))
 
 
 def _deployment(options: Options, *, account: str, webhooks: bool = False) -> str:
     metrics = [] if options.metrics is None else ['--metrics', f'0.0.0.0:{options.metrics}']
-    args = [*options.run_options, '--liveness', f'http://0.0.0.0:{LIVENESS_PORT}/healthz', *metrics,
-            *options.entries]
+    run_options = list(options.run_options)
+    if options.namespaces:  # (they are the values': `-n` of each, templated)
+        pairs = [i for i, arg in enumerate(run_options) if arg == '-n']
+        run_options = [arg for i, arg in enumerate(run_options) if i not in pairs and i - 1 not in pairs]
+    args = [*run_options, '--liveness', f'http://0.0.0.0:{LIVENESS_PORT}/healthz', *metrics, *options.entries]
+    listed = json.dumps(args)
+    if options.namespaces:
+        listed = '[{{- range .Values.namespaces }}"-n", {{ . | quote }}, {{ end }}' + listed[1:]
     labels = f"{{app.kubernetes.io/name: {options.name}, app.kubernetes.io/instance: {{{{ .Release.Name | quote }}}}}}"
     mounts, volumes, annotations, ports = "", "", "", ""
     environment = ""
@@ -496,7 +605,7 @@ spec:
         - name: operator
           image: {{{{ .Values.image | quote }}}}
           imagePullPolicy: {{{{ .Values.imagePullPolicy }}}}
-          args: {json.dumps(args)}
+          args: {listed}
           env:
             - name: KOPF_RUN_LOG_FORMAT
               value: {{{{ .Values.logFormat | quote }}}}

@@ -17,11 +17,10 @@ from typing import Any
 
 import yaml
 
-from kopf._bridge import services
 from kopf._handling.conversions import ConversionError, Converting
 from kopf._handling.handlers import ConversionHandler, OperatorRegistry
 from kopf._operating import schemas
-from kopf._operating.rbac.commands import _connect
+from kopf._operating.rbac.commands import _connect, _read, crd_path
 from kopf._structures.errors import OperatorError
 from kopf._structures.memos import ObjectMemos
 from kopf._structures.models import MODELS, CustomResource, Declaration, ModelError, described
@@ -194,10 +193,9 @@ async def read(registry: OperatorRegistry, names: Sequence[str]) -> list[dict[st
     """The CRDs of these names as the cluster has them (None: absent), with the operator's login."""
     connection = await _connect(registry, OperatorSettings())
     try:
-        found = json.loads(await services.read_crds(connection, list(names)))
+        return await _read(connection, [crd_path(name) for name in names])
     except RuntimeError as e:
         raise OperatorError(str(e)) from None
-    return [crd or None for crd in found]
 
 
 def round_trips(registry: OperatorRegistry, samples: Sequence[Mapping[str, Any]],

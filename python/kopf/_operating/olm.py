@@ -38,7 +38,7 @@ from kopf._bridge import services
 from kopf._bridge.protocol import ResourceInfo
 from kopf._connecting.webhooks import OLM
 from kopf._handling.handlers import OperatorRegistry, WebhookType
-from kopf._operating.rbac.commands import _connect, _discover
+from kopf._operating.rbac.commands import _connect, _discover, _read, crd_path
 from kopf._operating.rbac.planning import plan
 from kopf._operating.rbac.rules import Plan, Rule
 from kopf._structures.references import Resource
@@ -450,7 +450,7 @@ async def generate(*, registry: OperatorRegistry, options: Options,
     absent = sorted(({*served_crds(the_plan), *webhook_crds}) - {crd.name for crd in crds} - set(options.required))
     if absent:
         try:
-            read = json.loads(await services.read_crds(connection, absent))
+            read = await _read(connection, [crd_path(name) for name in absent])
         except RuntimeError as e:
             raise ValueError(f"The CRDs that no --crd file gives cannot be read: {e}") from None
         unknown = [name for name, crd in zip(absent, read, strict=True) if crd is None]
@@ -673,11 +673,11 @@ def _verify_owned(path: Path, csv: dict[str, Any], crds: list[tuple[Path, dict[s
     definitions = spec.get('customresourcedefinitions') or {}
     in_bundle: dict[tuple[str, str, str], Path] = {}
     served: set[tuple[str, str, str]] = set()
-    for crd_path, crd in crds:
+    for file, crd in crds:
         for key in _crd_keys(crd):
             if key in in_bundle:
-                errors.append(f"{crd_path.name}: a duplicate CRD {key}")
-            in_bundle[key] = crd_path
+                errors.append(f"{file.name}: a duplicate CRD {key}")
+            in_bundle[key] = file
         served |= _crd_keys(crd, served_only=True)
     # Owned versions must be in the bundle; the bundle's CRDs must be owned (any of their
     # versions: the others of an owned one may be left out of the CSV).
@@ -692,7 +692,7 @@ def _verify_owned(path: Path, csv: dict[str, Any], crds: list[tuple[Path, dict[s
             if key not in served:
                 errors.append(f"{path.name}: the owned CRD {entry.get('name')}'s version {key[1]} is not served "
                               f"(served: false in {in_bundle[key].name}): OLM keeps the CSV pending")
-    for (group, version, kind), crd_path in sorted(in_bundle.items()):
+    for (group, version, kind), file in sorted(in_bundle.items()):
         if (group, kind) not in owned_kinds:
-            errors.append(f"{crd_path.name}: the CRD's {group}/{version}, Kind={kind} is in the bundle but not "
+            errors.append(f"{file.name}: the CRD's {group}/{version}, Kind={kind} is in the bundle but not "
                           f"owned by the CSV")

@@ -35,6 +35,16 @@ async def _discover(connection: str) -> list[ResourceInfo]:
         raise OperatorError(str(e)) from None
 
 
+def crd_path(name: str) -> str:
+    """The API path of the CRD of this name (for ``_read``)."""
+    return f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}"
+
+
+async def _read(connection: str, paths: list[str]) -> list[Any]:
+    """The objects at these API paths (None: absent); a RuntimeError names the request that failed."""
+    return [found or None for found in json.loads(await services.read_objects(connection, paths))]
+
+
 async def _plan(registry: OperatorRegistry, settings: OperatorSettings, connection: str,
                 **options: Any) -> Plan:
     resources = [Resource.from_engine(data) for data in await _discover(connection)]
