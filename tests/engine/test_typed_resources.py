@@ -171,3 +171,14 @@ def test_versions_of_a_model_convert_through_typed_steps(cluster: dict[str, str]
         assert operator.stop() == 0
         kubectl("delete", "crd", CONTACTS_CRD, "--ignore-not-found", "--wait=false", check=False)
     assert "Traceback" not in operator.output
+
+
+def test_a_chart_carries_the_crds_of_the_models(generated: str, tmp_path: Path) -> None:
+    chart = tmp_path / "chart"
+    result = kopf_cli("deploy", "generate", str(OPERATOR), "--image", "beacons:1", "-n", "default", "--standalone",
+                      "--output", str(chart))
+    assert result.returncode == 0, result.stderr
+    assert "no --crd file gives" not in result.stderr
+    assert yaml.safe_load((chart / "crds" / f"{CRD}.yaml").read_text()) == yaml.safe_load(generated)
+    verified = kopf_cli("deploy", "verify", str(chart))
+    assert verified.returncode == 0, verified.stdout + verified.stderr

@@ -5,8 +5,8 @@ third form beside ``kopf rbac generate`` and ``kopf olm generate``. The chart ho
   options given, non-root, with a read-only root, probed by ``--liveness``;
 - the ServiceAccount and its roles, as ``kopf rbac generate`` writes them for those options
   (the account in the release's namespace);
-- the CRDs of ``--crd`` files (Helm's ``crds/``: installed first, never upgraded or deleted
-  by Helm);
+- the CRDs of ``--crd`` files, and of the typed models that no file gives (Helm's ``crds/``:
+  installed first, never upgraded or deleted by Helm);
 - a PodDisruptionBudget once there is more than one replica (with peering or a Lease, one of
   them handles the objects, the others wait);
 - with ``--metrics PORT``, ``kopf run --metrics`` on that port, a Service of it, and a
@@ -39,6 +39,7 @@ import gzip
 import hashlib
 import json
 import re
+import sys
 import urllib.parse
 from collections.abc import Sequence
 from pathlib import Path
@@ -116,6 +117,7 @@ async def generate(*, registry: OperatorRegistry, options: Options, source: str,
     if registry._webhooks or registry._conversions:
         webhooks, webhook_crds = webhook_definitions(registry, await _discover(connection), options.name)
     crds = [read_crd(path) for path in options.crds]
+    crds += _modelled(exclude={crd.name for crd in crds})
     converted = {crd for webhook in webhooks for crd in webhook.get('conversionCRDs', [])}
     if unfiled := sorted(converted - {crd.name for crd in crds}):
         raise ValueError(f"The conversion handlers convert {', '.join(unfiled)}: give its CRD with --crd FILE (the "
@@ -138,6 +140,21 @@ async def generate(*, registry: OperatorRegistry, options: Options, source: str,
         if stale.is_file() and stale.relative_to(options.output).as_posix() not in files:
             stale.unlink()
     return write_files(options.output, files), plan.warnings
+
+
+def _modelled(exclude: set[str]) -> list[Crd]:
+    """The CRDs of the operator's typed models (``kopf.CustomResource``), as ``kopf crd generate``
+    writes them, but those that a ``--crd`` file gives."""
+    if 'kopf._structures.models' not in sys.modules:  # (no models declared: pydantic not even imported)
+        return []
+    from kopf._operating import crds, schemas
+    from kopf._structures.models import ModelError
+    try:
+        documents = crds.documents(crds.models())
+    except (ModelError, schemas.SchemaError) as e:
+        raise ValueError(f"The CRDs of the models cannot be made: {e}") from e
+    return [Crd(body=document, text=crds.render([document]).removeprefix('---\n')) for document in documents
+            if document['metadata']['name'] not in exclude]
 
 
 def chart(options: Options, *, account: str, rbac: str, crds: list[Crd], webhooks: Sequence[dict[str, Any]] = (),
