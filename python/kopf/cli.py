@@ -490,6 +490,27 @@ def _chart_written(*, paths: Collection[str], modules: Collection[str], image: s
     return written, warnings
 
 
+@deploy.command(name='manifests')
+@click.argument('chart', type=click.Path(exists=True, file_okay=False))
+@click.option('-n', '--namespace', 'namespace', default='default', show_default=True,
+              help="the namespace to install into (the release's, as `helm install -n`)")
+@click.option('--release', help="the release's name, in the objects' labels (default: the chart's name)")
+def deploy_manifests(chart: str, namespace: str, release: str | None) -> None:
+    """ Print a generated chart's objects as plain YAML, rendered with its values.yaml (as `helm template`). """
+    from pathlib import Path  # (not at the top: operators that never run this do not import it)
+
+    import yaml
+
+    from kopf._operating import charts
+    try:
+        name = yaml.safe_load((Path(chart) / 'Chart.yaml').read_text())['name']
+        click.echo(charts.manifests(Path(chart), namespace=namespace, release=release or name), nl=False)
+    except (OSError, KeyError, TypeError, yaml.YAMLError) as e:
+        raise click.ClickException(f"{chart} is not a chart: {e}") from None
+    except ValueError as e:
+        raise click.ClickException(str(e)) from None
+
+
 @deploy.command(name='verify')
 @click.argument('chart', type=click.Path(exists=True, file_okay=False), required=False)
 @click.option('--release', help="a release in the cluster instead of a folder: the chart that Helm keeps of it")

@@ -67,6 +67,9 @@ def check_restriction(name: str, ours: Recording) -> None:
           f"{len(restriction.warnings)}; granted, not used {len(restriction.unused())}")
     for line in restriction.unused():
         print(f"  unused: {line}")
+    # Its chart (kopf deploy generate, the same options), as the API server took it in a dry run.
+    print(f"{name} chart: {', '.join(ours.charted)}")
+    assert any(item.startswith("deployment.apps/") for item in ours.charted), ours.charted
     for line in restriction.warnings:
         print(f"  warning: {line}")
     # What a run needed is what the generator says it needs: nothing found only by running it.

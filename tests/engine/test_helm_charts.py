@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 import yaml
-from support import certmanager
+from support import certmanager, webhooks
 from support.cluster import EXAMPLES, kopf_cli, kubectl, kubectl_json
 from support.contacts import CRD as CONTACTS
 from support.contacts import contact, conversion, create, read, read_ok
@@ -336,21 +336,7 @@ def test_a_chart_generated_again_keeps_nothing_that_its_options_no_longer_make(c
     assert helm("lint", str(chart)).returncode == 0
 
 
-POLITE = """
-import kopf
-
-@kopf.on.startup()
-def configure(settings, **_):
-    # In development: a local server whose configuration the operator keeps. In the chart's pod,
-    # the chart's Service, certificate and configurations.
-    settings.admission.server = kopf.WebhookAutoServer()
-    settings.admission.managed = 'greeter.example.com'
-
-@kopf.on.validate('greetings', operations=['CREATE'])
-def polite(spec, **_):
-    if spec.get('greeting') == 'go away':
-        raise kopf.AdmissionError("Greetings are polite here.")
-
+POLITE = webhooks.POLITE + """
 @kopf.on.mutate('greetings', operations=['CREATE'])
 def signed(patch, **_):
     patch.setdefault('metadata', {}).setdefault('labels', {})['signed'] = 'by-the-operator'
@@ -373,6 +359,24 @@ def leaf(chain: bytes) -> bytes:
     return ssl.PEM_cert_to_DER_cert(chain.decode().split(end)[0] + end + "\n")
 
 
+def issued_certificate(namespace: str, name: str, tmp_path: Path) -> tuple[Path, dict[str, bytes]]:
+    """cert-manager's certificate of the release's webhooks, once issued, in a folder as the
+    kubelet mounts it; its data."""
+    secret = f"{name}-webhooks-tls"
+    eventually(lambda: kubectl("get", "secret", secret, "-n", namespace, "--ignore-not-found"), timeout=60,
+               what="cert-manager's Secret of the server's certificate")
+    certs = tmp_path / "webhooks"
+    return certs, certmanager.mount(namespace, secret, certs)
+
+
+def routed_here(namespace: str, name: str) -> None:
+    """The release's webhook Service sent to this machine, where the operator listens, as
+    kube-proxy would send it to the pod (the plane has none): the API server then calls
+    https://localhost:PORT (the Service's port, free here) for the Service's name."""
+    kubectl("patch", "service", f"{name}-webhooks", "-n", namespace, "--type=merge", "-p",
+            json.dumps({"spec": {"type": "ExternalName", "externalName": "localhost"}}))
+
+
 def test_a_webhook_operators_chart_is_served_with_cert_managers_certificate(
         crd: None, cert_manager: None, namespace: str, tmp_path: Path) -> None:
     script = tmp_path / "operator.py"
@@ -383,17 +387,11 @@ def test_a_webhook_operators_chart_is_served_with_cert_managers_certificate(
     assert helm("lint", str(chart)).stdout.endswith("1 chart(s) linted, 0 chart(s) failed\n")
     wrong = helm("install", "greeter", str(chart), "-n", namespace, "--set", "webhooks.issuer.name=ca", check=False)
     assert wrong.returncode != 0 and "webhooks" in wrong.stderr, "an issuer without its kind is refused"
-    # The Service's port, free on this machine: the plane has no kube-proxy, so the Service is
-    # pointed at this machine (as kube-proxy would send it to the pod), where the operator listens.
-    port = free_port()
+    port = free_port()  # (the Service's: see routed_here())
     helm("install", "greeter", str(chart), "-n", namespace, "--set", f"webhooks.port={port}")
     try:
         # cert-manager issues the server's certificate, signed by the chart's own CA...
-        secret = f"{name}-webhooks-tls"
-        eventually(lambda: kubectl("get", "secret", secret, "-n", namespace, "--ignore-not-found"), timeout=60,
-                   what="cert-manager's Secret of the server's certificate")
-        certs = tmp_path / "webhooks"
-        issued = certmanager.mount(namespace, secret, certs)
+        certs, issued = issued_certificate(namespace, name, tmp_path)
         assert issued["ca.crt"] != issued["tls.crt"], "signed by a CA, not self-signed"
         # ... and its cainjector puts that CA into both configurations.
         configured = kubectl_json("get", "validatingwebhookconfiguration", f"{name}-{namespace}")
@@ -404,8 +402,7 @@ def test_a_webhook_operators_chart_is_served_with_cert_managers_certificate(
                                                             "jsonpath={.webhooks[0].clientConfig.caBundle}"),
                                   what=f"the CA in the {kind}")
             assert base64.b64decode(injected) == issued["ca.crt"]
-        kubectl("patch", "service", f"{name}-webhooks", "-n", namespace, "--type=merge", "-p",
-                json.dumps({"spec": {"type": "ExternalName", "externalName": "localhost"}}))
+        routed_here(namespace, name)
 
         found = deployment(namespace, name)
         [container] = found["spec"]["template"]["spec"]["containers"]
@@ -434,8 +431,10 @@ def test_a_webhook_operators_chart_is_served_with_cert_managers_certificate(
                     "--type=json", "-p", json.dumps([{"op": "add", "path": "/status/conditions/-", "value": {
                         "type": "Issuing", "status": "True", "reason": "ManuallyTriggered",
                         "message": "Renewed by the test", "lastTransitionTime": "2026-01-01T00:00:00Z"}}]))
-            renewed = eventually(lambda: (data := certmanager.mount(namespace, secret, certs))["tls.crt"]
-                                 != issued["tls.crt"] and data, what="the renewed certificate", timeout=60)
+            def remounted() -> dict[str, bytes] | None:
+                data = certmanager.mount(namespace, f"{name}-webhooks-tls", certs)
+                return data if data["tls.crt"] != issued["tls.crt"] else None
+            renewed = eventually(remounted, what="the renewed certificate", timeout=60)
             assert renewed["ca.crt"] == issued["ca.crt"], "the CA stays: the configurations need no change"
             eventually(lambda: served_certificate(port) == leaf(renewed["tls.crt"]), timeout=30,
                        what="the renewed certificate served")
@@ -503,18 +502,13 @@ def test_a_conversion_operators_chart_points_its_crd_at_the_release(cert_manager
     port = free_port()
     helm("install", "contacts", str(chart), "-n", namespace, "--set", f"webhooks.port={port}")
     try:
-        secret = f"{name}-webhooks-tls"
-        eventually(lambda: kubectl("get", "secret", secret, "-n", namespace, "--ignore-not-found"), timeout=60,
-                   what="cert-manager's Secret of the server's certificate")
-        certs = tmp_path / "webhooks"
-        issued = certmanager.mount(namespace, secret, certs)
+        certs, issued = issued_certificate(namespace, name, tmp_path)
         webhook = eventually(lambda: conversion().get("webhook", {}).get("clientConfig", {}).get("caBundle") and
                              conversion()["webhook"], what="the CA in the CRD's conversion")
         assert base64.b64decode(webhook["clientConfig"]["caBundle"]) == issued["ca.crt"]
         assert webhook["clientConfig"]["service"] == {"name": f"{name}-webhooks", "namespace": namespace,
                                                       "port": port, "path": f"/conversion/{CONTACTS}"}
-        kubectl("patch", "service", f"{name}-webhooks", "-n", namespace, "--type=merge", "-p",
-                json.dumps({"spec": {"type": "ExternalName", "externalName": "localhost"}}))
+        routed_here(namespace, name)
         kubeconfig = account_kubeconfig(name, tmp_path, namespace)
         env = {"KUBECONFIG": str(kubeconfig), "KOPF_CHART_CERTIFICATES": str(certs),
                "KOPF_CHART_WEBHOOK_PORT": str(port)}
@@ -533,3 +527,48 @@ def test_a_conversion_operators_chart_points_its_crd_at_the_release(cert_manager
         # Helm keeps the CRD (and its objects); it is the test's to delete.
         assert kubectl("get", "crd", CONTACTS, "--ignore-not-found", "-o", "name").strip()
         kubectl("delete", "crd", CONTACTS, "--ignore-not-found", "--wait=false")
+
+
+def objects(text: str) -> list[dict[str, Any]]:
+    """The YAML stream's objects, in an order of their own (Helm sorts by kind)."""
+    return sorted((doc for doc in yaml.safe_load_all(text) if doc),
+                  key=lambda doc: (doc["kind"], doc["metadata"].get("namespace", ""), doc["metadata"]["name"]))
+
+
+def test_manifests_are_what_helm_renders(crd: None, namespace: str, tmp_path: Path) -> None:
+    """`kopf deploy manifests` renders the charts without Helm: the same objects as `helm template`,
+    with the generated values and with others in values.yaml; the API server takes them."""
+    polite = tmp_path / "polite.py"
+    polite.write_text(POLITE)
+    variants = {
+        "children": [str(CHILDREN), "-n", namespace, "--standalone", "--lease", "lantern", "--metrics", "9090",
+                     "--crd", str(CRD)],
+        "mounted": ["--mount", "-A", "--standalone", str(CHILDREN)],
+        "webhooks": [str(polite), "-n", namespace, "-n", "elsewhere", "--standalone", "--crd", str(CRD)],
+    }
+    changed = {"replicas": 3, "logFormat": "json", "env": [{"name": "GREETERS", "value": "many"}],
+               "serviceMonitor": {"enabled": True, "interval": "1m"}, "namespaces": [namespace, "third"],
+               "webhooks": {"port": 8443, "issuer": {"name": "corporate", "kind": "ClusterIssuer"},
+                            "duration": "24h", "renewBefore": "1h"}}
+    for variant, args in variants.items():
+        chart = generate(tmp_path / variant, "--image", "lantern:1", "--name", variant, *args)
+        for edited in (False, True):
+            if edited:
+                values = yaml.safe_load((chart / "values.yaml").read_text())
+                values.update({key: value for key, value in changed.items() if key in values})
+                (chart / "values.yaml").write_text(yaml.safe_dump(values))
+            ours = kopf_cli("deploy", "manifests", str(chart), "-n", namespace, "--release", "rel")
+            assert ours.returncode == 0, ours.stderr
+            helms = helm("template", "rel", str(chart), "-n", namespace, "--include-crds").stdout
+            assert objects(ours.stdout) == objects(helms), f"{variant}, values edited: {edited}"
+            if not edited:
+                taken = kubectl("apply", "--dry-run=server", "-f", "-", input=json.dumps(
+                    {"apiVersion": "v1", "kind": "List", "items": [
+                        doc for doc in objects(ours.stdout) if not doc["apiVersion"].startswith("cert-manager.io/")]}))
+                assert f"deployment.apps/{variant} created (server dry run)" in taken, taken
+    # A template that the generator does not make is refused by name, not rendered wrongly.
+    (chart / "templates" / "mine.yaml").write_text("kind: ConfigMap\ndata: {x: {{ .Values.image | upper }}}\n")
+    refused_ = kopf_cli("deploy", "manifests", str(chart))
+    assert refused_.returncode != 0
+    assert "templates/mine.yaml: {{ ... upper }}: the generated charts use no function 'upper'" in refused_.stderr, \
+        refused_.stderr

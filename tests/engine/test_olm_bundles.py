@@ -23,6 +23,7 @@ from support.kwok import pod_status
 from support.network import free_port
 from support.olm import failures, operator_verify
 from support.operators import OperatorProcess, account_kubeconfig, eventually, refused, write_script
+from support.webhooks import POLITE
 
 OPERATING = EXAMPLES / "operating" / "operator.py"
 CRD = EXAMPLES / "crd.yaml"
@@ -184,21 +185,7 @@ def test_a_crd_that_no_file_gives_is_read_from_the_cluster(crd: None, tmp_path: 
     assert [v["name"] for v in bundled["spec"]["versions"]] == [v["name"] for v in applied["spec"]["versions"]]
 
 
-VALIDATING = """
-import kopf
-
-@kopf.on.startup()
-def configure(settings, **_):
-    # In development: a local server whose configuration the operator keeps. In the bundle's pod,
-    # OLM's service and certificate, and OLM's configuration.
-    settings.admission.server = kopf.WebhookAutoServer()
-    settings.admission.managed = 'greeter.example.com'
-
-@kopf.on.validate('greetings', operations=['CREATE'])
-def polite(spec, **_):
-    if spec.get('greeting') == 'go away':
-        raise kopf.AdmissionError("Greetings are polite here.")
-"""
+VALIDATING = POLITE
 
 
 def run_as_olm_does(bundle: Path, tmp_path: Path, script: Path, namespace: str | None,

@@ -69,3 +69,22 @@ def validating_webhook(directory: Path, name: str, decide: Callable[[dict[str, A
             yield
         finally:
             kubectl("delete", "validatingwebhookconfiguration", name, check=False)
+
+
+# An operator with a validating webhook, as developed (its own server and configuration), which
+# an installer (an OLM bundle, a chart) runs with its own Service, certificate and configuration.
+POLITE = """
+import kopf
+
+@kopf.on.startup()
+def configure(settings, **_):
+    # In development: a local server whose configuration the operator keeps. In an installed
+    # pod, the installer's service and certificate, and the installer's configuration.
+    settings.admission.server = kopf.WebhookAutoServer()
+    settings.admission.managed = 'greeter.example.com'
+
+@kopf.on.validate('greetings', operations=['CREATE'])
+def polite(spec, **_):
+    if spec.get('greeting') == 'go away':
+        raise kopf.AdmissionError("Greetings are polite here.")
+"""

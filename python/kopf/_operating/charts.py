@@ -25,6 +25,9 @@ third form beside ``kopf rbac generate`` and ``kopf olm generate``. The chart ho
 
 The templates are plain YAML with a few ``{{ .Values.* }}`` and ``if``s: no helpers.
 
+``kopf deploy manifests`` renders a chart's templates with its values as Helm would
+(``templating``): the same objects as plain YAML.
+
 ``kopf deploy verify`` makes the chart again from the code as it is now, with the options
 that ``Chart.yaml`` keeps (``kopf.dev/generated-with``), and names what differs: of a chart's
 folder, or of a release in the cluster (the chart that Helm keeps of it).
@@ -49,6 +52,7 @@ import yaml
 
 from kopf._connecting.webhooks import CHART
 from kopf._handling.handlers import OperatorRegistry, WebhookType
+from kopf._operating import templating
 from kopf._operating.olm import Crd, read_crd, served_crds, webhook_definitions, write_files
 from kopf._operating.rbac.commands import _connect, _discover, _plan, _read
 from kopf._operating.rbac.rendering import render
@@ -244,6 +248,39 @@ async def read_release(registry: OperatorRegistry, release: str, namespace: str 
     return namespace, files
 
 
+# The kinds of the generated charts in Helm's order of installing them (the others after them).
+INSTALL_ORDER = ('CustomResourceDefinition', 'PodDisruptionBudget', 'ServiceAccount', 'ConfigMap', 'ClusterRole',
+                 'ClusterRoleBinding', 'Role', 'RoleBinding', 'Service', 'Deployment', 'MutatingWebhookConfiguration',
+                 'ValidatingWebhookConfiguration')
+
+
+def manifests(folder: Path, *, namespace: str, release: str) -> str:
+    """The chart's objects as ``helm template --include-crds`` renders them with the chart's
+    ``values.yaml``, for a release of this name in this namespace: the CRDs, then the
+    templates' objects, each after a comment naming its file."""
+    files = {path.relative_to(folder).as_posix(): path.read_text() for path in sorted(folder.rglob('*'))
+             if path.is_file()}
+    try:
+        values = yaml.safe_load(files.get('values.yaml', '')) or {}
+    except yaml.YAMLError as e:
+        raise ValueError(f"{folder / 'values.yaml'}: not YAML: {e}") from None
+    texts = [(name, files[name]) for name in files if name.startswith('crds/') and name.endswith('.yaml')]
+    for name in (name for name in files if name.startswith('templates/') and name.endswith('.yaml')):
+        rendered = templating.render(files[name], values=values, release={'Name': release, 'Namespace': namespace},
+                                     files=files, where=str(folder / name))
+        texts.append((name, rendered))
+    found: list[tuple[str, dict[str, Any]]] = []
+    for name, text in texts:
+        try:
+            found += [(name, document) for document in yaml.safe_load_all(text) if document]
+        except yaml.YAMLError as e:
+            raise ValueError(f"{folder / name}: not YAML once rendered: {e}") from None
+    # In Helm's order of installing: what others need first (the account before its pods).
+    found.sort(key=lambda item: INSTALL_ORDER.index(item[1].get('kind')) if item[1].get('kind') in INSTALL_ORDER
+               else len(INSTALL_ORDER))
+    return ''.join(f"---\n# Source: {name}\n{templating.dump(document)}" for name, document in found)
+
+
 def compare(chart: Path, made: Path) -> tuple[list[str], list[str]]:
     """What differs between the chart and the one made now (its values and version aside,
     which people change): the differences, and the chart's files that no generation makes."""
@@ -434,6 +471,7 @@ def _in_served_namespaces(rbac: str) -> str:
                          for doc in served)
     return text + "# In each namespace that the values name:\n{{- range .Values.namespaces }}\n---\n" + block + \
         "{{- end }}\n"
+
 
 WEBHOOKS = """\
 # The webhooks (admission, conversion): the operator serves them on its port 9443

@@ -22,7 +22,7 @@ from typing import Any
 
 from support.operators import api_server, pod_secrets
 
-from . import restricting
+from . import charting, restricting
 
 STOP_GRACE = 30.0  # Kubernetes' default terminationGracePeriodSeconds
 WRITES = frozenset({"create", "update", "patch", "delete", "deletecollection"})
@@ -57,6 +57,7 @@ class Recording:
     output: str = ""  # the raw log, to show when something differs
     # The generated RBAC it ran under (ours), and what `kopf rbac record` saw of it; None: admin.
     rbac: restricting.Restriction | None = None
+    charted: list[str] = dataclasses.field(default_factory=list)  # the chart's objects, as the dry run took them
 
 
 class Session:
@@ -375,11 +376,23 @@ def record(*, engine: str, venv: Path, command: list[str], namespace: str, sourc
     if setup is not None:
         process_env.update(setup(namespace))
     if rbac is not None:
+        prepared: list[tuple[list[str], dict[str, str]]] = []  # (a pod's files, made once for both commands)
+
         def wrap(command: list[str]) -> tuple[list[str], dict[str, str]]:
-            return in_cluster(workdir, namespace, command) if pod else (command, {})
+            if not pod:
+                return command, {}
+            if not prepared:
+                prepared.append(in_cluster(workdir, namespace, []))
+            prefix, pod_env = prepared[0]
+            return [*prefix, *command], pod_env
 
         generating = {k: v for k, v in process_env.items() if not (pod and k == "KUBECONFIG")}
         recording.rbac = restricting.generate(
+            venv=venv, args=[part.format(namespace=namespace, source=source or "") for part in rbac],
+            namespace=namespace, workdir=workdir, name=operator, wrap=wrap, env=generating)
+        # The same options make its chart, which the API server must take (before the run: the
+        # dry run touches nothing).
+        recording.charted = charting.check(
             venv=venv, args=[part.format(namespace=namespace, source=source or "") for part in rbac],
             namespace=namespace, workdir=workdir, name=operator, wrap=wrap, env=generating)
         secrets = workdir / "restricted-serviceaccount" if pod else None
