@@ -504,9 +504,10 @@ def deploy_manifests(chart: str, namespace: str, release: str | None) -> None:
     from kopf._operating import charts
     try:
         name = yaml.safe_load((Path(chart) / 'Chart.yaml').read_text())['name']
-        click.echo(charts.manifests(Path(chart), namespace=namespace, release=release or name), nl=False)
     except (OSError, KeyError, TypeError, yaml.YAMLError) as e:
-        raise click.ClickException(f"{chart} is not a chart: {e}") from None
+        raise click.ClickException(f"{chart} is not a chart (its Chart.yaml names none): {e!r}") from None
+    try:
+        click.echo(charts.manifests(Path(chart), namespace=namespace, release=release or name), nl=False)
     except ValueError as e:
         raise click.ClickException(str(e)) from None
 

@@ -572,3 +572,9 @@ def test_manifests_are_what_helm_renders(crd: None, namespace: str, tmp_path: Pa
     assert refused_.returncode != 0
     assert "templates/mine.yaml: {{ ... upper }}: the generated charts use no function 'upper'" in refused_.stderr, \
         refused_.stderr
+    # Values that the chart's schema refuses are refused here too, as Helm refuses them.
+    values = yaml.safe_load((chart / "values.yaml").read_text())
+    (chart / "values.yaml").write_text(yaml.safe_dump({**values, "replicas": "two"}))
+    wrong = kopf_cli("deploy", "manifests", str(chart))
+    assert wrong.returncode != 0 and "replicas: 'two' is not an integer" in wrong.stderr, wrong.stderr
+    assert helm("template", "rel", str(chart), check=False).returncode != 0

@@ -5,7 +5,7 @@ whole charts with `helm template`.)"""
 from __future__ import annotations
 
 import pytest
-from kopf._operating.templating import TemplateError, render
+from kopf._operating.templating import TemplateError, check, render
 
 RELEASE = {'Name': 'rel', 'Namespace': 'ns1'}
 
@@ -49,3 +49,40 @@ def test_what_the_charts_do_not_use_is_refused(template: str, expected: str) -> 
     with pytest.raises(TemplateError) as e:
         rendered(template, x=1)
     assert expected in str(e.value)
+
+
+SCHEMA = {'type': 'object', 'additionalProperties': False, 'required': ['image'], 'properties': {
+    'image': {'type': 'string', 'minLength': 1},
+    'replicas': {'type': 'integer', 'minimum': 1},
+    'names': {'type': 'array', 'minItems': 1, 'uniqueItems': True, 'items': {'type': 'string', 'pattern': '^[a-z]+$'}},
+    'issuer': {'type': 'object', 'properties': {'name': {'type': 'string'}, 'kind': {'enum': ['A', 'B']}},
+               'anyOf': [{'maxProperties': 0}, {'required': ['name', 'kind']}]},
+}}
+
+
+def test_values_that_fit_the_schema() -> None:
+    assert check({'image': 'i:1', 'replicas': 2, 'names': ['a', 'b'], 'issuer': {}}, SCHEMA) == []
+    assert check({'image': 'i:1', 'issuer': {'name': 'x', 'kind': 'A'}}, SCHEMA) == []
+
+
+@pytest.mark.parametrize('values, expected', [
+    ({'replicas': 1}, "(the values): 'image' is required"),
+    ({'image': 'i', 'replicas': 'two'}, "replicas: 'two' is not an integer"),
+    ({'image': 'i', 'replicas': True}, "replicas: True is not an integer"),
+    ({'image': 'i', 'replicas': 0}, "replicas: 0 is below 1"),
+    ({'image': 'i', 'names': ['a', 'a']}, "names: items repeat"),
+    ({'image': 'i', 'names': ['A']}, "names[0]: 'A' does not match ^[a-z]+$"),
+    ({'image': 'i', 'extra': 1}, "extra: not a value of this chart"),
+    ({'image': 'i', 'issuer': {'name': 'x'}}, "issuer: fits none of: issuer: more than 0 fields; issuer: 'kind' is "
+                                              "required"),
+    ({'image': 'i', 'issuer': {'name': 'x', 'kind': 'C'}}, "issuer.kind: 'C' is not one of 'A', 'B'"),
+])
+def test_values_that_do_not_fit_are_named(values: dict[str, object], expected: str) -> None:
+    assert expected in check(values, SCHEMA)
+
+
+def test_a_value_that_a_function_cannot_take_names_the_template() -> None:
+    with pytest.raises(TemplateError) as e:
+        render('{{- if gt (int .Values.n) 1 }}x{{- end }}', values={'n': 'many'}, release=RELEASE, files={},
+               where='templates/pdb.yaml')
+    assert str(e.value).startswith("templates/pdb.yaml: cannot be rendered with these values: invalid literal")

@@ -256,14 +256,18 @@ INSTALL_ORDER = ('CustomResourceDefinition', 'PodDisruptionBudget', 'ServiceAcco
 
 def manifests(folder: Path, *, namespace: str, release: str) -> str:
     """The chart's objects as ``helm template --include-crds`` renders them with the chart's
-    ``values.yaml``, for a release of this name in this namespace: the CRDs, then the
-    templates' objects, each after a comment naming its file."""
+    ``values.yaml`` (checked by its ``values.schema.json`` first), for a release of this name in
+    this namespace: the CRDs, then the templates' objects, each after a comment naming its file."""
     files = {path.relative_to(folder).as_posix(): path.read_text() for path in sorted(folder.rglob('*'))
              if path.is_file()}
     try:
         values = yaml.safe_load(files.get('values.yaml', '')) or {}
-    except yaml.YAMLError as e:
-        raise ValueError(f"{folder / 'values.yaml'}: not YAML: {e}") from None
+        schema = json.loads(files.get('values.schema.json', '{}'))
+    except (yaml.YAMLError, json.JSONDecodeError) as e:
+        raise ValueError(f"{folder}: its values or their schema cannot be read: {e}") from None
+    if errors := templating.check(values, schema):
+        raise ValueError(f"{folder / 'values.yaml'}: the values do not fit the chart's values.schema.json:\n  "
+                         + '\n  '.join(errors))
     texts = [(name, files[name]) for name in files if name.startswith('crds/') and name.endswith('.yaml')]
     for name in (name for name in files if name.startswith('templates/') and name.endswith('.yaml')):
         rendered = templating.render(files[name], values=values, release={'Name': release, 'Namespace': namespace},

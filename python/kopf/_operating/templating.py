@@ -4,7 +4,9 @@ charts. Only what those templates use is known here: Go templates' ``{{ }}`` act
 ``{{-`` trimming; ``if``/``else``/``with``/``range``/``end``; the fields of ``.Values``,
 ``.Release`` and ``$``; and Helm's functions ``quote``, ``toJson``, ``toYaml``, ``nindent``,
 ``int``, ``gt``, ``not`` and ``(.Files.Glob "...").AsConfig``. Anything else (a template
-edited by hand) is refused by name, not rendered wrongly. The tests compare the output with
+edited by hand) is refused by name, not rendered wrongly. The values are checked by the chart's
+``values.schema.json`` first, as Helm checks them (``check``: the parts of JSON Schema that the
+generated schemas use). The tests compare the output with
 ``helm template``'s for the charts that the generator makes.
 """
 
@@ -34,7 +36,12 @@ def render(template: str, *, values: Mapping[str, Any], release: Mapping[str, st
     tree, rest = _parse(_tokens(template), where)
     if rest:
         raise TemplateError(f"{where}: {{{{ {rest[0][1]} }}}} without its block")
-    return _run(tree, dot=root, root=root, where=where)
+    try:
+        return _run(tree, dot=root, root=root, where=where)
+    except TemplateError:
+        raise
+    except (TypeError, ValueError, AttributeError) as e:  # e.g. `int` of a value that is not a number
+        raise TemplateError(f"{where}: cannot be rendered with these values: {e}") from None
 
 
 def _tokens(template: str) -> list[tuple[str, str]]:
@@ -246,3 +253,53 @@ FUNCTIONS: dict[str, Any] = {
     'not': lambda value: not _true(value),
 }
 
+
+TYPES: dict[str, Any] = {'object': dict, 'array': list, 'string': str, 'boolean': bool, 'integer': int,
+                         'number': (int, float)}
+
+
+def check(value: Any, schema: Mapping[str, Any], where: str = '') -> list[str]:
+    """What in the value the schema refuses, one line per field (empty: all fits). Only what the
+    generated schemas use: type, enum, required, properties, additionalProperties, items,
+    minItems, uniqueItems, minimum, maximum, minLength, maxLength, pattern, maxProperties, anyOf."""
+    at = where or '(the values)'
+    expected = schema.get('type')
+    if expected is not None:
+        kind = TYPES[expected]
+        if not isinstance(value, kind) or (isinstance(value, bool) and expected in ('integer', 'number')):
+            return [f"{at}: {value!r} is not {'an' if expected[0] in 'aeiou' else 'a'} {expected}"]
+    errors: list[str] = []
+    if 'enum' in schema and value not in schema['enum']:
+        errors.append(f"{at}: {value!r} is not one of {', '.join(map(repr, schema['enum']))}")
+    if isinstance(value, dict):
+        errors += [f"{at}: {name!r} is required" for name in schema.get('required', []) if name not in value]
+        properties = schema.get('properties', {})
+        for name, item in value.items():
+            field = f"{where}.{name}" if where else str(name)
+            if name in properties:
+                errors += check(item, properties[name], field)
+            elif schema.get('additionalProperties') is False:
+                errors.append(f"{field}: not a value of this chart")
+        if len(value) > schema.get('maxProperties', len(value)):
+            errors.append(f"{at}: more than {schema['maxProperties']} fields")
+    if isinstance(value, list):
+        if len(value) < schema.get('minItems', 0):
+            errors.append(f"{at}: fewer than {schema['minItems']} items")
+        if schema.get('uniqueItems') and len({json.dumps(item, sort_keys=True) for item in value}) < len(value):
+            errors.append(f"{at}: items repeat")
+        for index, item in enumerate(value):
+            errors += check(item, schema.get('items', {}), f"{where}[{index}]")
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        if 'minimum' in schema and value < schema['minimum']:
+            errors.append(f"{at}: {value} is below {schema['minimum']}")
+        if 'maximum' in schema and value > schema['maximum']:
+            errors.append(f"{at}: {value} is above {schema['maximum']}")
+    if isinstance(value, str):
+        if len(value) < schema.get('minLength', 0) or len(value) > schema.get('maxLength', len(value)):
+            errors.append(f"{at}: {value!r} is not {schema.get('minLength', 0)}-{schema.get('maxLength', '')} long")
+        if 'pattern' in schema and not re.search(schema['pattern'], value):
+            errors.append(f"{at}: {value!r} does not match {schema['pattern']}")
+    if 'anyOf' in schema and all(check(value, option, where) for option in schema['anyOf']):
+        errors.append(f"{at}: fits none of: " + '; '.join(' and '.join(check(value, option, where))
+                                                          for option in schema['anyOf']))
+    return errors
